@@ -1,0 +1,63 @@
+"""`mapper` command line: evaluate (and the commands later issues add).
+
+User errors (`MapperError`) are printed on one line and exit with status 2; tracebacks are
+reserved for bugs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .cost import evaluate
+from .errors import MapperError
+from .load import PRESET_KINDS, load_arch, load_mapping, load_workload, preset_names
+from .report import evaluation_json, evaluation_text
+
+
+def _evaluate(args) -> int:
+    arch = load_arch(args.arch)
+    workload = load_workload(args.workload)
+    mapping = load_mapping(args.mapping, arch, workload)
+    ev = evaluate(arch, workload, mapping)
+    if args.json:
+        print(json.dumps(evaluation_json(arch, workload, mapping, ev), indent=2))
+    else:
+        print(evaluation_text(arch, workload, mapping, ev))
+    return 0
+
+
+def _presets(args) -> int:
+    for kind in PRESET_KINDS:
+        names = preset_names(kind)
+        if names:
+            print(f"{kind}: {', '.join(names)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mapper", description=(
+        "Find and price mappings of tensor computations onto memory hierarchies."))
+    sub = parser.add_subparsers(dest="command", required=True)
+    ev = sub.add_parser("evaluate", help="price one mapping, level by level and tensor by tensor")
+    ev.add_argument("arch", help="architecture YAML file or preset name (see `mapper presets`)")
+    ev.add_argument("workload", help="workload YAML file or preset name")
+    ev.add_argument("mapping", help="mapping YAML file or preset name")
+    ev.add_argument("--json", action="store_true", help="print one JSON object")
+    ev.set_defaults(run=_evaluate)
+    pr = sub.add_parser("presets", help="list the bundled architectures, workloads and mappings")
+    pr.set_defaults(run=_presets)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except MapperError as exc:
+        print(f"mapper: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""The scalar cost model: one mapping, plain Python integers, a full breakdown.
+
+It implements the rules of `vectorised.py` independently (by walking the loops rather than by
+closed forms: the sliding-window rule runs as a small state machine over loop steps) so that
+the two can check each other; tests require them to agree exactly.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..mapping import Mapping
+from ..spec import Arch, Workload
+
+
+@dataclass(frozen=True)
+class TensorCost:
+    tile_words: int          # words of the tile one instance holds (one stage)
+    partition_words: int     # distinct words one instance touches over the run
+    reads: int               # per instance
+    fills: int
+    updates: int
+    bytes_moved: float       # all instances
+    energy_pj: float         # all instances
+
+
+@dataclass(frozen=True)
+class LevelCost:
+    name: str
+    instances: int           # utilized instances
+    tensors: dict[str, TensorCost]
+    footprint_bytes: float   # per instance, kept tiles x stages
+    capacity_bytes: float
+    traffic_bytes: float     # all instances
+    cycles: float            # time this level needs given its bandwidth and buffering
+    leak_pj: float
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    levels: list[LevelCost]
+    macs: int
+    compute_cycles: float
+    compute_energy_pj: float
+    compute_instances: int
+    energy_pj: float
+    cycles: float
+    utilization: float
+    bottleneck: str          # the level (or 'compute') whose time is the kernel's time
+
+    @property
+    def edp(self) -> float:
+        return self.energy_pj * self.cycles
+
+    def fits(self) -> bool:
+        return all(lv.footprint_bytes <= lv.capacity_bytes for lv in self.levels)
+
+
+def _extent(axis, spans) -> int:
+    return 1 + sum(c * (spans[d] - 1) for d, c in axis)
+
+
+def _tile(tensor, spans) -> int:
+    return math.prod(_extent(axis, spans) for axis in tensor.axes)
+
+
+def _loads(tensor, spans, loops) -> int:
+    """Words fetched into one instance: first tile, then the delta at every step of `loops`
+    (the temporal loops above the level, outermost first, as (dim, bound))."""
+    loops = [(d, b) for d, b in loops if b > 1]
+    tile = _tile(tensor, spans)
+    extents = [_extent(axis, spans) for axis in tensor.axes]
+
+    def move(j):
+        """(kind, words, gradient) of the step where loop j advances and inner loops wrap."""
+        delta = {}
+        for k in range(j + 1, len(loops)):
+            d, b = loops[k]
+            delta[d] = delta.get(d, 1) * b
+        shift_dim = {d: -(w - 1) * spans[d] for d, w in delta.items()}
+        shift_dim[loops[j][0]] = spans[loops[j][0]]
+        shifts = [sum(c * shift_dim.get(d, 0) for d, c in axis) for axis in tensor.axes]
+        moved = [a for a, s in enumerate(shifts) if s]
+        if not moved:
+            return "same", 0, 0
+        if len(moved) == 1 and abs(shifts[moved[0]]) < extents[moved[0]]:
+            a = moved[0]
+            return "slide", tile // extents[a] * abs(shifts[a]), 2 * a + (shifts[a] < 0) + 1
+        return "new", tile, 0
+
+    moves = [move(j) for j in range(len(loops))]
+
+    def step(j, gradient):
+        kind, words, g = moves[j]
+        if kind == "same":
+            return 0, 0
+        if kind == "slide" and gradient in (0, g):
+            return words, g
+        return tile, 0
+
+    memo = {}
+
+    def run(j, gradient):
+        """Words fetched by loops j.. entered with `gradient`; returns (words, gradient out)."""
+        if j == len(loops):
+            return 0, gradient
+        if (j, gradient) in memo:
+            return memo[(j, gradient)]
+        total, g = run(j + 1, gradient)
+        remaining, seen = loops[j][1] - 1, {}
+        while remaining > 0:
+            if g in seen:           # the state repeats: skip whole cycles at once
+                left_then, total_then = seen.pop(g)
+                period, gain = left_then - remaining, total - total_then
+                cycles = remaining // period
+                total, remaining = total + cycles * gain, remaining - cycles * period
+                seen.clear()
+                if remaining == 0:
+                    break
+            seen[g] = (remaining, total)
+            words, g = step(j, g)
+            inner, g = run(j + 1, g)
+            total, remaining = total + words + inner, remaining - 1
+        memo[(j, gradient)] = (total, g)
+        return total, g
+
+    return tile + run(0, 0)[0]
+
+
+def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
+    levels = mapping.levels
+    n_levels, dims = len(levels), range(len(workload.dims))
+
+    def spatial_product(lm, dims_filter=lambda d: True):
+        return math.prod(b for d, b, _ in lm.spatial if dims_filter(d))
+
+    def spans_below(lv):
+        spans = [1] * len(workload.dims)
+        for lm in levels[lv:]:
+            for d, b in lm.temporal:
+                spans[d] *= b
+            for d, b, _ in lm.spatial:
+                spans[d] *= b
+        return spans
+
+    instances = [math.prod(spatial_product(lm) for lm in levels[:lv]) for lv in range(n_levels)]
+    compute_instances = math.prod(spatial_product(lm) for lm in levels)
+    macs_per_unit = math.prod(b for lm in levels for _, b in lm.temporal)
+    loops_above = [[loop for lm in levels[:lv] for loop in lm.temporal] for lv in range(n_levels)]
+
+    counts = {}      # (lv, t) -> dict
+    exposed = [0.0] * n_levels
+    for t, tensor in enumerate(workload.tensors):
+        below_loads, below_lv, below_buffered = macs_per_unit, n_levels, True
+        for lv in range(n_levels - 1, -1, -1):
+            if t not in levels[lv].keep:
+                continue
+            spans = spans_below(lv)
+            tile = _tile(tensor, spans)
+            partition_spans = list(spans)
+            for d, b in loops_above[lv]:
+                partition_spans[d] *= b
+            partition = _tile(tensor, partition_spans)
+            loads = _loads(tensor, spans, loops_above[lv])
+            between = levels[lv:below_lv]
+            fan = math.prod(spatial_product(lm) for lm in between)
+            shared = math.prod(spatial_product(lm, lambda d: d not in tensor.dims) for lm in between)
+            supply = below_loads * fan // shared
+            if tensor.is_output:
+                reads, fills, updates = supply - partition, loads - partition, supply
+            else:
+                reads, fills, updates = supply, (loads if lv > 0 else 0), 0
+            counts[lv, t] = dict(tile=tile, partition=partition, reads=reads, fills=fills,
+                                 updates=updates)
+            buffered = levels[lv].stages > 1
+            exposed[lv] += tensor.bytes_per_word * ((0 if buffered else fills)
+                                                    + (0 if below_buffered else reads + updates))
+            below_loads, below_lv, below_buffered = loads, lv, buffered
+
+    compute_cycles = -(-macs_per_unit // arch.compute.macs_per_cycle)
+    level_costs, level_times = [], []
+    for lv, (level, lm) in enumerate(zip(arch.levels, levels)):
+        tensors, footprint, moved = {}, 0.0, 0.0
+        for t, tensor in enumerate(workload.tensors):
+            if (lv, t) not in counts:
+                continue
+            c = counts[lv, t]
+            bytes_each = (c["reads"] + c["fills"] + c["updates"]) * tensor.bytes_per_word
+            energy = 0.0
+            for count, per_access, per_byte in (
+                    (c["reads"], level.energy_read, level.byte_energy_read),
+                    (c["fills"], level.energy_write, level.byte_energy_write),
+                    (c["updates"], level.energy_update, level.byte_energy_update)):
+                energy += -(-count // level.block_size) * per_access + count * tensor.bytes_per_word * per_byte
+            tensors[tensor.name] = TensorCost(c["tile"], c["partition"], c["reads"], c["fills"],
+                                              c["updates"], bytes_each * instances[lv],
+                                              energy * instances[lv])
+            footprint += c["tile"] * tensor.bytes_per_word
+            moved += bytes_each
+        hidden = (moved - exposed[lv]) / level.bandwidth
+        time = max(compute_cycles, hidden) + exposed[lv] / level.bandwidth
+        level_times.append(time)
+        level_costs.append([level.name, instances[lv], tensors, footprint * lm.stages,
+                            level.capacity, moved * instances[lv], time])
+    cycles = max([compute_cycles] + level_times)
+    leak = [level.leak * level.instances * cycles for level in arch.levels]
+    level_costs = [LevelCost(*row, leak_pj=lk) for row, lk in zip(level_costs, leak)]
+    compute_energy = workload.macs * arch.compute.energy_per_mac
+    energy = sum(tc.energy_pj for lc in level_costs for tc in lc.tensors.values())
+    energy += compute_energy + sum(leak)
+    slowest = max(range(n_levels), key=lambda lv: level_times[lv])
+    bottleneck = arch.levels[slowest].name if level_times[slowest] > compute_cycles else "compute"
+    return Evaluation(levels=level_costs, macs=workload.macs, compute_cycles=float(compute_cycles),
+                      compute_energy_pj=compute_energy, compute_instances=compute_instances,
+                      energy_pj=energy, cycles=float(cycles),
+                      utilization=workload.macs / (cycles * arch.peak_macs_per_cycle),
+                      bottleneck=bottleneck)

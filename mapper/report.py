@@ -1,0 +1,104 @@
+"""Formatting of results: the text tables people read and the JSON that scripts read.
+
+Nothing here computes costs; it only lays out what `cost.evaluate` returned.
+"""
+from __future__ import annotations
+
+import math
+
+from .cost import Evaluation
+from .mapping import Mapping, mapping_to_dict
+from .spec import Arch, Workload
+
+
+def _num(value: float) -> str:
+    if isinstance(value, float) and math.isinf(value):
+        return "unlimited"
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    if abs(value) >= 1e6:
+        return f"{value:.4g}"
+    return f"{value:,.2f}"
+
+
+def table(headers: list[str], rows: list[list], align_left: int = 2) -> str:
+    cells = [[str(c) for c in row] for row in [headers] + rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for n, row in enumerate(cells):
+        parts = [c.ljust(w) if i < align_left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join(parts).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def evaluation_json(arch: Arch, workload: Workload, mapping: Mapping, ev: Evaluation) -> dict:
+    return {
+        "arch": arch.name,
+        "workload": workload.name,
+        "mapping": mapping_to_dict(mapping, arch, workload),
+        "cost": {
+            "energy_pj": ev.energy_pj,
+            "cycles": ev.cycles,
+            "seconds": ev.cycles / arch.clock_hz,
+            "edp": ev.edp,
+            "macs": ev.macs,
+            "utilization": ev.utilization,
+            "bottleneck": ev.bottleneck,
+            "compute": {"cycles": ev.compute_cycles, "energy_pj": ev.compute_energy_pj,
+                        "instances": ev.compute_instances},
+            "levels": {lc.name: {t: {"reads": c.reads, "fills": c.fills, "updates": c.updates}
+                                 for t, c in lc.tensors.items()} for lc in ev.levels},
+            "level_details": {lc.name: {
+                "instances": lc.instances, "footprint_bytes": lc.footprint_bytes,
+                "capacity_bytes": None if math.isinf(lc.capacity_bytes) else lc.capacity_bytes,
+                "traffic_bytes": lc.traffic_bytes, "cycles": lc.cycles, "leak_pj": lc.leak_pj,
+                "tensors": {t: {"tile_words": c.tile_words, "partition_words": c.partition_words,
+                                "bytes": c.bytes_moved, "energy_pj": c.energy_pj}
+                            for t, c in lc.tensors.items()}} for lc in ev.levels},
+        },
+    }
+
+
+def loop_nest_text(arch: Arch, workload: Workload, mapping: Mapping) -> str:
+    """The mapping as an indented loop nest, outermost first."""
+    lines, depth = [], 0
+    for level, lm in zip(arch.levels, mapping.levels):
+        kept = ", ".join(workload.tensors[t].name for t in sorted(lm.keep)) or "nothing"
+        stages = f", {lm.stages} stages" if lm.stages > 1 else ""
+        lines.append("  " * depth + f"[{level.name}] keeps {kept}{stages}")
+        for d, b in lm.temporal:
+            if b > 1:
+                lines.append("  " * depth + f"for {workload.dims[d]} in 0..{b}:")
+                depth += 1
+        for d, b, a in lm.spatial:
+            if b > 1:
+                lines.append("  " * depth + f"parallel-for {workload.dims[d]} in 0..{b} (mesh {'xy'[a]}):")
+                depth += 1
+    lines.append("  " * depth + f"{arch.compute.name}: {workload.einsum}")
+    return "\n".join(lines)
+
+
+def evaluation_text(arch: Arch, workload: Workload, mapping: Mapping, ev: Evaluation) -> str:
+    rows = []
+    for lc in ev.levels:
+        for name, c in lc.tensors.items():
+            rows.append([lc.name, name, _num(c.tile_words), _num(c.reads), _num(c.fills),
+                         _num(c.updates), _num(c.bytes_moved), _num(c.energy_pj)])
+    rows.append([arch.compute.name, "MACs", "", _num(ev.macs), "", "", "", _num(ev.compute_energy_pj)])
+    access = table(["level", "tensor", "tile words", "reads/inst", "fills/inst", "updates/inst",
+                    "bytes (all)", "energy pJ"], rows)
+    level_rows = [[lc.name, _num(lc.instances), _num(lc.footprint_bytes), _num(lc.capacity_bytes),
+                   _num(lc.traffic_bytes), _num(lc.cycles)] for lc in ev.levels]
+    levels = table(["level", "instances", "used B/inst", "capacity B", "traffic B", "cycles"],
+                   level_rows, align_left=1)
+    seconds = ev.cycles / arch.clock_hz
+    summary = (f"energy {ev.energy_pj:,.1f} pJ ({ev.energy_pj / ev.macs:.3f} pJ/MAC)   "
+               f"cycles {ev.cycles:,.0f} ({seconds * 1e6:,.2f} us at {arch.clock_hz / 1e9:g} GHz)   "
+               f"EDP {ev.edp:.4g} pJ*cycles\n"
+               f"utilization {ev.utilization:.1%} of {arch.peak_macs_per_cycle:,} MACs/cycle "
+               f"({ev.compute_instances:,} of {arch.compute.instances:,} units busy)   "
+               f"bottleneck: {ev.bottleneck}")
+    head = f"{workload.name} on {arch.name}: {workload.einsum}, {ev.macs:,} MACs"
+    return "\n\n".join([head, loop_nest_text(arch, workload, mapping), access, levels, summary])

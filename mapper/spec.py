@@ -1,0 +1,157 @@
+"""Frozen value types for the three inputs: workload, architecture and their facts.
+
+Nothing here reads YAML (that is `load`); names are kept for the edges (reports, errors),
+indices are what the cost model uses. Invariants are checked by the loader, so every instance
+of these classes is consistent: sizes positive, meshes integral, keeps name real tensors.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+# An affine index expression: ((dim index, coefficient), ...), e.g. 2*p + r.
+AxisExpr = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    axes: tuple[AxisExpr, ...]
+    is_output: bool
+    bits: int
+
+    @property
+    def bytes_per_word(self) -> float:
+        return self.bits / 8
+
+    @property
+    def dims(self) -> frozenset[int]:
+        """Dims that index this tensor (a loop over any other dim reuses its tile)."""
+        return frozenset(d for axis in self.axes for d, c in axis if c)
+
+    @property
+    def has_sliding_axis(self) -> bool:
+        """True when an axis sums several dims (p+r): consecutive tiles may overlap."""
+        return any(sum(1 for _, c in axis if c) > 1 for axis in self.axes)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    einsum: str
+    dims: tuple[str, ...]
+    sizes: tuple[int, ...]
+    tensors: tuple[Tensor, ...]          # the output first, then the inputs in einsum order
+    description: str = ""
+    source: str = ""
+
+    @property
+    def macs(self) -> int:
+        return math.prod(self.sizes)
+
+    @property
+    def output(self) -> int:
+        return next(i for i, t in enumerate(self.tensors) if t.is_output)
+
+    def dim_index(self, name: str) -> int:
+        return self.dims.index(name)
+
+    def tensor_index(self, name: str) -> int:
+        return [t.name for t in self.tensors].index(name)
+
+    @cached_property
+    def coefficients(self) -> np.ndarray:
+        """coef[t, a, d]: coefficient of dim d in axis a of tensor t (axes padded with zeros)."""
+        n_axes = max(len(t.axes) for t in self.tensors)
+        coef = np.zeros((len(self.tensors), n_axes, len(self.dims)), dtype=np.int64)
+        for ti, tensor in enumerate(self.tensors):
+            for ai, axis in enumerate(tensor.axes):
+                for d, c in axis:
+                    coef[ti, ai, d] += c
+        return coef
+
+    @cached_property
+    def relevance(self) -> np.ndarray:
+        """rel[t, d]: dim d indexes tensor t."""
+        return (self.coefficients != 0).any(axis=1)
+
+    def tensor_words(self, t: int) -> int:
+        """Words in the whole tensor (bounding box of every axis, like a tile of the full nest)."""
+        return math.prod(1 + sum(c * (self.sizes[d] - 1) for d, c in axis)
+                         for axis in self.tensors[t].axes)
+
+
+@dataclass(frozen=True)
+class Level:
+    """One storage level. Capacity and bandwidth are per instance (bytes, bytes per cycle)."""
+
+    name: str
+    capacity: float = math.inf
+    bandwidth: float = math.inf
+    block_size: int = 1
+    energy_read: float = 0.0          # pJ per access of block_size words
+    energy_write: float = 0.0
+    energy_update: float = 0.0
+    byte_energy_read: float = 0.0     # pJ per byte moved
+    byte_energy_write: float = 0.0
+    byte_energy_update: float = 0.0
+    leak: float = 0.0                 # pJ per cycle per instance
+    keeps: frozenset[str] | None = None   # None: may keep any tensor
+    max_stages: int = 1
+    mesh: tuple[int, int] = (1, 1)
+
+    @property
+    def instances(self) -> int:
+        return self.mesh[0] * self.mesh[1]
+
+    def may_keep(self, tensor_name: str) -> bool:
+        return self.keeps is None or tensor_name in self.keeps
+
+
+@dataclass(frozen=True)
+class Compute:
+    name: str = "MAC"
+    mesh: tuple[int, int] = (1, 1)
+    macs_per_cycle: int = 1
+    energy_per_mac: float = 0.0
+    native_shape: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def instances(self) -> int:
+        return self.mesh[0] * self.mesh[1]
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    sms: int
+    smem_per_sm: float
+    registers_per_sm: int
+    max_blocks_per_sm: int
+    max_threads_per_sm: int
+
+
+@dataclass(frozen=True)
+class Arch:
+    name: str
+    clock_hz: float
+    levels: tuple[Level, ...]            # outermost first
+    compute: Compute
+    gpu: GpuFacts | None = None
+    description: str = ""
+
+    @property
+    def level_names(self) -> tuple[str, ...]:
+        return tuple(level.name for level in self.levels)
+
+    def fanout(self, i: int) -> tuple[int, int]:
+        """Spatial fanout (x, y) from level i to the next level (or the compute units)."""
+        below = self.levels[i + 1].mesh if i + 1 < len(self.levels) else self.compute.mesh
+        above = self.levels[i].mesh
+        return below[0] // above[0], below[1] // above[1]
+
+    @property
+    def peak_macs_per_cycle(self) -> int:
+        return self.compute.instances * self.compute.macs_per_cycle

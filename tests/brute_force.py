@@ -1,0 +1,371 @@
+"""Brute-force loop-nest simulator: the ground truth for the analytical cost model.
+
+It walks a mapped loop nest step by step, the way Timeloop's nest analysis describes it, and
+counts the words that move between storage levels. It is deliberately independent of the
+`mapper` package (it imports nothing from it) and uses no closed-form reuse formulas: every
+tile is computed from the loop indices of one time step, every fetch is found by comparing that
+tile with the one before, and every multicast or spatial reduction is found by comparing the
+requests of sibling instances in the same step.
+
+    simulate(problem, nest, compute_fanout=(1, 1)) -> dict
+
+problem:
+    {'dims': {'m': 4, 'k': 2, 'n': 2},
+     'tensors': {'A': {'axes': [{'m': 1}, {'k': 1}], 'output': False},
+                 'Z': {'axes': [{'m': 1}, {'n': 1}], 'output': True}, ...}}
+    Each axis of a tensor is an affine expression {dim: positive integer coefficient}; the
+    coordinate along that axis is sum(coefficient * dim). Exactly one tensor is the output.
+
+nest: storage levels, OUTERMOST FIRST:
+    {'name': 'GLB',
+     'temporal': [('m', 4), ('k', 2)],           # outermost first
+     'spatial': [('n', 2, 'x'), ('m', 2, 'y')],  # fanout to the next level (or to the MACs)
+     'keep': {'A', 'B', 'Z'}}
+    The outermost level keeps every tensor. For each dim the product of all its bounds equals
+    its size.
+
+compute_fanout: (x, y) number of compute units below each instance of the innermost level; the
+    spatial loops of the innermost level must fit in it.
+
+Result:
+    {'macs': int,
+     'levels': {name: {'instances': utilized instances,
+                       'tensors': {t: {'reads': r, 'fills': f, 'updates': u}}}}}
+    with counts per instance (every utilized instance is simulated; they must all agree).
+
+Semantics (Timeloop's conventions):
+
+* The flattened nest is level 0's temporal loops, level 0's spatial loops, level 1's temporal
+  loops, ... and one MAC per innermost iteration point. The value of a dim is the sum over its
+  loops of index * stride, where the stride of a loop is the product of the bounds of the loops
+  of the same dim that come after it in the flattened nest.
+* An instance of level i is one setting of the spatial loops of levels 0..i-1; its time steps
+  are the settings of the temporal loops of levels 0..i-1, in lexicographic order.
+* The tile of a tensor at level i in one step is the axis-aligned box covering every point that
+  the loops of levels i.. (temporal and spatial) touch: along each axis, from the minimum to the
+  maximum of the axis expression (holes of strided windows included).
+* Fetches: the first tile is fetched whole. Later, an unchanged tile fetches nothing; a tile
+  that slid along exactly one axis (still overlapping the previous one) fetches only the new
+  slice, provided the slide goes in the same direction as the previous slide (or follows a
+  whole fetch / no change); anything else fetches the whole tile again.
+* Read-only tensors: fills = fetches (0 at the outermost level); reads = words sent to the
+  consumers (the next inner level keeping the tensor, else the MACs), where identical requests
+  of sibling consumers in the same step are one read (multicast).
+* The output tensor: fills = fetches minus the distinct coordinates the instance ever holds
+  (first fetch of an element is an initialisation); updates = words written back by the
+  producers (the next inner level keeping it: its fetches, since each fetched word is written
+  back once; else one per MAC), where identical writes of sibling producers in the same step are
+  reduced to one; reads = updates minus the distinct coordinates updated (the first write of an
+  element needs no read-modify-write).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import namedtuple
+
+# One loop of the flattened nest. `stride` is the step it makes in its dim.
+Loop = namedtuple("Loop", "level kind dim bound stride axis")
+
+
+def simulate(problem: dict, nest: list[dict], compute_fanout=(1, 1)) -> dict:
+    _check(problem, nest, compute_fanout)
+    tensors = problem["tensors"]
+    loops = _flatten(nest)
+    n_levels = len(nest)
+
+    # Fetch history of every kept tensor at every level, instance by instance.
+    history = {}  # (level, tensor) -> {instance: [(tile, fetched) per time step]}
+    for level in range(n_levels):
+        for t in nest[level]["keep"]:
+            history[level, t] = _fetch_history(loops, level, tensors[t]["axes"])
+
+    macs = 1
+    for size in problem["dims"].values():
+        macs *= size
+
+    result = {"macs": macs, "levels": {}}
+    for level, spec in enumerate(nest):
+        instances = 1
+        for loop in loops:
+            if loop.kind == "spatial" and loop.level < level:
+                instances *= loop.bound
+        counts = {}
+        for t in sorted(spec["keep"]):
+            inner = [j for j in range(level + 1, n_levels) if t in nest[j]["keep"]]
+            child = inner[0] if inner else None  # None: the MACs
+            per_instance = _level_counts(loops, history, level, child, t, tensors[t])
+            counts[t] = _agreed(per_instance, spec["name"], t)
+        result["levels"][spec["name"]] = {"instances": instances, "tensors": counts}
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
+# Checking the input
+
+
+def _check(problem, nest, compute_fanout):
+    dims = problem["dims"]
+    tensors = problem["tensors"]
+    if sum(1 for spec in tensors.values() if spec["output"]) != 1:
+        raise ValueError("exactly one tensor must be the output")
+    for name, spec in tensors.items():
+        for axis in spec["axes"]:
+            for dim, coef in axis.items():
+                if dim not in dims:
+                    raise ValueError(f"tensor {name} uses unknown dim {dim!r}")
+                if not isinstance(coef, int) or coef <= 0:
+                    raise ValueError(f"tensor {name}: coefficient of {dim} must be a positive int")
+    if not nest:
+        raise ValueError("the nest needs at least one level")
+    if set(nest[0]["keep"]) != set(tensors):
+        raise ValueError("the outermost level must keep every tensor")
+    product = dict.fromkeys(dims, 1)
+    for spec in nest:
+        for t in spec["keep"]:
+            if t not in tensors:
+                raise ValueError(f"level {spec['name']} keeps unknown tensor {t!r}")
+        for dim, bound, *_ in list(spec.get("temporal", ())) + list(spec.get("spatial", ())):
+            if dim not in dims:
+                raise ValueError(f"level {spec['name']} loops over unknown dim {dim!r}")
+            if not isinstance(bound, int) or bound < 1:
+                raise ValueError(f"level {spec['name']}: bound of {dim} must be a positive int")
+            product[dim] *= bound
+        for dim, bound, axis in spec.get("spatial", ()):
+            if axis not in ("x", "y"):
+                raise ValueError(f"level {spec['name']}: spatial axis must be 'x' or 'y'")
+    for dim, size in dims.items():
+        if product[dim] != size:
+            raise ValueError(f"bounds of {dim} multiply to {product[dim]}, not its size {size}")
+    fanout = {"x": 1, "y": 1}
+    for dim, bound, axis in nest[-1].get("spatial", ()):
+        fanout[axis] *= bound
+    if fanout["x"] > compute_fanout[0] or fanout["y"] > compute_fanout[1]:
+        raise ValueError(f"innermost spatial loops ({fanout['x']}, {fanout['y']}) exceed the "
+                         f"compute fanout {tuple(compute_fanout)}")
+
+
+# ----------------------------------------------------------------------------------------------
+# The flattened nest
+
+
+def _flatten(nest):
+    """All loops, outermost first: per level its temporal loops, then its spatial loops."""
+    raw = []
+    for level, spec in enumerate(nest):
+        for dim, bound in spec.get("temporal", ()):
+            raw.append((level, "temporal", dim, bound, None))
+        for dim, bound, axis in spec.get("spatial", ()):
+            raw.append((level, "spatial", dim, bound, axis))
+    loops = []
+    for position, (level, kind, dim, bound, axis) in enumerate(raw):
+        stride = 1
+        for later in raw[position + 1:]:
+            if later[2] == dim:
+                stride *= later[3]
+        loops.append(Loop(level, kind, dim, bound, stride, axis))
+    return loops
+
+
+def _settings(loops):
+    """Every setting of these loops' indices, in lexicographic order (the first loop slowest)."""
+    return itertools.product(*[range(loop.bound) for loop in loops])
+
+
+def _dim_values(loops, indices):
+    """The contribution of these loops, at these indices, to the value of each dim."""
+    values = {}
+    for loop, index in zip(loops, indices):
+        values[loop.dim] = values.get(loop.dim, 0) + index * loop.stride
+    return values
+
+
+def _coordinates(axes, values):
+    """The tensor coordinate (one number per axis) at these dim values (missing dims are 0)."""
+    return tuple(sum(coef * values.get(dim, 0) for dim, coef in axis.items()) for axis in axes)
+
+
+def _split(loops, level):
+    """(temporal loops above `level`, spatial loops above `level`, loops at or below `level`)."""
+    time = [loop for loop in loops if loop.level < level and loop.kind == "temporal"]
+    space = [loop for loop in loops if loop.level < level and loop.kind == "spatial"]
+    below = [loop for loop in loops if loop.level >= level]
+    return time, space, below
+
+
+# ----------------------------------------------------------------------------------------------
+# Boxes (axis-aligned hyper-rectangles): a tuple of inclusive (lo, hi) ranges, one per axis
+
+
+def _box_size(box):
+    size = 1
+    for lo, hi in box:
+        size *= hi - lo + 1
+    return size
+
+
+def _box_points(box):
+    return itertools.product(*[range(lo, hi + 1) for lo, hi in box])
+
+
+def _tile_history(loops, level, axes):
+    """{instance: [tile box at each time step]} for one tensor at one level.
+
+    The tile is the bounding box of the points the loops at and below `level` touch. Those loops
+    move every dim from its base value (set by the loops above) up by at most sum((bound - 1) *
+    stride); every coefficient is positive, so along each axis the expression is smallest with
+    every dim at its base value and largest with every dim at its top.
+    """
+    time, space, below = _split(loops, level)
+    reach = _dim_values(below, [loop.bound - 1 for loop in below])
+    low_at_step = [_coordinates(axes, _dim_values(time, step)) for step in _settings(time)]
+    history = {}
+    for instance in _settings(space):
+        low_here = _coordinates(axes, _dim_values(space, instance))
+        tiles = []
+        for low_step in low_at_step:
+            base = [a + b for a, b in zip(low_step, low_here)]
+            tiles.append(tuple((lo, lo + _coordinates([axis], reach)[0])
+                               for lo, axis in zip(base, axes)))
+        history[instance] = tiles
+    return history
+
+
+def _fetches(tiles):
+    """What is fetched at each time step, given the tile at each time step.
+
+    Returns a list of boxes (the words fetched in that step) or None (nothing fetched). This is
+    Timeloop's delta of two axis-aligned boxes with its 'gradient' rule: a partial fetch (the
+    slice a tile slid into along one axis) is only allowed while the tile keeps sliding along
+    the same axis in the same direction; a change of direction refetches the whole tile.
+    """
+    fetched = []
+    previous = None
+    gradient = None  # (axis, +1 or -1) of the last partial fetch, or None
+    for tile in tiles:
+        if previous is None:
+            delta = tile
+        elif tile == previous:
+            delta = None
+            gradient = None
+        else:
+            moved = [a for a in range(len(tile)) if tile[a] != previous[a]]
+            overlap = all(lo <= p_hi and p_lo <= hi
+                          for (lo, hi), (p_lo, p_hi) in zip(tile, previous))
+            delta = tile
+            new_gradient = None
+            if len(moved) == 1 and overlap:
+                a = moved[0]
+                (lo, hi), (p_lo, p_hi) = tile[a], previous[a]
+                assert hi - lo == p_hi - p_lo, "tiles of one level all have the same shape"
+                direction = (a, 1 if lo > p_lo else -1)
+                if gradient is None or gradient == direction:
+                    new_slice = (p_hi + 1, hi) if lo > p_lo else (lo, p_lo - 1)
+                    delta = tile[:a] + (new_slice,) + tile[a + 1:]
+                    new_gradient = direction
+            gradient = new_gradient
+        fetched.append(delta)
+        previous = tile
+    return fetched
+
+
+def _fetch_history(loops, level, axes):
+    """{instance: (tiles, fetches)} for one tensor at one level."""
+    return {instance: (tiles, _fetches(tiles))
+            for instance, tiles in _tile_history(loops, level, axes).items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# Counting
+
+
+def _level_counts(loops, history, level, child, t, spec):
+    """{instance of `level`: {'reads', 'fills', 'updates'}} for tensor t kept at `level`.
+
+    `child` is the next inner level keeping t, or None when the MACs use it directly.
+    """
+    # A child's instance key (its spatial indices) starts with its parent's instance key.
+    prefix = len([loop for loop in loops if loop.level < level and loop.kind == "spatial"])
+    counts = {}
+    if child is None:
+        traffic = _mac_traffic(loops, level, spec["axes"])
+    else:
+        traffic = _child_traffic(history[child, t], prefix)
+    for instance, (tiles, fetches) in history[level, t].items():
+        loads = sum(_box_size(box) for box in fetches if box is not None)
+        words, touched = traffic[instance]
+        if spec["output"]:
+            held = set()
+            for box in set(tiles):
+                held.update(_box_points(box))
+            counts[instance] = {"reads": words - len(touched),
+                                "fills": loads - len(held),
+                                "updates": words}
+        else:
+            counts[instance] = {"reads": words,
+                                "fills": loads if level > 0 else 0,
+                                "updates": 0}
+    return counts
+
+
+def _child_traffic(child_history, prefix):
+    """Words moved between each parent instance and its child instances.
+
+    For each parent instance (the first `prefix` spatial indices of a child instance) and each
+    time step of the children: the distinct boxes its children fetch in that step (identical
+    requests are served by one multicast read; identical write-backs of a spatial reduction
+    arrive as one update). Returns {parent: (words, set of coordinates moved)}.
+    """
+    families = {}
+    for instance, (tiles, fetches) in child_history.items():
+        families.setdefault(instance[:prefix], []).append(fetches)
+    traffic = {}
+    for parent, members in families.items():
+        words = 0
+        boxes_seen = set()
+        for step in range(len(members[0])):
+            requests = {fetches[step] for fetches in members if fetches[step] is not None}
+            words += sum(_box_size(box) for box in requests)
+            boxes_seen.update(requests)
+        touched = set()
+        for box in boxes_seen:
+            touched.update(_box_points(box))
+        traffic[parent] = (words, touched)
+    return traffic
+
+
+def _mac_traffic(loops, level, axes):
+    """Words moved between each instance of `level` and the MACs below it.
+
+    Every MAC step (a setting of all temporal loops), every MAC unit under the instance (a
+    setting of the spatial loops of `level` and below) reads, or updates, the one element its
+    iteration point names. Units asking for the same element in the same step are served by one
+    read (or reduced into one update). Returns {instance: (words, set of coordinates moved)}.
+    """
+    time = [loop for loop in loops if loop.kind == "temporal"]
+    outer = [loop for loop in loops if loop.kind == "spatial" and loop.level < level]
+    inner = [loop for loop in loops if loop.kind == "spatial" and loop.level >= level]
+    at_step = [_coordinates(axes, _dim_values(time, step)) for step in _settings(time)]
+    traffic = {}
+    for instance in _settings(outer):
+        here = _coordinates(axes, _dim_values(outer, instance))
+        units = []
+        for unit in _settings(inner):
+            offset = _coordinates(axes, _dim_values(inner, unit))
+            units.append(tuple(a + b for a, b in zip(here, offset)))
+        words = 0
+        touched = set()
+        for step in at_step:
+            elements = {tuple(a + b for a, b in zip(step, unit)) for unit in units}
+            words += len(elements)
+            touched |= elements
+        traffic[instance] = (words, touched)
+    return traffic
+
+
+def _agreed(per_instance, level_name, t):
+    """The counts every instance shares; raises if two instances disagree."""
+    distinct = {tuple(sorted(c.items())) for c in per_instance.values()}
+    if len(distinct) != 1:
+        raise RuntimeError(f"instances of {level_name} disagree on {t}: {sorted(distinct)}")
+    return dict(distinct.pop())

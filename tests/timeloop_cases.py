@@ -1,0 +1,78 @@
+"""Turn the Timeloop reference cases (tests/data/timeloop_cases.yaml) into mapper specs.
+
+The cases are facts: Timeloop's own per-level counts for given architectures, problems and
+mappings. The conversion goes through mapper's YAML dict formats, so it exercises the loader.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from mapper.load import arch_from_dict, mapping_from_checked_dict, workload_from_dict
+from mapper.units import Where
+
+CASES_FILE = Path(__file__).parent / "data" / "timeloop_cases.yaml"
+
+
+def load_cases() -> list[dict]:
+    return yaml.safe_load(CASES_FILE.read_text())["cases"]
+
+
+def _is_dummy(level: dict) -> bool:
+    return level.get("class") == "dummy_storage"
+
+
+def workload_dict(case: dict) -> dict:
+    problem = case["problem"]
+    spaces = problem["data_spaces"]
+    out = next(s for s in spaces if s["read_write"])
+    ins = [s for s in spaces if not s["read_write"]]
+    fmt = lambda s: f"{s['name']}[{','.join(i.replace(' ', '') for i in s['index'])}]"
+    bits = case["architecture"][0]["datawidth"]
+    return {"name": problem["name"], "einsum": f"{fmt(out)} += " + " * ".join(fmt(s) for s in ins),
+            "sizes": dict(problem["instance"]), "dtype": bits}
+
+
+def arch_dict(case: dict) -> dict:
+    levels, compute = [], None
+    for lv in case["architecture"]:
+        ert = lv.get("ert_pJ_per_vector_action", {})
+        mesh = [lv.get("meshX", lv["instances"]), lv["instances"] // lv.get("meshX", lv["instances"])]
+        if lv["class"] == "intmac":
+            compute = {"name": lv["name"], "instances": lv["instances"], "mesh": mesh,
+                       "energy": ert["compute"]}
+            continue
+        if _is_dummy(lv):
+            continue
+        entry = {"name": lv["name"], "block_size": lv["width"] // lv["datawidth"],
+                 "energy": {k: ert[k] for k in ("read", "write", "update")},
+                 "leak": ert.get("leak", 0), "instances": lv["instances"], "mesh": mesh,
+                 "max_stages": lv.get("multiple_buffering", 1)}
+        if "depth" in lv:
+            entry["capacity"] = lv["depth"] * lv["width"] // 8
+        levels.append(entry)
+    return {"name": case["id"], "clock": "1 GHz", "levels": levels, "compute": compute}
+
+
+def mapping_dict(case: dict) -> list[dict]:
+    dummies = {lv["name"] for lv in case["architecture"] if _is_dummy(lv)}
+    out = []
+    for entry in case["mapping_nest_outer_to_inner"]:
+        loops = [{"dim": l["dim"], "bound": l["bound"]} for l in entry["loops"] if l["type"] == "temporal"]
+        spatial = [{"dim": l["dim"], "bound": l["bound"], "axis": l["type"][-1]}
+                   for l in entry["loops"] if l["type"].startswith("spatial")]
+        if entry["level"] in dummies:      # fold a dummy fanout level into the level above
+            out[-1]["spatial"] = out[-1].get("spatial", []) + spatial
+            continue
+        out.append({"level": entry["level"], "loops": loops, "spatial": spatial,
+                    "keep": list(entry["keeps"])})
+    return out
+
+
+def specs(case: dict):
+    where = Where(f"{CASES_FILE.name}:{case['id']}")
+    arch = arch_from_dict(arch_dict(case), where)
+    workload = workload_from_dict(workload_dict(case), where)
+    mapping = mapping_from_checked_dict(mapping_dict(case), arch, workload, where)
+    return arch, workload, mapping
