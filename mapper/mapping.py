@@ -33,11 +33,12 @@ class Mapping:
 
 @dataclass(frozen=True)
 class MappingTable:
-    """N mappings as arrays. Invariant: for each row, every dim's factors multiply to its size.
+    """N mappings as arrays, the mapping axis last so numpy works on long contiguous vectors.
 
-    factors[n, l, s, d]: bound of dim d at level l, slot s = 0 temporal, 1 spatial x, 2 spatial y.
-    order[n, l, :]: the dims of level l's temporal loops, outermost first (a permutation).
-    keep[n, l, t]: level l holds tensor t.   stages[n, l]: buffering depth of level l.
+    Invariant: for each mapping, every dim's factors multiply to its size.
+    factors[l, s, d, n]: bound of dim d at level l, slot s = 0 temporal, 1 spatial x, 2 spatial y.
+    order[l, :, n]: the dims of level l's temporal loops, outermost first (a permutation).
+    keep[l, t, n]: level l holds tensor t.   stages[l, n]: buffering depth of level l.
     """
 
     factors: np.ndarray
@@ -46,46 +47,47 @@ class MappingTable:
     stages: np.ndarray
 
     def __len__(self) -> int:
-        return self.factors.shape[0]
+        return self.factors.shape[-1]
 
     def take(self, rows) -> "MappingTable":
-        return MappingTable(self.factors[rows], self.order[rows], self.keep[rows], self.stages[rows])
+        return MappingTable(self.factors[..., rows], self.order[..., rows], self.keep[..., rows],
+                            self.stages[..., rows])
 
     @staticmethod
     def concat(tables: list["MappingTable"]) -> "MappingTable":
-        return MappingTable(*(np.concatenate([getattr(t, f) for t in tables])
+        return MappingTable(*(np.concatenate([getattr(t, f) for t in tables], axis=-1)
                               for f in ("factors", "order", "keep", "stages")))
 
 
 def to_table(mappings: list[Mapping], n_dims: int, n_tensors: int) -> MappingTable:
     n, n_levels = len(mappings), len(mappings[0].levels)
-    factors = np.ones((n, n_levels, 3, n_dims), dtype=np.int64)
-    order = np.tile(np.arange(n_dims, dtype=np.int64), (n, n_levels, 1))
-    keep = np.zeros((n, n_levels, n_tensors), dtype=bool)
-    stages = np.ones((n, n_levels), dtype=np.int64)
+    factors = np.ones((n_levels, 3, n_dims, n), dtype=np.int64)
+    order = np.zeros((n_levels, n_dims, n), dtype=np.int64)
+    keep = np.zeros((n_levels, n_tensors, n), dtype=bool)
+    stages = np.ones((n_levels, n), dtype=np.int64)
     for row, mapping in enumerate(mappings):
         for lv, level in enumerate(mapping.levels):
             listed = [d for d, _ in level.temporal]
-            order[row, lv] = listed + [d for d in range(n_dims) if d not in listed]
+            order[lv, :, row] = listed + [d for d in range(n_dims) if d not in listed]
             for d, bound in level.temporal:
-                factors[row, lv, 0, d] = bound
+                factors[lv, 0, d, row] = bound
             for d, bound, axis in level.spatial:
-                factors[row, lv, 1 + axis, d] *= bound
-            keep[row, lv, sorted(level.keep)] = True
-            stages[row, lv] = level.stages
+                factors[lv, 1 + axis, d, row] *= bound
+            keep[lv, sorted(level.keep), row] = True
+            stages[lv, row] = level.stages
     return MappingTable(factors, order, keep, stages)
 
 
 def from_table(table: MappingTable, row: int) -> Mapping:
     """The mapping of one table row; unit loops are dropped."""
     levels = []
-    for lv in range(table.factors.shape[1]):
-        f = table.factors[row, lv]
-        temporal = tuple((int(d), int(f[0, d])) for d in table.order[row, lv] if f[0, d] > 1)
+    for lv in range(table.factors.shape[0]):
+        f = table.factors[lv, :, :, row]
+        temporal = tuple((int(d), int(f[0, d])) for d in table.order[lv, :, row] if f[0, d] > 1)
         spatial = tuple((d, int(f[1 + a, d]), a) for a in (0, 1)
                         for d in range(f.shape[1]) if f[1 + a, d] > 1)
-        keep = frozenset(int(t) for t in np.flatnonzero(table.keep[row, lv]))
-        levels.append(LevelMapping(temporal, spatial, keep, int(table.stages[row, lv])))
+        keep = frozenset(int(t) for t in np.flatnonzero(table.keep[lv, :, row]))
+        levels.append(LevelMapping(temporal, spatial, keep, int(table.stages[lv, row])))
     return Mapping(tuple(levels))
 
 

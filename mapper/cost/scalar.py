@@ -191,7 +191,7 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
                     (c["reads"], level.energy_read, level.byte_energy_read),
                     (c["fills"], level.energy_write, level.byte_energy_write),
                     (c["updates"], level.energy_update, level.byte_energy_update)):
-                energy += -(-count // level.block_size) * per_access + count * tensor.bytes_per_word * per_byte
+                energy += -(-count // level.block_size) * per_access + count * (tensor.bytes_per_word * per_byte)
             tensors[tensor.name] = TensorCost(c["tile"], c["partition"], c["reads"], c["fills"],
                                               c["updates"], bytes_each * instances[lv],
                                               energy * instances[lv])

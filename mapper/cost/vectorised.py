@@ -1,12 +1,15 @@
 """The vectorised cost model: numpy over a `MappingTable` of N mappings, no object per mapping.
 
-Access counts follow Timeloop's conventions (see docs/COST_MODEL.md for the derivation):
+Access counts follow Timeloop's conventions (docs/COST_MODEL.md derives every rule):
 tiles are axis-aligned boxes; a level's tile is refetched whenever the loops above it move it,
 except that loops not indexing the tensor, inside its innermost relevant loop, reuse it; a
 sliding window (an axis like p+r) only fetches the new slice when the move is along one axis
 and in the same direction as the previous move; outputs skip the first read of each element.
 `scalar.py` implements the same rules independently, one mapping at a time, with a full
 breakdown; tests require both to agree exactly.
+
+Layout: internally every array is [small axes..., N] so that each numpy operation runs over
+long contiguous vectors of mappings; loops in Python only run over levels, tensors and axes.
 """
 from __future__ import annotations
 
@@ -20,215 +23,275 @@ from ..spec import Arch, Workload
 
 @dataclass(frozen=True)
 class Costs:
-    """Costs of N mappings. Counts are words per utilized instance, as Timeloop prints them."""
+    """Costs of N mappings. Counts are words per utilized instance, as Timeloop prints them.
+
+    Per-level arrays are stored [L, T, N] and exposed as [N, L, T] views."""
 
     energy_pj: np.ndarray        # (N,)
     cycles: np.ndarray           # (N,)
     utilization: np.ndarray      # (N,) MACs / (cycles x peak MACs per cycle)
     valid: np.ndarray            # (N,) tiles fit capacity and spatial loops fit the fanout
-    reads: np.ndarray            # (N, L, T)
-    fills: np.ndarray            # (N, L, T)
-    updates: np.ndarray          # (N, L, T)
-    instances: np.ndarray        # (N, L) utilized instances of each level
-    footprint_bytes: np.ndarray  # (N, L) kept tiles x stages x bytes, per instance
-    traffic_bytes: np.ndarray    # (N, L) reads+fills+updates in bytes, all instances together
-    access_energy_pj: np.ndarray  # (N, L, T) all instances together
-    level_cycles: np.ndarray     # (N, L)
     compute_cycles: np.ndarray   # (N,)
     macs: int
+    level_reads: np.ndarray      # (L, T, N)
+    level_fills: np.ndarray
+    level_updates: np.ndarray
+    level_instances: np.ndarray  # (L, N) utilized instances
+    level_footprint: np.ndarray  # (L, N) kept tiles x stages x bytes per instance
+    level_traffic: np.ndarray    # (L, N) bytes moved through each level, all instances
+    level_energy: np.ndarray     # (L, T, N) access energy, all instances
+    level_time: np.ndarray       # (L, N) cycles each level needs
+
+    reads = property(lambda self: self.level_reads.transpose(2, 0, 1))
+    fills = property(lambda self: self.level_fills.transpose(2, 0, 1))
+    updates = property(lambda self: self.level_updates.transpose(2, 0, 1))
+    instances = property(lambda self: self.level_instances.T)
+    footprint_bytes = property(lambda self: self.level_footprint.T)
+    traffic_bytes = property(lambda self: self.level_traffic.T)
+    access_energy_pj = property(lambda self: self.level_energy.transpose(2, 0, 1))
+    level_cycles = property(lambda self: self.level_time.T)
 
     @property
     def edp(self) -> np.ndarray:
         return self.energy_pj * self.cycles
 
 
-def _extents(coef: np.ndarray, spans: np.ndarray) -> np.ndarray:
-    """Bounding-box extent of every tensor axis: 1 + sum_d coef[t,a,d] * (span[d] - 1).
-
-    spans: (..., D) -> (..., T, A)."""
-    t, a, d = coef.shape
-    flat = (spans.reshape(-1, d) - 1) @ coef.reshape(t * a, d).T
-    return 1 + flat.reshape(spans.shape[:-1] + (t, a))
-
-
-def _exclusive_cumprod(x: np.ndarray, axis: int) -> np.ndarray:
+def _exclusive_cumprod(x: np.ndarray) -> np.ndarray:
+    """Along axis 0: out[i] = prod(x[:i]). (A loop over the short axis beats np.cumprod here.)"""
     out = np.ones_like(x)
-    idx = [slice(None)] * x.ndim
-    src = [slice(None)] * x.ndim
-    idx[axis], src[axis] = slice(1, None), slice(None, -1)
-    out[tuple(idx)] = np.cumprod(x[tuple(src)], axis=axis)
+    for i in range(1, len(x)):
+        np.multiply(out[i - 1], x[i - 1], out=out[i])
     return out
 
 
+def _inclusive_cumprod_from_end(x: np.ndarray) -> np.ndarray:
+    """Along axis 0: out[i] = prod(x[i:])."""
+    out = x.copy()
+    for i in range(len(x) - 2, -1, -1):
+        np.multiply(out[i + 1], x[i], out=out[i])
+    return out
+
+
+def _product(arrays: list[np.ndarray]) -> np.ndarray:
+    out = arrays[0]
+    for a in arrays[1:]:
+        out = out * a
+    return out
+
+
+def _extent(axis: tuple, spans: np.ndarray) -> np.ndarray:
+    """Bounding-box extent of one tensor axis, 1 + sum_d c * (span[d] - 1); spans is [..., D, N]."""
+    if len(axis) == 1 and axis[0][1] == 1:
+        return spans[..., axis[0][0], :]
+    out = 1
+    for d, c in axis:
+        out = out + c * (spans[..., d, :] - 1)
+    return out
+
+
+class _Nest:
+    """The per-batch arrays every rule needs, in [small axes..., N] layout."""
+
+    def __init__(self, workload: Workload, table: MappingTable):
+        factors = table.factors                                                    # (L, 3, D, N)
+        self.temporal = factors[:, 0]
+        self.spatial = factors[:, 1] * factors[:, 2]
+        self.spatial_xy = factors[:, 1:]
+        full = self.temporal * self.spatial
+        self.span = _inclusive_cumprod_from_end(full)                              # loops at >= l
+        self.partition_span = self.span * _exclusive_cumprod(self.temporal)        # + temporal above
+        self.order, self.keep, self.stages = table.order, table.keep, table.stages
+        self.n_levels, self.n_dims, self.n = self.temporal.shape
+        self.ext = [[_extent(axis, self.span) for axis in t.axes] for t in workload.tensors]
+        self.tile = [_product(ext) for ext in self.ext]                            # T x (L, N)
+        self.partition = [_product([_extent(axis, self.partition_span) for axis in t.axes])
+                          for t in workload.tensors]
+
+
 def tile_geometry(workload: Workload, table: MappingTable):
-    """Tile words, per-instance partition words and per-dim tile spans, per level and tensor."""
-    coef = workload.coefficients
-    temporal = table.factors[:, :, 0, :]
-    full = temporal * table.factors[:, :, 1, :] * table.factors[:, :, 2, :]
-    span = np.cumprod(full[:, ::-1, :], axis=1)[:, ::-1, :]          # loops at levels >= l
-    ext = _extents(coef, span)                                        # (N, L, T, A)
-    partition_span = span * _exclusive_cumprod(temporal, axis=1)      # plus temporal loops above
-    partition = _extents(coef, partition_span).prod(-1)
-    return ext.prod(-1), partition, span, ext
+    """Tile words and per-instance partition words, each (N, L, T)."""
+    nest = _Nest(workload, table)
+    return (np.stack(nest.tile, axis=1).transpose(2, 0, 1),
+            np.stack(nest.partition, axis=1).transpose(2, 0, 1))
+
+
+def _footprint(workload: Workload, nest: _Nest) -> np.ndarray:
+    out = 0.0
+    for t, tensor in enumerate(workload.tensors):
+        out = out + nest.tile[t] * nest.keep[:, t] * tensor.bytes_per_word
+    return out * nest.stages                                                        # (L, N)
 
 
 def footprint_bytes(arch: Arch, workload: Workload, table: MappingTable) -> np.ndarray:
-    tile = tile_geometry(workload, table)[0]
-    word_bytes = np.array([t.bytes_per_word for t in workload.tensors])
-    return (tile * table.keep * word_bytes).sum(-1) * table.stages
+    """Bytes each level's kept tiles take per instance (times stages), (N, L)."""
+    return _footprint(workload, _Nest(workload, table)).T
 
 
-def _loads(workload: Workload, table: MappingTable, tile, span, ext) -> np.ndarray:
-    """Words fetched into one instance of each level over the whole run, first fetch included."""
-    n, n_levels, _, n_dims = table.factors.shape
-    temporal = table.factors[:, :, 0, :]
-    slot_dim = table.order.reshape(n, -1)                                          # (N, S)
-    slot_bound = np.take_along_axis(temporal, table.order, axis=2).reshape(n, -1)   # (N, S)
-    n_slots = slot_dim.shape[1]
-    prefix = np.concatenate([np.ones((n, 1), np.int64), np.cumprod(slot_bound, axis=1)], axis=1)
-    loads = tile.astype(np.int64).copy()
-
-    # Tensors without sliding axes: every relevant move refetches the whole tile, so the
-    # fetch count is the product of all bounds down to the innermost relevant loop.
-    rel = workload.relevance                                                       # (T, D)
-    relevant = rel.T[slot_dim] & (slot_bound > 1)[..., None]                       # (N, S, T)
-    last = np.maximum.accumulate(np.where(relevant, np.arange(n_slots)[None, :, None], -1), axis=1)
-    for lv in range(1, n_levels):
-        innermost = last[:, lv * n_dims - 1, :]                                    # (N, T)
-        loads[:, lv, :] *= np.take_along_axis(prefix, innermost + 1, axis=1)
-
-    sliding = [t for t, tensor in enumerate(workload.tensors) if tensor.has_sliding_axis]
-    if sliding:
-        _sliding_loads(workload, sliding, slot_dim, slot_bound, prefix, tile, span, ext, loads)
+def _loads(workload: Workload, nest: _Nest) -> list[np.ndarray]:
+    """Words fetched into one instance of each level over the run, first fetch included; T x (L, N)."""
+    n_levels, n_dims, n = nest.n_levels, nest.n_dims, nest.n
+    slot_dim = nest.order.reshape(-1, n)                                             # (S, N)
+    slot_bound = np.take_along_axis(nest.temporal, nest.order, axis=1).reshape(-1, n)
+    n_slots = slot_dim.shape[0]
+    prefix = _exclusive_cumprod(np.concatenate([slot_bound, np.ones((1, n), np.int64)]))
+    nonunit = slot_bound > 1
+    sliding = _SlidingMoves(nest, workload, slot_dim, slot_bound, prefix) if any(
+        t.has_sliding_axis for t in workload.tensors) else None
+    loads = []
+    for t, tensor in enumerate(workload.tensors):
+        out = nest.tile[t].copy()
+        if tensor.has_sliding_axis:
+            for lv in range(1, n_levels):
+                out[lv] = sliding.loads(workload, t, lv)
+        else:
+            # Every relevant move refetches the whole tile: the fetch count is the product of
+            # all loop bounds down to the innermost relevant loop above the level.
+            relevant = workload.relevance[t][slot_dim] & nonunit
+            fetches = np.ones(n, np.int64)
+            for slot in range(n_dims * (n_levels - 1)):
+                np.copyto(fetches, prefix[slot + 1], where=relevant[slot])
+                if (slot + 1) % n_dims == 0:
+                    out[(slot + 1) // n_dims] *= fetches
+        loads.append(out)
     return loads
 
 
-def _sliding_loads(workload, tensors, slot_dim, slot_bound, prefix, tile, span, ext, loads):
-    """Overwrite `loads` for tensors with sliding axes using the one-axis, same-direction rule.
+class _SlidingMoves:
+    """Loads of tensors with sliding axes (p+r): the one-axis, same-direction rule.
 
-    For the step where loop j advances and every loop inside it wraps, dim d moves by +span[d]
-    if j is a loop over d (the inner loops over d telescope), else by -(W_d - 1) * span[d] where
-    W_d is the product of the bounds over d inside j. The move is a partial fetch when it
-    shifts exactly one axis by less than the axis extent; it is credited only if the innermost
-    loop's move is not partial, or if it shifts the same axis in the same direction (the
-    previous step before any outer step is always an innermost step).
+    For the step where loop j advances and every loop inside it wraps, dim d moves by
+    +span[d] if j is a loop over d (the inner loops over d telescope), else by
+    -(W_d - 1) * span[d], W_d being the product of the bounds over d inside j. The step fetches
+    only the new slice when it shifts exactly one axis by less than the axis extent (only an
+    axis summing several dims can: a single-dim axis always moves by a whole tile or more),
+    and the innermost loop's move is not such a slide or slides the same axis in the same
+    direction (every outer step directly follows an innermost step); otherwise the whole tile.
     """
-    n, n_slots = slot_dim.shape
-    n_dims = span.shape[2]
-    coef = workload.coefficients
-    one_hot = slot_dim[:, :, None] == np.arange(n_dims)                        # (N, S, D)
-    per_dim = np.where(one_hot, slot_bound[:, :, None], 1)
-    per_dim_prefix = np.concatenate([np.ones((n, 1, n_dims), np.int64),
-                                     np.cumprod(per_dim, axis=1)], axis=1)     # (N, S+1, D)
-    steps = prefix[:, :-1] * (slot_bound - 1)                                   # (N, S)
-    for lv in range(1, span.shape[1]):
-        s = lv * n_dims
-        inside = per_dim_prefix[:, s:s + 1, :] // per_dim_prefix[:, 1:s + 1, :]  # (N, s, D)
-        lv_span = span[:, lv, None, :]
-        move = np.where(one_hot[:, :s], lv_span, -(inside - 1) * lv_span)       # (N, s, D)
-        nonunit = slot_bound[:, :s] > 1
-        innermost = np.where(nonunit.any(1), s - 1 - np.argmax(nonunit[:, ::-1], axis=1), -1)
-        for t in tensors:
-            shift = move @ coef[t].T                                             # (N, s, A)
-            moved = shift != 0
-            n_moved = moved.sum(-1)
-            axis = np.argmax(moved, axis=-1)
-            amount = np.abs(np.take_along_axis(shift, axis[..., None], -1)[..., 0])
-            extent = ext[:, lv, t, :][np.arange(n)[:, None], axis]
-            words = tile[:, lv, t][:, None]
-            partial = (n_moved == 1) & (amount < extent)
-            gradient = np.where(partial, 2 * axis + (np.take_along_axis(shift, axis[..., None], -1)[..., 0] < 0) + 1, 0)
-            inner_gradient = np.where(innermost >= 0,
-                                      gradient[np.arange(n), np.maximum(innermost, 0)], 0)[:, None]
-            credited = partial & ((inner_gradient == 0) | (gradient == inner_gradient))
-            cost = np.where(credited, words // extent * amount, np.where(n_moved > 0, words, 0))
-            loads[:, lv, t] = tile[:, lv, t] + (steps[:, :s] * cost).sum(1)
+
+    def __init__(self, nest: _Nest, workload: Workload, slot_dim, slot_bound, prefix):
+        self.nest, self.slot_bound = nest, slot_bound
+        self.steps = prefix[:-1] * (slot_bound - 1)                                    # (S, N)
+        dims = sorted({d for t in workload.tensors if t.has_sliding_axis for d in t.dims})
+        self.slot_is = {d: slot_dim == d for d in dims}                                 # (S, N)
+        # per_dim_prefix[d][j] = product of the bounds of the loops over d among slots < j
+        self.per_dim_prefix = {d: _exclusive_cumprod(np.concatenate(
+            [np.where(self.slot_is[d], slot_bound, 1), np.ones((1, nest.n), np.int64)]))
+            for d in dims}
+
+    def loads(self, workload: Workload, t: int, lv: int) -> np.ndarray:
+        nest, s = self.nest, lv * self.nest.n_dims
+        tensor = workload.tensors[t]
+        span = nest.span[lv]
+        move = {}
+        for d in tensor.dims:
+            inside = self.per_dim_prefix[d][s] // self.per_dim_prefix[d][1:s + 1]      # (s, N)
+            move[d] = np.where(self.slot_is[d][:s], span[d], (1 - inside) * span[d])
+        n_moved = 0
+        slides = []                          # (axis, shift) for axes summing several dims
+        for a, axis in enumerate(tensor.axes):
+            shift = 0
+            for d, c in axis:
+                shift = shift + c * move[d]
+            n_moved = n_moved + (shift != 0)
+            if len(axis) > 1:
+                slides.append((a, shift))
+        words = nest.tile[t][lv]
+        partial_words = np.zeros_like(self.steps[:s])
+        gradient = np.zeros_like(self.steps[:s])
+        for a, shift in slides:
+            extent = nest.ext[t][a][lv]
+            amount = np.abs(shift)
+            slide = (n_moved == 1) & (shift != 0) & (amount < extent)
+            partial_words = np.where(slide, words // extent * amount, partial_words)
+            gradient = np.where(slide, 2 * a + 1 + (shift < 0), gradient)
+        nonunit = self.slot_bound[:s] > 1
+        innermost = s - 1 - np.argmax(nonunit[::-1], axis=0)
+        inner_gradient = np.where(nonunit.any(0),
+                                  np.take_along_axis(gradient, innermost[None], axis=0)[0], 0)
+        credited = (gradient > 0) & ((inner_gradient == 0) | (gradient == inner_gradient))
+        cost = np.where(credited, partial_words, np.where(n_moved > 0, words, 0))
+        return words + (self.steps[:s] * cost).sum(0)
+
+
+def _access_energy(level, word_bytes: float, reads, fills, updates) -> np.ndarray:
+    """Per-instance energy: vector accesses of block_size words, rounded up as Timeloop does,
+    plus any per-byte energy. Terms are added in the same order as the scalar path."""
+    out = 0.0
+    for count, per_access, per_byte in ((reads, level.energy_read, level.byte_energy_read),
+                                        (fills, level.energy_write, level.byte_energy_write),
+                                        (updates, level.energy_update, level.byte_energy_update)):
+        if per_access:      # zero terms are skipped: adding 0.0 would not change the sum
+            blocks = count if level.block_size == 1 else -(-count // level.block_size)
+            out = out + blocks * per_access
+        if per_byte:
+            out = out + count * (word_bytes * per_byte)
+    return out
 
 
 def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     """Price every mapping of `table`; see the module docstring for the semantics."""
-    n, n_levels, _, n_dims = table.factors.shape
-    n_tensors = len(workload.tensors)
-    temporal = table.factors[:, :, 0, :]
-    spatial = table.factors[:, :, 1, :] * table.factors[:, :, 2, :]
-    tile, partition, span, ext = tile_geometry(workload, table)
-    loads = _loads(workload, table, tile, span, ext)
+    nest = _Nest(workload, table)
+    n_levels, n = nest.n_levels, nest.n
+    loads = _loads(workload, nest)
+    spatial_all = nest.spatial.prod(axis=1)                                            # (L, N)
+    instances = _exclusive_cumprod(spatial_all)
+    macs_per_unit = nest.temporal.reshape(-1, n).prod(axis=0)                         # (N,)
+    compute_cycles = -(-macs_per_unit // arch.compute.macs_per_cycle)
 
-    spatial_all = spatial.prod(-1)                                                # (N, L)
-    irrelevant = ~workload.relevance                                              # (T, D)
-    spatial_shared = np.where(irrelevant[None, None], spatial[:, :, None, :], 1).prod(-1)  # (N, L, T)
-    instances = _exclusive_cumprod(spatial_all, axis=1)
-    compute_instances = instances[:, -1] * spatial_all[:, -1]
-    macs_per_unit = temporal.reshape(n, -1).prod(-1)                              # (N,)
-
-    reads = np.zeros((n, n_levels, n_tensors), np.int64)
-    fills = np.zeros_like(reads)
-    updates = np.zeros_like(reads)
-    exposed = np.zeros((n, n_levels))              # bytes per instance not hidden by buffering
-    word_bytes = np.array([t.bytes_per_word for t in workload.tensors])
+    shape = (n_levels, len(workload.tensors), n)
+    reads, fills, updates = (np.zeros(shape, np.int64) for _ in range(3))
+    level_energy = np.zeros(shape)
+    moved = np.zeros((n_levels, n))          # bytes per instance through each level
+    exposed = np.zeros((n_levels, n))        # of which not hidden by buffering
+    buffered = nest.stages > 1
     for t, tensor in enumerate(workload.tensors):
+        irrelevant = np.flatnonzero(~workload.relevance[t])
+        shared = _product([nest.spatial[:, d] for d in irrelevant]) if len(irrelevant) else np.ones_like(spatial_all)
         # Walk up from the compute units: each kept level serves the loads of the next kept
         # level below it, through the spatial fanout in between (multicast / reduction).
-        below_loads = macs_per_unit.copy()
-        fan_all = np.ones(n, np.int64)
-        fan_shared = np.ones(n, np.int64)
-        below_buffered = np.ones(n, bool)          # the compute units never stall on operands
+        below_loads, fan_all, fan_shared = macs_per_unit, 1, 1
+        below_buffered = True                # the compute units never stall on operands
         for lv in range(n_levels - 1, -1, -1):
-            fan_all = fan_all * spatial_all[:, lv]
-            fan_shared = fan_shared * spatial_shared[:, lv, t]
-            kept = table.keep[:, lv, t]
+            fan_all = fan_all * spatial_all[lv]
+            fan_shared = fan_shared * shared[lv]
+            kept = nest.keep[lv, t]
             supply = below_loads * fan_all // fan_shared
             if tensor.is_output:
-                updates[:, lv, t] = np.where(kept, supply, 0)
-                reads[:, lv, t] = np.where(kept, supply - partition[:, lv, t], 0)
-                fills[:, lv, t] = np.where(kept, loads[:, lv, t] - partition[:, lv, t], 0)
+                updates[lv, t] = np.where(kept, supply, 0)
+                reads[lv, t] = np.where(kept, supply - nest.partition[t][lv], 0)
+                fills[lv, t] = np.where(kept, loads[t][lv] - nest.partition[t][lv], 0)
             else:
-                reads[:, lv, t] = np.where(kept, supply, 0)
-                fills[:, lv, t] = np.where(kept & (lv > 0), loads[:, lv, t], 0)
-            own_buffered = table.stages[:, lv] > 1
-            exposed[:, lv] += word_bytes[t] * np.where(
-                kept, fills[:, lv, t] * ~own_buffered
-                + (reads[:, lv, t] + updates[:, lv, t]) * ~below_buffered, 0)
-            below_loads = np.where(kept, loads[:, lv, t], below_loads)
+                reads[lv, t] = np.where(kept, supply, 0)
+                if lv > 0:
+                    fills[lv, t] = np.where(kept, loads[t][lv], 0)
+            passing = reads[lv, t] + updates[lv, t]
+            moved[lv] += tensor.bytes_per_word * (passing + fills[lv, t])
+            level_energy[lv, t] = _access_energy(arch.levels[lv], tensor.bytes_per_word,
+                                                 reads[lv, t], fills[lv, t], updates[lv, t])
+            exposed[lv] += tensor.bytes_per_word * (np.where(buffered[lv], 0, fills[lv, t])
+                                                    + np.where(below_buffered, 0, passing))
+            below_loads = np.where(kept, loads[t][lv], below_loads)
             fan_all = np.where(kept, 1, fan_all)
             fan_shared = np.where(kept, 1, fan_shared)
-            below_buffered = np.where(kept, own_buffered, below_buffered)
+            below_buffered = np.where(kept, buffered[lv], below_buffered)
 
-    compute_cycles = -(-macs_per_unit // arch.compute.macs_per_cycle)
-    per_instance_bytes = ((reads + fills + updates) * word_bytes).sum(-1)          # (N, L)
-    bandwidth = np.array([level.bandwidth for level in arch.levels])
-    hidden = (per_instance_bytes - exposed) / bandwidth
-    level_cycles = np.maximum(compute_cycles[:, None], hidden) + exposed / bandwidth
-    cycles = np.maximum(level_cycles.max(1), compute_cycles)
+    bandwidth = np.array([level.bandwidth for level in arch.levels])[:, None]
+    level_time = np.maximum(compute_cycles, (moved - exposed) / bandwidth) + exposed / bandwidth
+    cycles = np.maximum(level_time.max(axis=0), compute_cycles)
 
-    access_energy = _access_energy(arch, word_bytes, reads, fills, updates) * instances[:, :, None]
-    leak = np.array([level.leak * level.instances for level in arch.levels]).sum()
-    energy = (access_energy.sum((1, 2)) + workload.macs * arch.compute.energy_per_mac
-              + leak * cycles)
+    level_energy *= instances[:, None, :]
+    leak = sum(level.leak * level.instances for level in arch.levels)
+    energy = level_energy.sum(axis=(0, 1)) + workload.macs * arch.compute.energy_per_mac + leak * cycles
 
-    footprint = (tile * table.keep * word_bytes).sum(-1) * table.stages
-    capacity = np.array([level.capacity for level in arch.levels])
-    fanout = np.array([arch.fanout(lv) for lv in range(n_levels)])                # (L, 2)
-    fits_fanout = (table.factors[:, :, 1:, :].prod(-1) <= fanout).all((1, 2))
-    valid = (footprint <= capacity).all(1) & fits_fanout
+    footprint = _footprint(workload, nest)
+    capacity = np.array([level.capacity for level in arch.levels])[:, None]
+    fanout = np.array([arch.fanout(lv) for lv in range(n_levels)])[:, :, None]         # (L, 2, 1)
+    fits_fanout = (nest.spatial_xy.prod(axis=2) <= fanout).all(axis=(0, 1))
+    valid = (footprint <= capacity).all(axis=0) & fits_fanout
     return Costs(
         energy_pj=energy, cycles=cycles.astype(float),
         utilization=workload.macs / (cycles * arch.peak_macs_per_cycle),
-        valid=valid, reads=reads, fills=fills, updates=updates, instances=instances,
-        footprint_bytes=footprint,
-        traffic_bytes=per_instance_bytes * instances,
-        access_energy_pj=access_energy, level_cycles=level_cycles,
-        compute_cycles=compute_cycles.astype(float), macs=workload.macs)
-
-
-def _access_energy(arch: Arch, word_bytes, reads, fills, updates) -> np.ndarray:
-    """Per-instance energy of each level and tensor: vector accesses of block_size words
-    (rounded up, as Timeloop does) plus any per-byte energy."""
-    out = np.zeros(reads.shape)
-    for lv, level in enumerate(arch.levels):
-        for count, per_access, per_byte in ((reads, level.energy_read, level.byte_energy_read),
-                                            (fills, level.energy_write, level.byte_energy_write),
-                                            (updates, level.energy_update, level.byte_energy_update)):
-            c = count[:, lv, :]
-            out[:, lv, :] += -(-c // level.block_size) * per_access + c * word_bytes * per_byte
-    return out
+        valid=valid, compute_cycles=compute_cycles.astype(float), macs=workload.macs,
+        level_reads=reads, level_fills=fills, level_updates=updates, level_instances=instances,
+        level_footprint=footprint, level_traffic=moved * instances, level_energy=level_energy,
+        level_time=level_time)

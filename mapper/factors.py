@@ -1,0 +1,74 @@
+"""Integer factorisations: the raw material of a mapspace.
+
+An *ordered k-factorisation* of n is a tuple (f_1, ..., f_k) of positive integers whose
+product is n. Per prime p^e of n, the exponents of p split over the k slots as a composition
+of e into k non-negative parts, independently of other primes; so the count is
+prod_p C(e + k - 1, k - 1) and a uniform sample picks each prime's composition uniformly.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from functools import lru_cache
+
+import numpy as np
+
+
+@lru_cache(maxsize=None)
+def prime_factorization(n: int) -> tuple[tuple[int, int], ...]:
+    """((p, e), ...) with n = prod p**e, primes ascending."""
+    out, p = [], 2
+    while p * p <= n:
+        e = 0
+        while n % p == 0:
+            n //= p
+            e += 1
+        if e:
+            out.append((p, e))
+        p += 1
+    if n > 1:
+        out.append((n, 1))
+    return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def divisors(n: int) -> tuple[int, ...]:
+    divs = [1]
+    for p, e in prime_factorization(n):
+        divs = [d * p ** i for d in divs for i in range(e + 1)]
+    return tuple(sorted(divs))
+
+
+def count_factorizations(n: int, k: int) -> int:
+    """Number of ordered k-factorisations of n (closed form, no enumeration)."""
+    return math.prod(math.comb(e + k - 1, k - 1) for _, e in prime_factorization(n))
+
+
+def _compositions(e: int, k: int) -> np.ndarray:
+    """All compositions of e into k non-negative parts, (C(e+k-1, k-1), k)."""
+    rows = []
+    for bars in itertools.combinations(range(e + k - 1), k - 1):
+        cuts = (-1,) + bars + (e + k - 1,)
+        rows.append([cuts[i + 1] - cuts[i] - 1 for i in range(k)])
+    return np.array(rows, dtype=np.int64).reshape(-1, k)
+
+
+def enumerate_factorizations(n: int, k: int) -> np.ndarray:
+    """Every ordered k-factorisation of n as rows of a (count, k) int64 array."""
+    table = np.ones((1, k), dtype=np.int64)
+    for p, e in prime_factorization(n):
+        powers = p ** _compositions(e, k)
+        table = (table[:, None, :] * powers[None, :, :]).reshape(-1, k)
+    return table
+
+
+def sample_factorizations(n: int, k: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` ordered k-factorisations of n drawn uniformly (no rejection), (count, k)."""
+    out = np.ones((count, k), dtype=np.int64)
+    for p, e in prime_factorization(n):
+        # A uniform composition of e into k parts: choose k-1 bar positions among e+k-1.
+        keys = rng.random((count, e + k - 1))
+        bars = np.sort(np.argsort(keys, axis=1)[:, :k - 1], axis=1)
+        cuts = np.concatenate([np.full((count, 1), -1), bars, np.full((count, 1), e + k - 1)], axis=1)
+        out *= p ** (np.diff(cuts, axis=1) - 1)
+    return out

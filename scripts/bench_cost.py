@@ -1,0 +1,49 @@
+"""Benchmark: mappings priced per second by the vectorised cost model (`evaluate_many`).
+
+Prints a table for a 4-level GEMM on h100 and a convolution on the Eyeriss-like preset.
+Random mappings are drawn once (not timed); each batch size is timed over several repeats on
+one core (numpy's BLAS threads are pinned to 1 so the figure is per core).
+
+    python scripts/bench_cost.py [--mappings N] [--repeats R]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from mapper import evaluate_many, load_arch, load_workload  # noqa: E402
+from mapper.sampling import random_table                     # noqa: E402
+
+CASES = [("h100", "gemm-4096"), ("eyeriss", "conv-alexnet-conv3"), ("eyeriss", "conv-resnet50-conv3"),
+         ("toy", "gemm-256")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mappings", type=int, default=200_000)
+    parser.add_argument("--batch", type=int, default=50_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(f"{'arch':8} {'workload':22} {'levels':>6} {'dims':>4} {'mappings':>9} "
+          f"{'best s':>8} {'mappings/s':>12} {'valid':>6}")
+    for arch_name, workload_name in CASES:
+        arch, workload = load_arch(arch_name), load_workload(workload_name)
+        tables = [random_table(arch, workload, args.batch, seed=i)
+                  for i in range(max(1, args.mappings // args.batch))]
+        n = sum(len(t) for t in tables)
+        best, valid = float("inf"), 0
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            results = [evaluate_many(arch, workload, t) for t in tables]
+            best = min(best, time.perf_counter() - start)
+            valid = sum(int(r.valid.sum()) for r in results)
+        print(f"{arch_name:8} {workload_name:22} {len(arch.levels):>6} {len(workload.dims):>4} "
+              f"{n:>9,} {best:>8.3f} {n / best:>12,.0f} {valid / n:>6.1%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Hypothesis strategies: small random workloads, architectures and mappings.
+
+Sizes are tiny so that the brute-force simulator can execute every nest literally; the
+shapes still cover what the cost model must get right: reuse, sliding windows (p+r, 2*p+r),
+spatial multicast and reduction over both mesh axes, bypass, stages and finite bandwidth.
+"""
+from __future__ import annotations
+
+import math
+
+from hypothesis import strategies as st
+
+from mapper.load import arch_from_dict, workload_from_dict
+from mapper.mapping import LevelMapping, Mapping
+from mapper.units import Where
+
+SMALL_SIZES = st.sampled_from([1, 2, 3, 4, 6])
+
+EINSUMS = {
+    "gemm": ("Z[m,n] += A[m,k] * B[k,n]", "mnk"),
+    "batched": ("Z[b,m,n] += A[b,m,k] * B[b,k,n]", "bmnk"),
+    "conv1d": ("O[k,p] += I[c,p+r] * W[k,c,r]", "kcpr"),
+    "conv1d-strided": ("O[k,p] += I[c,2*p+r] * W[k,c,r]", "kcpr"),
+    "conv2d": ("O[k,p,q] += I[c,p+r,q+s] * W[k,c,r,s]", "kcpqrs"),
+}
+
+
+def _prime_factors(n: int) -> list[int]:
+    out, p = [], 2
+    while n > 1:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out
+
+
+@st.composite
+def workloads(draw, kinds=tuple(EINSUMS), max_macs: int = 600):
+    kind = draw(st.sampled_from(kinds))
+    einsum, dims = EINSUMS[kind]
+    sizes = {d: draw(SMALL_SIZES) for d in dims}
+    while math.prod(sizes.values()) > max_macs:        # keep the brute force fast
+        biggest = max(sizes, key=sizes.get)
+        sizes[biggest] = max(1, sizes[biggest] // 2)
+    bits = draw(st.sampled_from([8, 16]))
+    return workload_from_dict({"name": kind, "einsum": einsum, "sizes": sizes, "dtype": bits,
+                               "dtypes": {einsum[0]: 32}}, Where("<hypothesis>"))
+
+
+@st.composite
+def archs(draw, min_levels: int = 2, max_levels: int = 3):
+    n_levels = draw(st.integers(min_levels, max_levels))
+    mesh = [1, 1]
+    levels = []
+    energy = st.sampled_from([0.0, 0.5, 1.0, 4.0, 30.0])
+    for i in range(n_levels):
+        if i > 0:
+            mesh = [mesh[0] * draw(st.sampled_from([1, 2, 4])), mesh[1] * draw(st.sampled_from([1, 2]))]
+        levels.append({
+            "name": f"L{i}", "mesh": list(mesh), "instances": mesh[0] * mesh[1],
+            "block_size": draw(st.sampled_from([1, 2, 4])),
+            "bandwidth": draw(st.sampled_from(["unlimited", 1, 4, 16])),
+            "max_stages": draw(st.sampled_from([1, 2])),
+            "energy": {"read": draw(energy), "write": draw(energy), "update": draw(energy)},
+            "energy_per_byte": {"read": draw(energy)},
+            "leak": draw(st.sampled_from([0.0, 0.01])),
+        })
+    compute_mesh = [mesh[0] * draw(st.sampled_from([1, 2])), mesh[1] * draw(st.sampled_from([1, 2]))]
+    return arch_from_dict({"name": "random", "clock": "1 GHz", "levels": levels,
+                           "compute": {"mesh": compute_mesh, "instances": compute_mesh[0] * compute_mesh[1],
+                                       "macs_per_cycle": draw(st.sampled_from([1, 2])),
+                                       "energy": 1.0}}, Where("<hypothesis>"))
+
+
+@st.composite
+def mappings(draw, arch, workload, allow_bypass: bool = True):
+    """A random valid mapping (capacity aside): prime factors of every dim scattered over
+    (level, temporal / spatial x / spatial y) slots within each level's fanout."""
+    n_levels, n_dims = len(arch.levels), len(workload.dims)
+    factors = [[[1] * n_dims for _ in range(3)] for _ in range(n_levels)]
+    room = [[arch.fanout(lv)[0], arch.fanout(lv)[1]] for lv in range(n_levels)]
+    for d, size in enumerate(workload.sizes):
+        for p in _prime_factors(size):
+            slots = [(lv, 0) for lv in range(n_levels)]
+            slots += [(lv, 1 + a) for lv in range(n_levels) for a in (0, 1) if room[lv][a] % p == 0]
+            lv, s = draw(st.sampled_from(slots))
+            factors[lv][s][d] *= p
+            if s:
+                room[lv][s - 1] //= p
+    levels = []
+    for lv in range(n_levels):
+        order = draw(st.permutations(range(n_dims)))
+        temporal = tuple((d, factors[lv][0][d]) for d in order if factors[lv][0][d] > 1)
+        spatial = tuple((d, factors[lv][1 + a][d], a) for a in (0, 1) for d in range(n_dims)
+                        if factors[lv][1 + a][d] > 1)
+        all_tensors = frozenset(range(len(workload.tensors)))
+        keep = all_tensors if lv == 0 or not allow_bypass else frozenset(
+            t for t in all_tensors if draw(st.booleans()))
+        stages = draw(st.integers(1, arch.levels[lv].max_stages))
+        levels.append(LevelMapping(temporal, spatial, keep, stages))
+    return Mapping(tuple(levels))
+
+
+@st.composite
+def problems(draw, kinds=tuple(EINSUMS), allow_bypass: bool = True):
+    workload = draw(workloads(kinds))
+    arch = draw(archs())
+    return arch, workload, draw(mappings(arch, workload, allow_bypass))

@@ -1,0 +1,55 @@
+"""The scalar path (one mapping, full breakdown) and the vectorised path agree exactly."""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from mapper.cost import evaluate, evaluate_many
+from mapper.mapping import from_table, to_table
+
+from strategies import mappings, problems, archs, workloads
+
+
+def assert_same(arch, workload, mapping, costs, row=0):
+    ev = evaluate(arch, workload, mapping)
+    for lv, lc in enumerate(ev.levels):
+        for t, tensor in enumerate(workload.tensors):
+            got = (costs.reads[row, lv, t], costs.fills[row, lv, t], costs.updates[row, lv, t])
+            if tensor.name in lc.tensors:
+                c = lc.tensors[tensor.name]
+                assert got == (c.reads, c.fills, c.updates), (lc.name, tensor.name)
+            else:
+                assert got == (0, 0, 0)
+        assert costs.instances[row, lv] == lc.instances
+        assert np.isclose(costs.level_cycles[row, lv], lc.cycles, rtol=1e-12)
+    assert np.isclose(costs.energy_pj[row], ev.energy_pj, rtol=1e-12)
+    assert costs.cycles[row] == ev.cycles
+    assert np.isclose(costs.utilization[row], ev.utilization, rtol=1e-12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(problems())
+def test_scalar_and_vectorised_agree(problem):
+    arch, workload, mapping = problem
+    costs = evaluate_many(arch, workload, to_table([mapping], len(workload.dims), len(workload.tensors)))
+    assert_same(arch, workload, mapping, costs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_agree_row_by_row_in_one_table(data):
+    """Many different mappings in one table: no row leaks into another."""
+    workload = data.draw(workloads())
+    arch = data.draw(archs())
+    batch = [data.draw(mappings(arch, workload)) for _ in range(12)]
+    costs = evaluate_many(arch, workload, to_table(batch, len(workload.dims), len(workload.tensors)))
+    for row, mapping in enumerate(batch):
+        assert_same(arch, workload, mapping, costs, row)
+
+
+@settings(max_examples=100, deadline=None)
+@given(problems())
+def test_table_round_trip(problem):
+    arch, workload, mapping = problem
+    table = to_table([mapping], len(workload.dims), len(workload.tensors))
+    again = to_table([from_table(table, 0)], len(workload.dims), len(workload.tensors))
+    a, b = evaluate_many(arch, workload, table), evaluate_many(arch, workload, again)
+    assert (a.reads == b.reads).all() and (a.fills == b.fills).all() and (a.updates == b.updates).all()
