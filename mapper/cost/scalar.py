@@ -205,7 +205,8 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
     cycles = max([compute_cycles] + level_times)
     leak = [level.leak * level.instances * cycles for level in arch.levels]
     level_costs = [LevelCost(*row, leak_pj=lk) for row, lk in zip(level_costs, leak)]
-    compute_energy = workload.macs * arch.compute.energy_per_mac
+    # Padded extents (imperfect factors) execute their padding too: energy counts every MAC run.
+    compute_energy = macs_per_unit * compute_instances * arch.compute.energy_per_mac
     energy = sum(tc.energy_pj for lc in level_costs for tc in lc.tensors.values())
     energy += compute_energy + sum(leak)
     slowest = max(range(n_levels), key=lambda lv: level_times[lv])

@@ -281,7 +281,8 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
 
     level_energy *= instances[:, None, :]
     leak = sum(level.leak * level.instances for level in arch.levels)
-    energy = level_energy.sum(axis=(0, 1)) + workload.macs * arch.compute.energy_per_mac + leak * cycles
+    executed = macs_per_unit * instances[-1] * spatial_all[-1]     # padding included
+    energy = level_energy.sum(axis=(0, 1)) + executed * arch.compute.energy_per_mac + leak * cycles
 
     footprint = _footprint(workload, nest)
     capacity = np.array([level.capacity for level in arch.levels])[:, None]

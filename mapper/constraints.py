@@ -1,0 +1,55 @@
+"""Mapspace constraints: what a preset in `mapspace/` may fix or bound.
+
+Loaded from YAML by `load.load_constraints`; level keys are level names, or `innermost` /
+`outermost`, resolved against an architecture by `Constraints.for_level`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ROLES = ("output", "input", "weight")   # output tensor, first input, second input of the einsum
+
+
+@dataclass(frozen=True)
+class Range:
+    low: int = 1
+    high: int | None = None               # None: unbounded
+    multiple_of: int = 1
+
+    def admits(self, value):
+        """Vectorised test on an int array."""
+        ok = (value >= self.low) & (value % self.multiple_of == 0)
+        return ok if self.high is None else ok & (value <= self.high)
+
+
+@dataclass(frozen=True)
+class LevelConstraints:
+    temporal: tuple[tuple[str, Range], ...] = ()    # bounds on the level's temporal loop per dim
+    spatial: tuple[tuple[str, Range], ...] = ()     # bounds on its spatial split (x * y) per dim
+    tile: tuple[tuple[str, Range], ...] = ()        # bounds on the tile it holds, per dim
+    order: tuple[str, ...] | None = None            # fixed loop order, outermost first
+    stationary: str | None = None                   # a role (output/input/weight) or tensor name
+    stages: tuple[int, ...] | None = None           # allowed buffering depths
+    keep: tuple[str, ...] | None = None             # fixed set of kept tensors
+    bypass: bool = False                            # enumerate keep/bypass choices
+
+
+@dataclass(frozen=True)
+class Constraints:
+    name: str = "default"
+    description: str = ""
+    imperfect: bool = False          # allow padded extents (factors multiplying above a dim's size)
+    max_padding: float = 0.125       # largest padded extent as a fraction above the size
+    align_to_native: bool = True     # innermost tiles are multiples of the compute's native shape
+    min_utilization: float = 0.0     # fraction of compute units the spatial split must use
+    min_occupancy: int = 1           # GPU: resident blocks per SM
+    levels: tuple[tuple[str, LevelConstraints], ...] = field(default_factory=tuple)
+
+    def for_level(self, names: tuple[str, ...], index: int) -> LevelConstraints:
+        aliases = {names[index]}
+        if index == 0:
+            aliases.add("outermost")
+        if index == len(names) - 1:
+            aliases.add("innermost")
+        found = [lc for key, lc in self.levels if key in aliases]
+        return found[0] if found else LevelConstraints()

@@ -1,0 +1,501 @@
+"""The mapspace: every legal mapping of a workload onto an architecture, as numpy tables.
+
+A mapping is a choice, per dim, of an ordered factorisation of its extent over the *slots*
+(level, temporal / spatial x / spatial y), plus per level a loop order, a keep set and a
+buffering depth. The space is the product of these choices; it is never listed as objects:
+- per-dim factorisation tables are small (thousands of rows) and filtered by the preset's
+  bounds and by divisibility down to the native operation shape;
+- loop orders are the classes of `orders.order_classes` for the level's non-unit dims;
+- sizes come in closed form from per-dim counts grouped by which levels have non-unit loops
+  (the only thing the number of loop orders depends on), never by listing the cross product;
+- what couples dims (spatial fanout, capacity, GPU occupancy) is checked on batches of the
+  cross product, vectorised; `funnel()` counts exactly when the cross product is small enough
+  and estimates by uniform sampling otherwise (saying so).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from .constraints import ROLES, Constraints, LevelConstraints
+from .errors import InfeasibleError, SpecError
+from .factors import enumerate_factorizations, prime_factorization
+from .mapping import MappingTable
+from .orders import is_stationary, order_classes
+from .spec import Arch, Workload
+
+TEMPORAL, SPATIAL_X, SPATIAL_Y = 0, 1, 2
+STEPS = ("constraints", "divisibility", "fanout", "capacity", "occupancy")
+
+
+@dataclass
+class Funnel:
+    """Mapspace size before and after each pruning step."""
+
+    size: int
+    after: dict[str, float] = field(default_factory=dict)
+    exact: bool = True
+    samples: int = 0
+
+    def to_json(self) -> dict:
+        return {"size": self.size, "after": dict(self.after), "exact": self.exact,
+                **({"samples": self.samples} if not self.exact else {})}
+
+
+@dataclass(frozen=True)
+class LevelChoices:
+    """What may vary at one level besides factors: keep sets (tensor index tuples) and stages."""
+
+    keeps: tuple[tuple[int, ...], ...]
+    stages: tuple[int, ...]
+
+
+class Mapspace:
+    """All legal mappings of `workload` on `arch` under `constraints`.
+
+    Invariant: every table row it yields passes `cost.evaluate_many(...).valid` and its
+    constraints; every valid mapping satisfying the constraints is yielded (tests check both
+    on small cases by brute force)."""
+
+    def __init__(self, arch: Arch, workload: Workload, constraints: Constraints | None = None):
+        self.arch, self.workload = arch, workload
+        self.constraints = constraints or Constraints()
+        self.n_levels, self.n_dims = len(arch.levels), len(workload.dims)
+        self.level_constraints = [self.constraints.for_level(arch.level_names, lv)
+                                  for lv in range(self.n_levels)]
+
+    # ------------------------------------------------------------------ structure
+
+    @cached_property
+    def slots(self) -> list[tuple[int, int]]:
+        """(level, kind) slots a dim's factors may go to; spatial only where there is fanout."""
+        out = [(lv, TEMPORAL) for lv in range(self.n_levels)]
+        for lv in range(self.n_levels):
+            fx, fy = self.arch.fanout(lv)
+            if fx > 1:
+                out.append((lv, SPATIAL_X))
+            if fy > 1:
+                out.append((lv, SPATIAL_Y))
+        return out
+
+    @cached_property
+    def extents(self) -> list[tuple[int, ...]]:
+        """Per dim, the extents it may be padded to (just its size with perfect factors)."""
+        return [padded_extents(size, self.constraints.max_padding) if self.constraints.imperfect
+                else (size,) for size in self.workload.sizes]
+
+    @cached_property
+    def choices(self) -> list[LevelChoices]:
+        """Keep sets and stages each level may take under the constraints."""
+        tensors = self.workload.tensors
+        out = []
+        for lv, (level, lc) in enumerate(zip(self.arch.levels, self.level_constraints)):
+            allowed = tuple(t for t, tensor in enumerate(tensors) if level.may_keep(tensor.name))
+            if lv == 0:
+                keeps = (tuple(range(len(tensors))),)
+            elif lc.keep is not None:
+                keeps = (tuple(self._tensor_index(name, lv, "keep") for name in lc.keep),)
+            elif lc.bypass:
+                keeps = tuple(c for r in range(len(allowed) + 1) for c in itertools.combinations(allowed, r))
+            else:
+                keeps = (allowed,)
+            stages = tuple(s for s in (lc.stages or range(1, level.max_stages + 1)) if s <= level.max_stages)
+            if not stages:
+                raise InfeasibleError(f"level {level.name}: no allowed stage count within max_stages "
+                                      f"{level.max_stages} (constraints allow {lc.stages})")
+            out.append(LevelChoices(keeps, stages))
+        return out
+
+    def _tensor_index(self, name: str, lv: int, key: str) -> int:
+        names = [t.name for t in self.workload.tensors]
+        if name in ROLES:
+            inputs = [i for i, t in enumerate(self.workload.tensors) if not t.is_output]
+            return {"output": self.workload.output, "input": inputs[0],
+                    "weight": inputs[min(1, len(inputs) - 1)]}[name]
+        if name not in names:
+            raise SpecError(f"mapspace {self.constraints.name}", f"levels.{self.arch.levels[lv].name}.{key}",
+                            f"no tensor {name!r} (tensors: {', '.join(names)}; roles: {', '.join(ROLES)})")
+        return names.index(name)
+
+    def _dim_index(self, name: str, lv: int, key: str) -> int:
+        if name not in self.workload.dims:
+            raise SpecError(f"mapspace {self.constraints.name}", f"levels.{self.arch.levels[lv].name}.{key}",
+                            f"no dim {name!r} (dims: {', '.join(self.workload.dims)})")
+        return self.workload.dims.index(name)
+
+    # ------------------------------------------------------------------ per-dim tables
+
+    def _dim_rows(self, d: int) -> np.ndarray:
+        """Every ordered factorisation of dim d's allowed extents over the slots, (M, K)."""
+        return np.concatenate([enumerate_factorizations(e, len(self.slots)) for e in self.extents[d]])
+
+    def _level_view(self, rows: np.ndarray):
+        """Temporal factor, spatial factor and tile per level for per-dim rows: three (M, L)."""
+        m = rows.shape[0]
+        temporal = np.ones((m, self.n_levels), np.int64)
+        spatial = np.ones((m, self.n_levels), np.int64)
+        for k, (lv, kind) in enumerate(self.slots):
+            (temporal if kind == TEMPORAL else spatial)[:, lv] *= rows[:, k]
+        full = temporal * spatial
+        tile = np.cumprod(full[:, ::-1], axis=1)[:, ::-1]
+        return temporal, spatial, tile
+
+    def _constraint_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
+        temporal, spatial, tile = self._level_view(rows)
+        name = self.workload.dims[d]
+        ok = np.ones(rows.shape[0], bool)
+        for lv, lc in enumerate(self.level_constraints):
+            for key, values, ranges in (("temporal", temporal, lc.temporal), ("spatial", spatial, lc.spatial),
+                                        ("tile", tile, lc.tile)):
+                for dim_name, rng in ranges:
+                    self._dim_index(dim_name, lv, key)
+                    if dim_name == name:
+                        ok &= rng.admits(values[:, lv])
+        return ok
+
+    def _divisibility_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
+        """The innermost tile is a multiple of the native op shape along d (or the whole dim)."""
+        native = dict(self.arch.compute.native_shape)
+        name = self.workload.dims[d]
+        if not self.constraints.align_to_native or native.get(name, 1) == 1:
+            return np.ones(rows.shape[0], bool)
+        tile = self._level_view(rows)[2][:, -1]
+        extent = rows.prod(axis=1)
+        return (tile % native[name] == 0) | (tile == extent)
+
+    @cached_property
+    def _tables(self) -> dict[str, list[np.ndarray]]:
+        raw = [self._dim_rows(d) for d in range(self.n_dims)]
+        constrained = [r[self._constraint_mask(d, r)] for d, r in enumerate(raw)]
+        divisible = [r[self._divisibility_mask(d, r)] for d, r in enumerate(constrained)]
+        return {"raw": raw, "constraints": constrained, "divisibility": divisible}
+
+    @property
+    def dim_tables(self) -> list[np.ndarray]:
+        """Per dim, the factorisation rows that survive the per-dim pruning, (M_d, K)."""
+        return self._tables["divisibility"]
+
+    # ------------------------------------------------------------------ orders
+
+    def orders_for(self, lv: int, dims: frozenset[int], constrained: bool = True) -> tuple[tuple[int, ...], ...]:
+        """Order classes at level lv for its non-unit dims, filtered by the level's constraints."""
+        classes = order_classes(self.workload, dims)
+        lc = self.level_constraints[lv]
+        if not constrained:
+            return classes
+        if lc.order is not None:
+            fixed = tuple(self._dim_index(n, lv, "order") for n in lc.order)
+            if sorted(fixed) != list(range(self.n_dims)):
+                raise SpecError(f"mapspace {self.constraints.name}", f"levels.{self.arch.levels[lv].name}.order",
+                                f"expected every dim once ({', '.join(self.workload.dims)})")
+            return (tuple(d for d in fixed if d in dims),)
+        if lc.stationary is not None:
+            t = self._tensor_index(lc.stationary, lv, "stationary")
+            return tuple(o for o in classes if is_stationary(self.workload, o, t))
+        return classes
+
+    def _order_counts(self, constrained: bool) -> list[np.ndarray]:
+        """counts[lv][mask]: number of order classes at lv for the set of non-unit dims `mask`."""
+        out = []
+        for lv in range(self.n_levels):
+            counts = np.zeros(1 << self.n_dims, dtype=object)
+            for mask in range(1 << self.n_dims):
+                dims = frozenset(d for d in range(self.n_dims) if mask >> d & 1)
+                counts[mask] = len(self.orders_for(lv, dims, constrained))
+            out.append(counts)
+        return out
+
+    # ------------------------------------------------------------------ sizes
+
+    def _closed_form_size(self, tables: list[np.ndarray], constrained: bool) -> int:
+        """Exact number of mappings over the per-dim tables (orders, keeps, stages included)."""
+        order_counts = self._order_counts(constrained)
+        states = {0: 1}          # key: per level, bitmask of non-unit dims so far
+        for d, rows in enumerate(tables):
+            temporal = self._level_view(rows)[0] > 1
+            patterns, counts = np.unique(temporal @ (1 << np.arange(self.n_levels)), return_counts=True)
+            new: dict[int, int] = {}
+            for pattern, count in zip(patterns.tolist(), counts.tolist()):
+                bits = sum(1 << (lv * self.n_dims + d) for lv in range(self.n_levels) if pattern >> lv & 1)
+                for key, value in states.items():
+                    new[key | bits] = new.get(key | bits, 0) + value * count
+            states = new
+        mask = (1 << self.n_dims) - 1
+        total = 0
+        for key, value in states.items():
+            total += value * math.prod(int(order_counts[lv][key >> (lv * self.n_dims) & mask])
+                                       for lv in range(self.n_levels))
+        return total * self._choice_multiplicity(constrained)
+
+    def _choice_multiplicity(self, constrained: bool) -> int:
+        if constrained:
+            return math.prod(len(c.keeps) * len(c.stages) for c in self.choices)
+        out = 1
+        for lv, level in enumerate(self.arch.levels):
+            allowed = sum(level.may_keep(t.name) for t in self.workload.tensors)
+            out *= (1 if lv == 0 else 2 ** allowed) * level.max_stages
+        return out
+
+    @cached_property
+    def size(self) -> int:
+        """Size of the raw space: every factorisation, order class, keep set and stage count."""
+        return self._closed_form_size(self._tables["raw"], constrained=False)
+
+    def funnel(self, exact_limit: int = 3_000_000, samples: int = 200_000, seed: int = 0) -> Funnel:
+        """Candidates left after each pruning step (exact up to `exact_limit` factor combinations
+        of the per-dim tables, else estimated from `samples` uniform draws)."""
+        funnel = Funnel(self.size)
+        funnel.after["constraints"] = self._closed_form_size(self._tables["constraints"], True)
+        funnel.after["divisibility"] = self._closed_form_size(self.dim_tables, True)
+        combos = math.prod(len(t) for t in self.dim_tables)
+        totals = dict.fromkeys(STEPS[2:], 0.0)
+        if combos == 0:
+            funnel.after.update(totals)
+            return funnel
+        if combos <= exact_limit:
+            for index in _chunks(combos, 200_000):
+                for step, value in self._weights(self._factors(index)).items():
+                    totals[step] += float(value.sum())
+            funnel.after.update({k: int(v) for k, v in totals.items()})
+            return funnel
+        rng = np.random.default_rng(seed)
+        index = rng.integers(0, combos, size=samples, dtype=np.int64) if combos < 2**62 else None
+        factors = self._factors(index) if index is not None else self._sample_factors(samples, rng)
+        weights = self._weights(factors)
+        for step in totals:
+            totals[step] = combos * float(weights[step].mean())
+        funnel.after.update(totals)
+        funnel.exact, funnel.samples = False, samples
+        return funnel
+
+    # ------------------------------------------------------------------ batches of the cross product
+
+    def _factors(self, index: np.ndarray) -> np.ndarray:
+        """Factor arrays (L, 3, D, N) for flat indices into the product of the per-dim tables."""
+        rows = np.unravel_index(index, [len(t) for t in self.dim_tables])
+        return self._assemble([t[r] for t, r in zip(self.dim_tables, rows)])
+
+    def _sample_factors(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        return self._assemble([t[rng.integers(0, len(t), size=count)] for t in self.dim_tables])
+
+    def _assemble(self, per_dim: list[np.ndarray]) -> np.ndarray:
+        n = per_dim[0].shape[0]
+        factors = np.ones((self.n_levels, 3, self.n_dims, n), np.int64)
+        for d, rows in enumerate(per_dim):
+            for k, (lv, kind) in enumerate(self.slots):
+                factors[lv, kind, d] = rows[:, k]
+        return factors
+
+    def _tiles(self, factors: np.ndarray) -> list[np.ndarray]:
+        """Tile words per tensor, each (L, N)."""
+        full = factors.prod(axis=1)
+        span = np.cumprod(full[::-1], axis=0)[::-1]
+        out = []
+        for tensor in self.workload.tensors:
+            words = 1
+            for axis in tensor.axes:
+                words = words * (1 + sum(c * (span[:, d] - 1) for d, c in axis))
+            out.append(words)
+        return out
+
+    def fanout_mask(self, factors: np.ndarray) -> np.ndarray:
+        fanout = np.array([self.arch.fanout(lv) for lv in range(self.n_levels)])[:, :, None]
+        ok = (factors[:, 1:].prod(axis=2) <= fanout).all(axis=(0, 1))
+        if self.constraints.min_utilization > 0:
+            used = factors[:, 1:].prod(axis=(0, 1, 2))
+            ok &= used >= self.constraints.min_utilization * self.arch.compute.instances
+        return ok
+
+    def _footprints(self, factors: np.ndarray) -> list[np.ndarray]:
+        """Per level, bytes of one stage of each keep option: (options, N)."""
+        tiles = self._tiles(factors)
+        word_bytes = [t.bytes_per_word for t in self.workload.tensors]
+        return [np.array([sum((tiles[t][lv] * word_bytes[t] for t in keep), np.zeros(factors.shape[-1]))
+                          for keep in choice.keeps])
+                for lv, choice in enumerate(self.choices)]
+
+    @cached_property
+    def gpu_levels(self) -> tuple[int, int] | None:
+        """(shared-memory level, register level) of a GPU: the level with one instance per SM and
+        the next one, or None when the architecture is no GPU."""
+        gpu = self.arch.gpu
+        if gpu is None:
+            return None
+        smem = [lv for lv, level in enumerate(self.arch.levels) if level.instances == gpu.sms]
+        if not smem or smem[0] + 1 >= self.n_levels:
+            return None
+        return smem[0], smem[0] + 1
+
+    def blocks_per_sm(self, smem_bytes: np.ndarray, rf_bytes: np.ndarray) -> np.ndarray:
+        """Resident thread blocks per SM given one block's shared-memory and register bytes."""
+        gpu = self.arch.gpu
+        smem_lv, rf_lv = self.gpu_levels
+        rf_per_sm = self.arch.levels[rf_lv].instances // gpu.sms
+        with np.errstate(divide="ignore"):
+            by_smem = np.floor(gpu.smem_per_sm / np.maximum(smem_bytes, 1e-9))
+            by_regs = np.floor(gpu.registers_per_sm * 4 / np.maximum(rf_bytes * rf_per_sm, 1e-9))
+        return np.minimum(np.minimum(by_smem, by_regs), gpu.max_blocks_per_sm)
+
+    def _weights(self, factors: np.ndarray) -> dict[str, np.ndarray]:
+        """For each factor combination, how many mappings (orders x keeps x stages) survive the
+        coupled steps: fanout, then capacity, then occupancy."""
+        orders = self._order_multiplicity(factors)
+        fits = self.fanout_mask(factors)
+        footprints = self._footprints(factors)
+        capacity_ok = []
+        for lv, (level, choice) in enumerate(zip(self.arch.levels, self.choices)):
+            per_stage = [footprints[lv] * s <= level.capacity for s in choice.stages]
+            capacity_ok.append(np.array(per_stage))                  # (S, K, N)
+        cap_counts = [c.sum(axis=(0, 1)) for c in capacity_ok]       # per level: options fitting
+        after_fanout = fits * orders * math.prod(len(c.keeps) * len(c.stages) for c in self.choices)
+        after_capacity = fits * orders * np.prod(cap_counts, axis=0)
+        if self.gpu_levels is None or self.constraints.min_occupancy <= 1:
+            after_occupancy = after_capacity
+        else:
+            smem_lv, rf_lv = self.gpu_levels
+            other = np.prod([cap_counts[lv] for lv in range(self.n_levels) if lv not in (smem_lv, rf_lv)], axis=0)
+            pair = 0
+            for si, s in enumerate(self.choices[smem_lv].stages):
+                for ki in range(len(self.choices[smem_lv].keeps)):
+                    for ri, r in enumerate(self.choices[rf_lv].stages):
+                        for kj in range(len(self.choices[rf_lv].keeps)):
+                            ok = capacity_ok[smem_lv][si, ki] & capacity_ok[rf_lv][ri, kj]
+                            blocks = self.blocks_per_sm(footprints[smem_lv][ki] * s, footprints[rf_lv][kj] * r)
+                            pair = pair + (ok & (blocks >= self.constraints.min_occupancy))
+            after_occupancy = fits * orders * other * pair
+        return {"fanout": after_fanout, "capacity": after_capacity, "occupancy": after_occupancy}
+
+    def _order_multiplicity(self, factors: np.ndarray) -> np.ndarray:
+        counts = self._order_counts_constrained
+        masks = self._nonunit_masks(factors)
+        out = np.ones(factors.shape[-1], np.int64)
+        for lv in range(self.n_levels):
+            out = out * counts[lv][masks[lv]]
+        return out
+
+    @cached_property
+    def _order_counts_constrained(self) -> list[np.ndarray]:
+        return [c.astype(np.int64) for c in self._order_counts(True)]
+
+    def _nonunit_masks(self, factors: np.ndarray) -> np.ndarray:
+        """(L, N) bitmask of the dims with a non-unit temporal loop at each level."""
+        return ((factors[:, TEMPORAL] > 1) * (1 << np.arange(self.n_dims))[None, :, None]).sum(axis=1)
+
+    # ------------------------------------------------------------------ enumeration and sampling
+
+    def combinations(self) -> int:
+        """Size of the cross product of the per-dim tables (before coupled pruning)."""
+        return math.prod(len(t) for t in self.dim_tables)
+
+    def tables(self, batch: int = 100_000):
+        """Every mapping of the pruned space, as MappingTables of at most about `batch` rows."""
+        for index in _chunks(self.combinations(), batch):
+            factors = self._factors(index)
+            factors = factors[..., self.fanout_mask(factors)]
+            if factors.shape[-1]:
+                table = self._expand(factors)
+                if len(table):
+                    yield table
+
+    def sample(self, count: int, rng: np.random.Generator) -> MappingTable:
+        """`count` mappings drawn choice by choice: per dim a uniform factorisation row, per level
+        a uniform order class, keep set and stage count. Rows that break a coupled constraint
+        (fanout, capacity, occupancy) are dropped, not redrawn."""
+        factors = self._sample_factors(count, rng)
+        keep_idx = [rng.integers(0, len(c.keeps), size=count) for c in self.choices]
+        stage_idx = [rng.integers(0, len(c.stages), size=count) for c in self.choices]
+        table = self._build(factors, keep_idx, stage_idx, rng)
+        return table.take(self.valid_mask(table))
+
+    def _expand(self, factors: np.ndarray) -> MappingTable:
+        """All keep/stage/order choices for each factor combination, pruned by capacity."""
+        n = factors.shape[-1]
+        combos = list(itertools.product(*[itertools.product(range(len(c.keeps)), range(len(c.stages)))
+                                          for c in self.choices]))
+        tables = []
+        for combo in combos:
+            keep_idx = [np.full(n, k) for k, _ in combo]
+            stage_idx = [np.full(n, s) for _, s in combo]
+            table = self._build(factors, keep_idx, stage_idx, None)
+            table = table.take(self.valid_mask(table))
+            if len(table):
+                tables.append(table)
+        return MappingTable.concat(tables) if tables else self._build(factors[..., :0], [np.zeros(0, int)] * self.n_levels,
+                                                                       [np.zeros(0, int)] * self.n_levels, None)
+
+    def _build(self, factors, keep_idx, stage_idx, rng) -> MappingTable:
+        """Tables for factor arrays with the given keep/stage choices; with `rng`, one random order
+        class per level, else every combination of order classes (rows repeated)."""
+        n = factors.shape[-1]
+        keep = np.zeros((self.n_levels, len(self.workload.tensors), n), bool)
+        stages = np.ones((self.n_levels, n), np.int64)
+        for lv, choice in enumerate(self.choices):
+            keep_table = np.zeros((len(choice.keeps), len(self.workload.tensors)), bool)
+            for i, k in enumerate(choice.keeps):
+                keep_table[i, list(k)] = True
+            keep[lv] = keep_table[keep_idx[lv]].T
+            stages[lv] = np.array(choice.stages)[stage_idx[lv]]
+        masks = self._nonunit_masks(factors)
+        order_lists = [[self._order_array(lv, m) for m in range(1 << self.n_dims)] for lv in range(self.n_levels)]
+        if rng is not None:
+            order = np.empty((self.n_levels, self.n_dims, n), np.int64)
+            for lv in range(self.n_levels):
+                for m in np.unique(masks[lv]):
+                    rows = np.flatnonzero(masks[lv] == m)
+                    options = order_lists[lv][m]
+                    order[lv, :, rows] = options[rng.integers(0, len(options), size=len(rows))]
+            return MappingTable(factors, order, keep, stages)
+        # every combination of order classes: group rows by their non-unit masks
+        key = np.zeros(n, np.int64)
+        for lv in range(self.n_levels):
+            key = key * (1 << self.n_dims) + masks[lv]
+        parts = []
+        for value in np.unique(key):
+            rows = np.flatnonzero(key == value)
+            per_level = [order_lists[lv][masks[lv][rows[0]]] for lv in range(self.n_levels)]
+            for choice in itertools.product(*[range(len(p)) for p in per_level]):
+                order = np.stack([np.repeat(per_level[lv][c][:, None], len(rows), axis=1)
+                                  for lv, c in enumerate(choice)])
+                parts.append(MappingTable(factors[..., rows], order, keep[..., rows], stages[..., rows]))
+        return MappingTable.concat(parts)
+
+    def _order_array(self, lv: int, mask: int) -> np.ndarray:
+        cache = self.__dict__.setdefault("_order_array_cache", {})
+        if (lv, mask) not in cache:
+            dims = frozenset(d for d in range(self.n_dims) if mask >> d & 1)
+            rest = [d for d in range(self.n_dims) if d not in dims]
+            cache[lv, mask] = np.array([list(o) + rest for o in self.orders_for(lv, dims)], np.int64).reshape(-1, self.n_dims)
+        return cache[lv, mask]
+
+    def valid_mask(self, table: MappingTable) -> np.ndarray:
+        """Fanout, capacity and occupancy hold (per-dim constraints hold by construction)."""
+        ok = self.fanout_mask(table.factors)
+        tiles = self._tiles(table.factors)
+        footprint = []
+        for lv, level in enumerate(self.arch.levels):
+            used = sum(tiles[t][lv] * table.keep[lv, t] * tensor.bytes_per_word
+                       for t, tensor in enumerate(self.workload.tensors)) * table.stages[lv]
+            footprint.append(used)
+            ok &= used <= level.capacity
+        if self.gpu_levels is not None and self.constraints.min_occupancy > 1:
+            smem_lv, rf_lv = self.gpu_levels
+            ok &= self.blocks_per_sm(footprint[smem_lv], footprint[rf_lv]) >= self.constraints.min_occupancy
+        return ok
+
+
+def _chunks(total: int, batch: int):
+    for start in range(0, total, batch):
+        yield np.arange(start, min(total, start + batch), dtype=np.int64)
+
+
+def padded_extents(size: int, max_padding: float, limit: int = 8) -> tuple[int, ...]:
+    """Extents a dim may be padded to: its size and the smoothest (largest prime factor <= 7)
+    numbers up to size * (1 + max_padding), closest first; at most `limit` of them, so a dim
+    of 6144 or 4099 stays a handful of candidates."""
+    top = int(size * (1 + max_padding))
+    smooth = [e for e in range(size + 1, top + 1) if max(p for p, _ in prime_factorization(e)) <= 7]
+    return (size,) + tuple(sorted(smooth)[: limit - 1])

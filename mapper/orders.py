@@ -1,0 +1,67 @@
+"""Loop orders of one level, with the redundant ones removed.
+
+Within a level only the non-unit loops matter (a unit loop changes nothing), and for a tensor
+whose axes are single dims the cost model only looks at which non-unit dims sit inside the
+tensor's innermost relevant loop (those loops reuse its tile; see docs/COST_MODEL.md). Two orders
+with the same such set for every tensor cost exactly the same, so each class keeps one
+representative. A tensor with a sliding axis (p+r) is sensitive to the whole order of its
+loops, so for it the signature is the full order.
+"""
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+
+from .spec import Workload
+
+
+def signature(workload: Workload, order: tuple[int, ...]) -> tuple:
+    """What the cost model can see of `order` (non-unit dims, outermost first)."""
+    parts = []
+    for tensor in workload.tensors:
+        if tensor.has_sliding_axis:
+            parts.append(order)
+            continue
+        inner = []
+        for d in reversed(order):
+            if d in tensor.dims:
+                break
+            inner.append(d)
+        parts.append(frozenset(inner))
+    return tuple(parts)
+
+
+def order_classes(workload: Workload, dims: frozenset[int]) -> tuple[tuple[int, ...], ...]:
+    """One representative order (outermost first) per class, for the non-unit `dims`."""
+    return _classes(workload, tuple(sorted(dims)))
+
+
+@lru_cache(maxsize=None)
+def _classes(workload: Workload, dims: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    seen, out = set(), []
+    for order in itertools.permutations(dims):
+        sig = signature(workload, order)
+        if sig not in seen:
+            seen.add(sig)
+            out.append(order)
+    return tuple(out)
+
+
+def stationary_order(workload: Workload, dims: frozenset[int], tensor: int) -> tuple[int, ...]:
+    """An order that keeps `tensor` stationary: loops over dims not indexing it are innermost."""
+    indexing = tuple(sorted(d for d in dims if d in workload.tensors[tensor].dims))
+    other = tuple(sorted(d for d in dims if d not in workload.tensors[tensor].dims))
+    return indexing + other
+
+
+def is_stationary(workload: Workload, order: tuple[int, ...], tensor: int) -> bool:
+    """True when every non-unit loop over a dim not indexing `tensor` is inside all loops that
+    index it, i.e. its tile stays put for as long as the order allows."""
+    dims = workload.tensors[tensor].dims
+    seen_other = False
+    for d in order:
+        if d not in dims:
+            seen_other = True
+        elif seen_other:
+            return False
+    return True

@@ -1,0 +1,181 @@
+"""The mapspace against brute force on small cases: sizes, funnel counts and membership."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from mapper.constraints import Constraints, LevelConstraints, Range
+from mapper.cost import evaluate_many
+from mapper.load import arch_from_dict, workload_from_dict
+from mapper.mapping import LevelMapping, Mapping, from_table, to_table
+from mapper.mapspace import Mapspace, padded_extents
+from mapper.orders import signature
+from mapper.units import Where
+
+W = Where("<test>")
+
+
+def small_arch(capacity="24 B", fanout=(2, 2), stages=2):
+    return arch_from_dict({
+        "name": "small", "clock": "1 GHz",
+        "levels": [{"name": "DRAM", "max_stages": 1},
+                   {"name": "Buf", "capacity": capacity, "max_stages": stages},
+                   {"name": "RF", "capacity": "6 B", "instances": fanout[0] * fanout[1],
+                    "mesh": list(fanout)}],
+        "compute": {"mesh": list(fanout), "instances": fanout[0] * fanout[1]}}, W)
+
+
+def gemm(m=4, n=2, k=2):
+    return workload_from_dict({"name": "g", "einsum": "Z[m,n] += A[m,k] * B[k,n]",
+                               "sizes": {"m": m, "n": n, "k": k}, "dtype": 8}, W)
+
+
+def conv1d():
+    return workload_from_dict({"name": "c", "einsum": "O[k,p] += I[p+r] * W[k,r]",
+                               "sizes": {"k": 2, "p": 3, "r": 2}, "dtype": 8}, W)
+
+
+def brute_force(arch, workload, constraints):
+    """Every mapping by nested loops: (set of canonical keys of all raw mappings, set of keys of
+    the valid ones under `constraints`), a key being (factors, order signatures, keeps, stages)."""
+    ms = Mapspace(arch, workload, constraints)
+    n_levels, n_dims = len(arch.levels), len(workload.dims)
+    slots = ms.slots
+    per_dim = []
+    for d in range(n_dims):
+        options = []
+        for extent in ms.extents[d]:
+            for combo in itertools.product(range(1, extent + 1), repeat=len(slots)):
+                if math.prod(combo) == extent:
+                    options.append(combo)
+        per_dim.append(options)
+    tensors = range(len(workload.tensors))
+    keep_options = [[tuple(tensors)]] + [[c for r in range(len(tensors) + 1)
+                                          for c in itertools.combinations(tensors, r)]
+                                         for _ in range(n_levels - 1)]
+    raw, valid = set(), set()
+    for rows in itertools.product(*per_dim):
+        levels_t = [[1] * n_dims for _ in range(n_levels)]
+        levels_s = [[] for _ in range(n_levels)]
+        for d, row in enumerate(rows):
+            for (lv, kind), f in zip(slots, row):
+                if kind == 0:
+                    levels_t[lv][d] *= f
+                elif f > 1:
+                    levels_s[lv].append((d, f, kind - 1))
+        nonunit = [[d for d in range(n_dims) if levels_t[lv][d] > 1] for lv in range(n_levels)]
+        for perms in itertools.product(*[itertools.permutations(u) for u in nonunit]):
+            sigs = tuple(signature(workload, p) for p in perms)
+            for keeps in itertools.product(*keep_options):
+                for stages in itertools.product(*[range(1, lvl.max_stages + 1) for lvl in arch.levels]):
+                    key = (rows, sigs, keeps, stages)
+                    if key in raw:
+                        continue
+                    raw.add(key)
+                    mapping = Mapping(tuple(LevelMapping(tuple((d, levels_t[lv][d]) for d in perms[lv]),
+                                                         tuple(levels_s[lv]), frozenset(keeps[lv]), stages[lv])
+                                            for lv in range(n_levels)))
+                    if _admits(ms, mapping, rows, perms, keeps, stages):
+                        valid.add(key)
+    return raw, valid
+
+
+def _admits(ms, mapping, rows, perms, keeps, stages):
+    """The mapping satisfies the constraints and the cost model calls it valid."""
+    wl, arch = ms.workload, ms.arch
+    table = to_table([mapping], len(wl.dims), len(wl.tensors))
+    for d, row in enumerate(rows):
+        r = np.array([row])
+        if not (ms._constraint_mask(d, r)[0] and ms._divisibility_mask(d, r)[0]):
+            return False
+    for lv, choice in enumerate(ms.choices):
+        if keeps[lv] not in choice.keeps or stages[lv] not in choice.stages:
+            return False
+        if perms[lv] not in ms.orders_for(lv, frozenset(perms[lv])) and not any(
+                signature(wl, perms[lv]) == signature(wl, o) for o in ms.orders_for(lv, frozenset(perms[lv]))):
+            return False
+    if not evaluate_many(arch, wl, table).valid[0]:
+        return False
+    return bool(ms.valid_mask(table)[0])
+
+
+def key_of(ms, table, row):
+    mapping = from_table(table, row)
+    wl = ms.workload
+    rows = []
+    for d in range(len(wl.dims)):
+        rows.append(tuple(int(table.factors[lv, kind, d, row]) for lv, kind in ms.slots))
+    sigs = tuple(signature(wl, tuple(d for d, _ in lm.temporal)) for lm in mapping.levels)
+    keeps = tuple(tuple(sorted(lm.keep)) for lm in mapping.levels)
+    stages = tuple(lm.stages for lm in mapping.levels)
+    return tuple(rows), sigs, keeps, stages
+
+
+CASES = {
+    "gemm": (small_arch(), gemm(), Constraints(levels=(("Buf", LevelConstraints(bypass=True)),
+                                                       ("RF", LevelConstraints(bypass=True))))),
+    "gemm-stationary-util": (small_arch(), gemm(), Constraints(
+        min_utilization=0.5, levels=(("Buf", LevelConstraints(stationary="output")),
+                                     ("RF", LevelConstraints(temporal=(("k", Range(1, 1)),)))))),
+    "conv1d-bypass": (small_arch(capacity="12 B", fanout=(2, 1)), conv1d(),
+                      Constraints(levels=(("RF", LevelConstraints(bypass=True)),))),
+    "gemm-imperfect": (small_arch(fanout=(2, 1), stages=1), gemm(m=3, n=1, k=2),
+                       Constraints(imperfect=True, max_padding=0.5)),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_sizes_funnel_and_membership_match_brute_force(name):
+    arch, workload, constraints = CASES[name]
+    ms = Mapspace(arch, workload, constraints)
+    raw, valid = brute_force(arch, workload, constraints)
+    assert ms.size == len(raw)
+    funnel = ms.funnel()
+    assert funnel.exact
+    assert funnel.after["occupancy"] == len(valid)
+    yielded = [key_of(ms, t, r) for t in ms.tables(batch=97) for r in range(len(t))]
+    assert len(yielded) == len(set(yielded)) == len(valid)
+    assert set(yielded) == valid
+    for table in ms.tables():
+        assert evaluate_many(arch, workload, table).valid.all()
+
+
+def test_orders_in_one_class_cost_the_same():
+    """Collapsing orders is safe: every order of a class gives identical access counts."""
+    arch, workload = small_arch(capacity="unlimited"), gemm(4, 4, 4)
+    ms = Mapspace(arch, workload)
+    rng = np.random.default_rng(1)
+    base = ms.sample(200, rng)
+    for row in range(len(base)):
+        mapping = from_table(base, row)
+        variants = []
+        for perm in itertools.permutations(mapping.levels[1].temporal):
+            levels = list(mapping.levels)
+            levels[1] = LevelMapping(tuple(perm), levels[1].spatial, levels[1].keep, levels[1].stages)
+            variants.append(Mapping(tuple(levels)))
+        costs = evaluate_many(arch, workload, to_table(variants, 3, 3))
+        sigs = [signature(workload, tuple(d for d, _ in v.levels[1].temporal)) for v in variants]
+        for i, j in itertools.combinations(range(len(variants)), 2):
+            if sigs[i] == sigs[j]:
+                assert (costs.reads[i] == costs.reads[j]).all() and (costs.fills[i] == costs.fills[j]).all()
+
+
+def test_padded_extents_stay_bounded():
+    assert padded_extents(6144, 0.125) [0] == 6144
+    assert len(padded_extents(6144, 0.125)) <= 8
+    assert len(padded_extents(4099, 1.0)) <= 8
+    assert all(e >= 4099 for e in padded_extents(4099, 1.0))
+    ms = Mapspace(small_arch(), workload_from_dict({"name": "x", "einsum": "Z[m] += A[m]",
+                                                    "sizes": {"m": 6144}, "dtype": 8}, W),
+                  Constraints(imperfect=True))
+    assert sum(len(t) for t in ms.dim_tables) < 200_000
+
+
+def test_sampled_rows_are_valid_and_deterministic():
+    arch, workload, constraints = CASES["gemm"]
+    ms = Mapspace(arch, workload, constraints)
+    a = ms.sample(500, np.random.default_rng(7))
+    b = ms.sample(500, np.random.default_rng(7))
+    assert (a.factors == b.factors).all() and (a.order == b.order).all()
+    assert evaluate_many(arch, workload, a).valid.all()
