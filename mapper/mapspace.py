@@ -267,7 +267,7 @@ class Mapspace:
         factors = self._factors(index) if index is not None else self._sample_factors(samples, rng)
         weights = self._weights(factors)
         for step in totals:
-            totals[step] = combos * float(weights[step].mean())
+            totals[step] = round(combos * float(weights[step].mean()))
         funnel.after.update(totals)
         funnel.exact, funnel.samples = False, samples
         return funnel
@@ -485,6 +485,69 @@ class Mapspace:
             smem_lv, rf_lv = self.gpu_levels
             ok &= self.blocks_per_sm(footprint[smem_lv], footprint[rf_lv]) >= self.constraints.min_occupancy
         return ok
+
+
+    # ------------------------------------------------------------------ why nothing fits
+
+    def require_nonempty(self, funnel: Funnel | None = None) -> Funnel:
+        """The funnel, or an InfeasibleError saying which step removed the last candidates,
+        by how much, and what to relax."""
+        funnel = funnel or self.funnel()
+        previous = funnel.size
+        for step in STEPS:
+            if funnel.after.get(step, 1) == 0:
+                raise InfeasibleError(f"no mapping of {self.workload.name} fits {self.arch.name}: "
+                                      f"the {step} step removed the last {previous:,} candidates. "
+                                      + self._why(step))
+            previous = funnel.after[step]
+        return funnel
+
+    def _why(self, step: str) -> str:
+        names = self.workload.dims
+        if step in ("constraints", "divisibility"):
+            key = "constraints" if step == "constraints" else "divisibility"
+            empty = [names[d] for d, t in enumerate(self._tables[key]) if len(t) == 0]
+            if step == "constraints":
+                return (f"No factorisation of dim(s) {', '.join(empty)} meets the bounds of mapspace "
+                        f"'{self.constraints.name}': widen its temporal/spatial/tile ranges.")
+            native = dict(self.arch.compute.native_shape)
+            detail = ", ".join(f"{n} (size {self.workload.sizes[names.index(n)]}, native {native.get(n)})"
+                               for n in empty)
+            return (f"The innermost tile of {detail} cannot be a multiple of the native operation "
+                    "shape: use factors: imperfect (padding) or align_to_native: false.")
+        if step == "fanout":
+            best = max(self.arch.fanout(lv)[0] * self.arch.fanout(lv)[1] for lv in range(self.n_levels))
+            return (f"Spatial splits must use at least {self.constraints.min_utilization:.0%} of the "
+                    f"{self.arch.compute.instances} compute units and fit each level's fanout "
+                    f"(largest {best}): lower min_utilization.")
+        lines = []
+        for lv, (level, choice) in enumerate(zip(self.arch.levels, self.choices)):
+            smallest = self.smallest_footprint(lv)
+            if smallest > level.capacity:
+                lines.append(f"level {level.name}: its smallest possible tiles take {smallest:,.0f} B "
+                             f"x {min(choice.stages)} stage(s), above its capacity of {level.capacity:,.0f} B")
+        if step == "capacity":
+            hint = "; ".join(lines) or "no single level is too small, but no combination fits all levels"
+            return hint + ": allow bypass there (a mapspace with `bypass: true`), fewer stages, or a larger level."
+        smem, rf = self.gpu_levels
+        blocks = self.blocks_per_sm(np.array([self.smallest_footprint(smem)]), np.array([self.smallest_footprint(rf)]))[0]
+        return (f"At most {blocks:.0f} blocks fit per SM with the smallest tiles, below min_occupancy "
+                f"{self.constraints.min_occupancy}: lower min_occupancy or the stages.")
+
+    def smallest_footprint(self, lv: int) -> float:
+        """Bytes per instance of the smallest tiles level lv can hold (one stage x its fewest
+        stages), over every keep choice: each dim at its smallest tile there."""
+        smallest_span = []
+        for rows in self.dim_tables:
+            tile = self._level_view(rows)[2][:, lv] if len(rows) else np.array([1])
+            smallest_span.append(int(tile.min()))
+        best = math.inf
+        for keep in self.choices[lv].keeps:
+            words = sum(math.prod(1 + sum(c * (smallest_span[d] - 1) for d, c in axis)
+                                  for axis in self.workload.tensors[t].axes) * self.workload.tensors[t].bytes_per_word
+                        for t in keep)
+            best = min(best, words)
+        return best * min(self.choices[lv].stages)
 
 
 def _chunks(total: int, batch: int):

@@ -5,7 +5,9 @@ counts the words that move between storage levels. It is deliberately independen
 `mapper` package (it imports nothing from it) and uses no closed-form reuse formulas: every
 tile is computed from the loop indices of one time step, every fetch is found by comparing that
 tile with the one before, and every multicast or spatial reduction is found by comparing the
-requests of sibling instances in the same step.
+requests of sibling instances in the same step. (Two caches keep big nests affordable: a box
+that recurs is shifted once per instance, and MAC steps whose temporal part names the same
+element are worked out once; both only skip recomputing an identical value.)
 
     simulate(problem, nest, compute_fanout=(1, 1)) -> dict
 
@@ -62,41 +64,41 @@ Semantics (Timeloop's conventions):
 from __future__ import annotations
 
 import itertools
-from collections import namedtuple
+from collections import Counter, namedtuple
 
-# One loop of the flattened nest. `stride` is the step it makes in its dim.
-Loop = namedtuple("Loop", "level kind dim bound stride axis")
+# One loop of the flattened nest: its level, 'temporal' or 'spatial', its dim and bound, and
+# `stride`, the step it makes in its dim.
+Loop = namedtuple("Loop", "level kind dim bound stride")
 
 
 def simulate(problem: dict, nest: list[dict], compute_fanout=(1, 1)) -> dict:
     _check(problem, nest, compute_fanout)
-    tensors = problem["tensors"]
     loops = _flatten(nest)
-    n_levels = len(nest)
-
-    # Fetch history of every kept tensor at every level, instance by instance.
-    history = {}  # (level, tensor) -> {instance: [(tile, fetched) per time step]}
-    for level in range(n_levels):
-        for t in nest[level]["keep"]:
-            history[level, t] = _fetch_history(loops, level, tensors[t]["axes"])
 
     macs = 1
     for size in problem["dims"].values():
         macs *= size
-
     result = {"macs": macs, "levels": {}}
     for level, spec in enumerate(nest):
         instances = 1
         for loop in loops:
             if loop.kind == "spatial" and loop.level < level:
                 instances *= loop.bound
-        counts = {}
-        for t in sorted(spec["keep"]):
-            inner = [j for j in range(level + 1, n_levels) if t in nest[j]["keep"]]
-            child = inner[0] if inner else None  # None: the MACs
-            per_instance = _level_counts(loops, history, level, child, t, tensors[t])
-            counts[t] = _agreed(per_instance, spec["name"], t)
-        result["levels"][spec["name"]] = {"instances": instances, "tensors": counts}
+        result["levels"][spec["name"]] = {"instances": instances, "tensors": {}}
+
+    # One tensor at a time (only its fetch histories are held in memory at once).
+    for t, spec in sorted(problem["tensors"].items()):
+        keepers = [level for level in range(len(nest)) if t in nest[level]["keep"]]
+        history = {level: _fetch_history(loops, level, spec["axes"]) for level in keepers}
+        for position, level in enumerate(keepers):
+            child = keepers[position + 1] if position + 1 < len(keepers) else None
+            if child is None:  # the MACs use t straight from this level
+                traffic = _mac_traffic(loops, level, spec["axes"])
+            else:
+                traffic = _child_traffic(loops, level, history[child])
+            per_instance = _level_counts(level, history[level], traffic, spec["output"])
+            name = nest[level]["name"]
+            result["levels"][name]["tensors"][t] = _agreed(per_instance, name, t)
     return result
 
 
@@ -118,6 +120,8 @@ def _check(problem, nest, compute_fanout):
                     raise ValueError(f"tensor {name}: coefficient of {dim} must be a positive int")
     if not nest:
         raise ValueError("the nest needs at least one level")
+    if len({spec["name"] for spec in nest}) != len(nest):
+        raise ValueError("level names must be unique")
     if set(nest[0]["keep"]) != set(tensors):
         raise ValueError("the outermost level must keep every tensor")
     product = dict.fromkeys(dims, 1)
@@ -154,16 +158,16 @@ def _flatten(nest):
     raw = []
     for level, spec in enumerate(nest):
         for dim, bound in spec.get("temporal", ()):
-            raw.append((level, "temporal", dim, bound, None))
-        for dim, bound, axis in spec.get("spatial", ()):
-            raw.append((level, "spatial", dim, bound, axis))
+            raw.append((level, "temporal", dim, bound))
+        for dim, bound, _axis in spec.get("spatial", ()):
+            raw.append((level, "spatial", dim, bound))
     loops = []
-    for position, (level, kind, dim, bound, axis) in enumerate(raw):
+    for position, (level, kind, dim, bound) in enumerate(raw):
         stride = 1
         for later in raw[position + 1:]:
             if later[2] == dim:
                 stride *= later[3]
-        loops.append(Loop(level, kind, dim, bound, stride, axis))
+        loops.append(Loop(level, kind, dim, bound, stride))
     return loops
 
 
@@ -209,7 +213,7 @@ def _box_points(box):
 
 
 def _tile_history(loops, level, axes):
-    """{instance: [tile box at each time step]} for one tensor at one level.
+    """(instance, [tile box at each time step]) for each instance of `level`, for one tensor.
 
     The tile is the bounding box of the points the loops at and below `level` touch. Those loops
     move every dim from its base value (set by the loops above) up by at most sum((bound - 1) *
@@ -217,18 +221,19 @@ def _tile_history(loops, level, axes):
     every dim at its base value and largest with every dim at its top.
     """
     time, space, below = _split(loops, level)
-    reach = _dim_values(below, [loop.bound - 1 for loop in below])
-    low_at_step = [_coordinates(axes, _dim_values(time, step)) for step in _settings(time)]
-    history = {}
+    top = _dim_values(below, [loop.bound - 1 for loop in below])
+    extent = _coordinates(axes, top)  # hi - lo of the tile along each axis
+    # The temporal loops above and the spatial loops above add up to the base of every dim, so
+    # a tile is the box the temporal loops give, moved by what the instance's spatial loops add.
+    box_at_step = []
+    for step in _settings(time):
+        low = _coordinates(axes, _dim_values(time, step))
+        box_at_step.append(tuple((lo, lo + e) for lo, e in zip(low, extent)))
     for instance in _settings(space):
-        low_here = _coordinates(axes, _dim_values(space, instance))
-        tiles = []
-        for low_step in low_at_step:
-            base = [a + b for a, b in zip(low_step, low_here)]
-            tiles.append(tuple((lo, lo + _coordinates([axis], reach)[0])
-                               for lo, axis in zip(base, axes)))
-        history[instance] = tiles
-    return history
+        here = _coordinates(axes, _dim_values(space, instance))
+        moved = {box: tuple([(lo + h, hi + h) for (lo, hi), h in zip(box, here)])
+                 for box in set(box_at_step)}
+        yield instance, [moved[box] for box in box_at_step]
 
 
 def _fetches(tiles):
@@ -250,16 +255,14 @@ def _fetches(tiles):
             gradient = None
         else:
             moved = [a for a in range(len(tile)) if tile[a] != previous[a]]
-            overlap = all(lo <= p_hi and p_lo <= hi
-                          for (lo, hi), (p_lo, p_hi) in zip(tile, previous))
-            delta = tile
-            new_gradient = None
-            if len(moved) == 1 and overlap:
+            delta, new_gradient = tile, None  # unless a partial fetch applies: the whole tile
+            if len(moved) == 1:
                 a = moved[0]
                 (lo, hi), (p_lo, p_hi) = tile[a], previous[a]
                 assert hi - lo == p_hi - p_lo, "tiles of one level all have the same shape"
+                overlap = lo <= p_hi and p_lo <= hi  # (along the other axes they are equal)
                 direction = (a, 1 if lo > p_lo else -1)
-                if gradient is None or gradient == direction:
+                if overlap and gradient in (None, direction):
                     new_slice = (p_hi + 1, hi) if lo > p_lo else (lo, p_lo - 1)
                     delta = tile[:a] + (new_slice,) + tile[a + 1:]
                     new_gradient = direction
@@ -270,33 +273,28 @@ def _fetches(tiles):
 
 
 def _fetch_history(loops, level, axes):
-    """{instance: (tiles, fetches)} for one tensor at one level."""
-    return {instance: (tiles, _fetches(tiles))
-            for instance, tiles in _tile_history(loops, level, axes).items()}
+    """{instance: (set of the distinct tiles it held, what it fetched at each time step)}."""
+    return {instance: (set(tiles), _fetches(tiles))
+            for instance, tiles in _tile_history(loops, level, axes)}
 
 
 # ----------------------------------------------------------------------------------------------
 # Counting
 
 
-def _level_counts(loops, history, level, child, t, spec):
-    """{instance of `level`: {'reads', 'fills', 'updates'}} for tensor t kept at `level`.
+def _level_counts(level, history, traffic, output):
+    """{instance: {'reads', 'fills', 'updates'}} for one tensor kept at `level`.
 
-    `child` is the next inner level keeping t, or None when the MACs use it directly.
+    history: this level's {instance: (distinct tiles, fetches)}; traffic: {instance: (words
+    moved to / from the child level or MACs, set of coordinates moved)}.
     """
-    # A child's instance key (its spatial indices) starts with its parent's instance key.
-    prefix = len([loop for loop in loops if loop.level < level and loop.kind == "spatial"])
     counts = {}
-    if child is None:
-        traffic = _mac_traffic(loops, level, spec["axes"])
-    else:
-        traffic = _child_traffic(history[child, t], prefix)
-    for instance, (tiles, fetches) in history[level, t].items():
+    for instance, (tiles, fetches) in history.items():
         loads = sum(_box_size(box) for box in fetches if box is not None)
         words, touched = traffic[instance]
-        if spec["output"]:
+        if output:
             held = set()
-            for box in set(tiles):
+            for box in tiles:
                 held.update(_box_points(box))
             counts[instance] = {"reads": words - len(touched),
                                 "fills": loads - len(held),
@@ -308,14 +306,17 @@ def _level_counts(loops, history, level, child, t, spec):
     return counts
 
 
-def _child_traffic(child_history, prefix):
-    """Words moved between each parent instance and its child instances.
+def _child_traffic(loops, level, child_history):
+    """Words moved between each instance of `level` and its child instances.
 
-    For each parent instance (the first `prefix` spatial indices of a child instance) and each
-    time step of the children: the distinct boxes its children fetch in that step (identical
-    requests are served by one multicast read; identical write-backs of a spatial reduction
-    arrive as one update). Returns {parent: (words, set of coordinates moved)}.
+    For each parent instance and each time step of the children: the distinct boxes its
+    children fetch in that step (identical requests are served by one multicast read; identical
+    write-backs of a spatial reduction arrive as one update; a child writes back each word it
+    fetched once, when it is replaced or at the end). Returns {parent: (words, set of
+    coordinates moved)}.
     """
+    # A child's instance key (its spatial indices) starts with its parent's instance key.
+    prefix = len([loop for loop in loops if loop.level < level and loop.kind == "spatial"])
     families = {}
     for instance, (tiles, fetches) in child_history.items():
         families.setdefault(instance[:prefix], []).append(fetches)
@@ -343,9 +344,12 @@ def _mac_traffic(loops, level, axes):
     read (or reduced into one update). Returns {instance: (words, set of coordinates moved)}.
     """
     time = [loop for loop in loops if loop.kind == "temporal"]
-    outer = [loop for loop in loops if loop.kind == "spatial" and loop.level < level]
-    inner = [loop for loop in loops if loop.kind == "spatial" and loop.level >= level]
-    at_step = [_coordinates(axes, _dim_values(time, step)) for step in _settings(time)]
+    outer = [loop for loop in loops if loop.level < level and loop.kind == "spatial"]
+    inner = [loop for loop in loops if loop.level >= level and loop.kind == "spatial"]
+    # The element a unit names is (what the temporal loops contribute) + (what the spatial loops
+    # contribute). Steps whose temporal part names the same coordinate make the same requests,
+    # so each such coordinate is worked out once and counted as often as it occurs.
+    steps = Counter(_coordinates(axes, _dim_values(time, step)) for step in _settings(time))
     traffic = {}
     for instance in _settings(outer):
         here = _coordinates(axes, _dim_values(outer, instance))
@@ -355,9 +359,9 @@ def _mac_traffic(loops, level, axes):
             units.append(tuple(a + b for a, b in zip(here, offset)))
         words = 0
         touched = set()
-        for step in at_step:
+        for step, occurrences in steps.items():
             elements = {tuple(a + b for a, b in zip(step, unit)) for unit in units}
-            words += len(elements)
+            words += occurrences * len(elements)
             touched |= elements
         traffic[instance] = (words, touched)
     return traffic
@@ -365,7 +369,9 @@ def _mac_traffic(loops, level, axes):
 
 def _agreed(per_instance, level_name, t):
     """The counts every instance shares; raises if two instances disagree."""
-    distinct = {tuple(sorted(c.items())) for c in per_instance.values()}
+    distinct = {(c["reads"], c["fills"], c["updates"]) for c in per_instance.values()}
     if len(distinct) != 1:
-        raise RuntimeError(f"instances of {level_name} disagree on {t}: {sorted(distinct)}")
-    return dict(distinct.pop())
+        raise RuntimeError(f"instances of {level_name} disagree on {t} "
+                           f"(reads, fills, updates): {sorted(distinct)}")
+    reads, fills, updates = distinct.pop()
+    return {"reads": reads, "fills": fills, "updates": updates}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ..mapping import Mapping
 from ..spec import Arch, Workload
+from .multicast import distinct_offsets
 
 
 @dataclass(frozen=True)
@@ -64,21 +65,23 @@ def _tile(tensor, spans) -> int:
     return math.prod(_extent(axis, spans) for axis in tensor.axes)
 
 
-def _loads(tensor, spans, loops) -> int:
-    """Words fetched into one instance: first tile, then the delta at every step of `loops`
-    (the temporal loops above the level, outermost first, as (dim, bound))."""
-    loops = [(d, b) for d, b in loops if b > 1]
+def _loads(tensor, spans, nest_above) -> int:
+    """Words fetched into one instance: first tile, then the delta at every step of the
+    temporal loops of `nest_above` (the loops above the level, outermost first, as
+    (dim, bound, is_spatial); spatial loops do not step in time but widen the strides)."""
+    nest_above = [loop for loop in nest_above if loop[1] > 1]
+    stride = []
+    for k, (d, _, _) in enumerate(nest_above):
+        stride.append(spans[d] * math.prod(b for dd, b, _ in nest_above[k + 1:] if dd == d))
+    loops = [(d, b, stride[k]) for k, (d, b, spatial) in enumerate(nest_above) if not spatial]
     tile = _tile(tensor, spans)
     extents = [_extent(axis, spans) for axis in tensor.axes]
 
     def move(j):
         """(kind, words, gradient) of the step where loop j advances and inner loops wrap."""
-        delta = {}
-        for k in range(j + 1, len(loops)):
-            d, b = loops[k]
-            delta[d] = delta.get(d, 1) * b
-        shift_dim = {d: -(w - 1) * spans[d] for d, w in delta.items()}
-        shift_dim[loops[j][0]] = spans[loops[j][0]]
+        shift_dim = {loops[j][0]: loops[j][2]}
+        for d, b, st in loops[j + 1:]:
+            shift_dim[d] = shift_dim.get(d, 0) - (b - 1) * st
         shifts = [sum(c * shift_dim.get(d, 0) for d, c in axis) for axis in tensor.axes]
         moved = [a for a, s in enumerate(shifts) if s]
         if not moved:
@@ -127,6 +130,21 @@ def _loads(tensor, spans, loops) -> int:
     return tile + run(0, 0)[0]
 
 
+def _distinct_children(tensor, levels, parent, child, spans_below) -> int:
+    """Distinct tiles of `tensor` among the children of one instance of level `parent` (the
+    instances of level `child`, or the compute units): identical tiles share one transfer."""
+    count = 1
+    for axis in tensor.axes:
+        progressions = []
+        for lv in range(parent, child):
+            inner = spans_below(lv + 1) if lv + 1 < len(levels) else [1] * len(spans_below(lv))
+            for d, c in axis:
+                bound = math.prod(b for dd, b, _ in levels[lv].spatial if dd == d)
+                progressions.append((c * inner[d], bound))
+        count *= distinct_offsets(tuple(progressions))
+    return count
+
+
 def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
     levels = mapping.levels
     n_levels, dims = len(levels), range(len(workload.dims))
@@ -147,6 +165,11 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
     compute_instances = math.prod(spatial_product(lm) for lm in levels)
     macs_per_unit = math.prod(b for lm in levels for _, b in lm.temporal)
     loops_above = [[loop for lm in levels[:lv] for loop in lm.temporal] for lv in range(n_levels)]
+    # the loops above each level as (dim, bound, is_spatial): a level's spatial loops follow
+    # its temporal ones
+    nest_above = [[loop for lm in levels[:lv]
+                   for loop in [(d, b, False) for d, b in lm.temporal] + [(d, b, True) for d, b, _ in lm.spatial]]
+                  for lv in range(n_levels)]
 
     counts = {}      # (lv, t) -> dict
     exposed = [0.0] * n_levels
@@ -161,11 +184,8 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
             for d, b in loops_above[lv]:
                 partition_spans[d] *= b
             partition = _tile(tensor, partition_spans)
-            loads = _loads(tensor, spans, loops_above[lv])
-            between = levels[lv:below_lv]
-            fan = math.prod(spatial_product(lm) for lm in between)
-            shared = math.prod(spatial_product(lm, lambda d: d not in tensor.dims) for lm in between)
-            supply = below_loads * fan // shared
+            loads = _loads(tensor, spans, nest_above[lv])
+            supply = below_loads * _distinct_children(tensor, levels, lv, below_lv, spans_below)
             if tensor.is_output:
                 reads, fills, updates = supply - partition, loads - partition, supply
             else:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..mapping import MappingTable
 from ..spec import Arch, Workload
+from .multicast import distinct_offsets
 
 
 @dataclass(frozen=True)
@@ -159,33 +160,43 @@ def _loads(workload: Workload, nest: _Nest) -> list[np.ndarray]:
 class _SlidingMoves:
     """Loads of tensors with sliding axes (p+r): the one-axis, same-direction rule.
 
-    For the step where loop j advances and every loop inside it wraps, dim d moves by
-    +span[d] if j is a loop over d (the inner loops over d telescope), else by
-    -(W_d - 1) * span[d], W_d being the product of the bounds over d inside j. The step fetches
-    only the new slice when it shifts exactly one axis by less than the axis extent (only an
-    axis summing several dims can: a single-dim axis always moves by a whole tile or more),
-    and the innermost loop's move is not such a slide or slides the same axis in the same
-    direction (every outer step directly follows an innermost step); otherwise the whole tile.
+    For the step where temporal loop j advances and every temporal loop inside it wraps, dim d
+    moves by the stride of j (if j is over d) minus (bound - 1) x stride of each inner loop over
+    d; a loop's stride is the tile span of d at the level times the bounds of every loop over d
+    inside it, spatial ones included. The step fetches only the new slice when it shifts
+    exactly one axis by less than the axis extent (only an axis summing several dims can: a
+    single-dim axis always moves by a whole tile or more), and the innermost loop's move is not
+    such a slide or slides the same axis in the same direction (every outer step directly
+    follows an innermost step); otherwise the whole tile.
     """
 
     def __init__(self, nest: _Nest, workload: Workload, slot_dim, slot_bound, prefix):
-        self.nest, self.slot_bound = nest, slot_bound
+        self.nest, self.slot_dim, self.slot_bound = nest, slot_dim, slot_bound
         self.steps = prefix[:-1] * (slot_bound - 1)                                    # (S, N)
-        dims = sorted({d for t in workload.tensors if t.has_sliding_axis for d in t.dims})
-        self.slot_is = {d: slot_dim == d for d in dims}                                 # (S, N)
-        # per_dim_prefix[d][j] = product of the bounds of the loops over d among slots < j
-        self.per_dim_prefix = {d: _exclusive_cumprod(np.concatenate(
-            [np.where(self.slot_is[d], slot_bound, 1), np.ones((1, nest.n), np.int64)]))
-            for d in dims}
 
     def loads(self, workload: Workload, t: int, lv: int) -> np.ndarray:
-        nest, s = self.nest, lv * self.nest.n_dims
+        nest, n_dims = self.nest, self.nest.n_dims
+        s = lv * n_dims
         tensor = workload.tensors[t]
-        span = nest.span[lv]
-        move = {}
-        for d in tensor.dims:
-            inside = self.per_dim_prefix[d][s] // self.per_dim_prefix[d][1:s + 1]      # (s, N)
-            move[d] = np.where(self.slot_is[d][:s], span[d], (1 - inside) * span[d])
+        dims = sorted(tensor.dims)
+        # spatial[l][d]: product of the spatial bounds over d at levels l..lv-1 (inside level
+        # l's temporal loops, above this level)
+        spatial = [None] * lv
+        running = {d: nest.span[lv, d] for d in dims}
+        for level in range(lv - 1, -1, -1):
+            running = {d: running[d] * nest.spatial[level, d] for d in dims}
+            spatial[level] = running
+        inner = {d: np.ones(nest.n, np.int64) for d in dims}     # temporal bounds over d inside
+        wrap = {d: np.zeros(nest.n, np.int64) for d in dims}     # sum of (b - 1) x stride inside
+        move = {d: np.empty((s, nest.n), np.int64) for d in dims}
+        for j in range(s - 1, -1, -1):
+            level, bound = j // n_dims, self.slot_bound[j]
+            for d in dims:
+                on_d = self.slot_dim[j] == d
+                stride = spatial[level][d] * inner[d]
+                move[d][j] = np.where(on_d, stride, 0) - wrap[d]
+                wrap[d] = np.where(on_d, wrap[d] + (bound - 1) * stride, wrap[d])
+                inner[d] = np.where(on_d, inner[d] * bound, inner[d])
         n_moved = 0
         slides = []                          # (axis, shift) for axes summing several dims
         for a, axis in enumerate(tensor.axes):
@@ -228,6 +239,32 @@ def _access_energy(level, word_bytes: float, reads, fills, updates) -> np.ndarra
     return out
 
 
+def _distinct_children(tensor, nest: _Nest, parent: int, child: int) -> np.ndarray:
+    """Distinct tiles of `tensor` among the children of one `parent` instance (instances of
+    level `child`, or the compute units): see `multicast.py`. Only rows where two dims of one
+    axis are both split spatially need the sumset; the rest is a product of bounds."""
+    n, levels = nest.n, range(parent, child)
+    inner = [nest.span[lv + 1] if lv + 1 < nest.n_levels else np.ones_like(nest.span[0]) for lv in levels]
+    count = np.ones(n, np.int64)
+    for axis in tensor.axes:
+        product = np.ones(n, np.int64)
+        split_dims = 0
+        for d, _ in axis:
+            bounds = _product([nest.spatial[lv, d] for lv in levels])
+            product = product * bounds
+            split_dims = split_dims + (bounds > 1)
+        collide = np.flatnonzero(split_dims > 1)
+        if len(collide):
+            params = np.stack([p for i, lv in enumerate(levels) for d, c in axis
+                               for p in (c * inner[i][d][collide], nest.spatial[lv, d][collide])], axis=1)
+            unique, inverse = np.unique(params, axis=0, return_inverse=True)
+            sizes = np.array([distinct_offsets(tuple(zip(row[0::2].tolist(), row[1::2].tolist())))
+                              for row in unique])
+            product[collide] = sizes[inverse.reshape(-1)]
+        count = count * product
+    return count
+
+
 def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     """Price every mapping of `table`; see the module docstring for the semantics."""
     nest = _Nest(workload, table)
@@ -250,12 +287,18 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
         # Walk up from the compute units: each kept level serves the loads of the next kept
         # level below it, through the spatial fanout in between (multicast / reduction).
         below_loads, fan_all, fan_shared = macs_per_unit, 1, 1
+        below_lv = np.full(n, n_levels)
         below_buffered = True                # the compute units never stall on operands
         for lv in range(n_levels - 1, -1, -1):
             fan_all = fan_all * spatial_all[lv]
             fan_shared = fan_shared * shared[lv]
             kept = nest.keep[lv, t]
-            supply = below_loads * fan_all // fan_shared
+            if tensor.has_sliding_axis:      # overlapping windows may coincide: count them
+                distinct = np.choose(below_lv - lv - 1, [_distinct_children(tensor, nest, lv, child)
+                                                         for child in range(lv + 1, n_levels + 1)])
+                supply = below_loads * distinct
+            else:
+                supply = below_loads * fan_all // fan_shared
             if tensor.is_output:
                 updates[lv, t] = np.where(kept, supply, 0)
                 reads[lv, t] = np.where(kept, supply - nest.partition[t][lv], 0)
@@ -273,6 +316,7 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
             below_loads = np.where(kept, loads[t][lv], below_loads)
             fan_all = np.where(kept, 1, fan_all)
             fan_shared = np.where(kept, 1, fan_shared)
+            below_lv = np.where(kept, lv, below_lv)
             below_buffered = np.where(kept, buffered[lv], below_buffered)
 
     bandwidth = np.array([level.bandwidth for level in arch.levels])[:, None]

@@ -1,0 +1,38 @@
+"""The cost model agrees with the literal loop-nest simulator on random small mappings,
+with spatial fanout over both mesh axes, bypass and sliding (and strided) windows."""
+from hypothesis import given, settings
+
+from mapper.cost import evaluate
+from mapper.mapping import AXES
+
+from brute_force import simulate
+from strategies import problems
+
+
+def as_plain(arch, workload, mapping):
+    dims = workload.dims
+    problem = {"dims": dict(zip(dims, workload.sizes)),
+               "tensors": {t.name: {"axes": [{dims[d]: c for d, c in axis} for axis in t.axes],
+                                    "output": t.is_output} for t in workload.tensors}}
+    nest = [{"name": level.name,
+             "temporal": [(dims[d], b) for d, b in lm.temporal],
+             "spatial": [(dims[d], b, AXES[a]) for d, b, a in lm.spatial],
+             "keep": {workload.tensors[t].name for t in lm.keep}}
+            for level, lm in zip(arch.levels, mapping.levels)]
+    return problem, nest, arch.fanout(len(arch.levels) - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems())
+def test_cost_model_matches_brute_force(problem):
+    arch, workload, mapping = problem
+    truth = simulate(*as_plain(arch, workload, mapping))
+    ev = evaluate(arch, workload, mapping)
+    assert truth["macs"] == ev.macs
+    for level in ev.levels:
+        simulated = truth["levels"][level.name]
+        assert simulated["instances"] == level.instances, level.name
+        for name, cost in level.tensors.items():
+            want = simulated["tensors"][name]
+            assert (cost.reads, cost.fills, cost.updates) == (want["reads"], want["fills"], want["updates"]), \
+                (level.name, name)
