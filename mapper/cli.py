@@ -8,11 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from .cost import evaluate
 from .errors import MapperError
-from .load import PRESET_KINDS, load_arch, load_mapping, load_workload, preset_names
-from .report import evaluation_json, evaluation_text
+from .load import (PRESET_KINDS, load_arch, load_constraints, load_mapping, load_workload,
+                   preset_names)
+from .mapspace import Mapspace
+from .report import evaluation_json, evaluation_text, funnel_text
 
 
 def _evaluate(args) -> int:
@@ -24,6 +27,24 @@ def _evaluate(args) -> int:
         print(json.dumps(evaluation_json(arch, workload, mapping, ev), indent=2))
     else:
         print(evaluation_text(arch, workload, mapping, ev))
+    return 0
+
+
+def _mapspace(args) -> int:
+    arch = load_arch(args.arch)
+    workload = load_workload(args.workload)
+    space = Mapspace(arch, workload, load_constraints(args.mapspace))
+    start = time.perf_counter()
+    funnel = space.require_nonempty(space.funnel(exact_limit=args.exact_limit))
+    seconds = time.perf_counter() - start
+    if args.json:
+        print(json.dumps({"arch": arch.name, "workload": workload.name,
+                          "constraints": space.constraints.name, "mapspace": funnel.to_json(),
+                          "seconds": seconds}, indent=2))
+    else:
+        print(f"{workload.name} on {arch.name}, mapspace '{space.constraints.name}'")
+        print(funnel_text(funnel))
+        print(f"({seconds:.2f} s)")
     return 0
 
 
@@ -45,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("mapping", help="mapping YAML file or preset name")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.set_defaults(run=_evaluate)
+    ms = sub.add_parser("mapspace", help="size of the mapspace and what each pruning step leaves")
+    ms.add_argument("arch")
+    ms.add_argument("workload")
+    ms.add_argument("--mapspace", default=None, help="mapspace constraints file or preset (default: default)")
+    ms.add_argument("--exact-limit", type=int, default=3_000_000,
+                    help="count exactly up to this many factor combinations, else estimate by sampling")
+    ms.add_argument("--json", action="store_true")
+    ms.set_defaults(run=_mapspace)
     pr = sub.add_parser("presets", help="list the bundled architectures, workloads and mappings")
     pr.set_defaults(run=_presets)
     return parser

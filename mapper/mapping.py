@@ -100,8 +100,12 @@ def mapping_from_dict(data, arch: Arch, workload: Workload, where: Where) -> Map
     """
     from .load import fields, positive_int, name_list   # the YAML helpers live with the loader
 
+    padded = False
     if isinstance(data, dict) and "mapping" in data:
-        fields(data, where, ("mapping",), ("arch", "workload"))
+        fields(data, where, ("mapping",), ("arch", "workload", "padded"))
+        padded = data.get("padded", False)
+        if not isinstance(padded, bool):
+            raise (where / "padded").error("expected true (dims may be padded) or false")
         data, where = data["mapping"], where / "mapping"
     if not isinstance(data, list):
         raise where.error("expected a list of levels, outermost first: "
@@ -192,10 +196,23 @@ def mapping_from_dict(data, arch: Arch, workload: Workload, where: Where) -> Map
         levels.append(LevelMapping(temporal, spatial,
                                    frozenset(tensor_names.index(n) for n in keep_names), stages))
     for d, name in enumerate(dims):
-        if product[d] != workload.sizes[d]:
+        if product[d] < workload.sizes[d] or (product[d] > workload.sizes[d] and not padded):
+            hint = "" if padded or product[d] < workload.sizes[d] else \
+                " (to pad the dim, say `padded: true` beside `mapping:`)"
             raise where.error(f"the bounds of dim {name!r} multiply to {product[d]}, "
-                              f"but its size is {workload.sizes[d]}")
+                              f"but its size is {workload.sizes[d]}{hint}")
     return Mapping(tuple(levels))
+
+
+def is_padded(mapping: Mapping, workload: Workload) -> bool:
+    """True when some dim's bounds multiply above its size (imperfect factors, padded)."""
+    product = [1] * len(workload.dims)
+    for lm in mapping.levels:
+        for d, b in lm.temporal:
+            product[d] *= b
+        for d, b, _ in lm.spatial:
+            product[d] *= b
+    return product != list(workload.sizes)
 
 
 def mapping_to_dict(mapping: Mapping, arch: Arch, workload: Workload) -> list[dict]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from .cost import Evaluation
-from .mapping import Mapping, mapping_to_dict
+from .mapping import Mapping, is_padded, mapping_to_dict
 from .spec import Arch, Workload
 
 
@@ -38,6 +38,7 @@ def evaluation_json(arch: Arch, workload: Workload, mapping: Mapping, ev: Evalua
         "arch": arch.name,
         "workload": workload.name,
         "mapping": mapping_to_dict(mapping, arch, workload),
+        **({"padded": True} if is_padded(mapping, workload) else {}),
         "cost": {
             "energy_pj": ev.energy_pj,
             "cycles": ev.cycles,
@@ -102,3 +103,17 @@ def evaluation_text(arch: Arch, workload: Workload, mapping: Mapping, ev: Evalua
                f"bottleneck: {ev.bottleneck}")
     head = f"{workload.name} on {arch.name}: {workload.einsum}, {ev.macs:,} MACs"
     return "\n\n".join([head, loop_nest_text(arch, workload, mapping), access, levels, summary])
+
+
+def funnel_text(funnel) -> str:
+    """The mapspace funnel: raw size, then what each pruning step leaves."""
+    mark = "" if funnel.exact else "~"
+    rows = [["raw space", f"{funnel.size:,}", ""]]
+    previous = funnel.size
+    for step, count in funnel.after.items():
+        share = f"{count / previous:.2%} kept" if previous else ""
+        rows.append([f"after {step}", f"{mark if step not in ('constraints', 'divisibility') else ''}{count:,.0f}", share])
+        previous = count
+    note = "" if funnel.exact else (f"\n(~: estimated from {funnel.samples:,} uniform samples of the "
+                                     "factor combinations; the first two counts are exact)")
+    return table(["mapspace", "mappings", ""], rows, align_left=1) + note
