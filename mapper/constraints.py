@@ -29,6 +29,7 @@ class LevelConstraints:
     tile: tuple[tuple[str, Range], ...] = ()        # bounds on the tile it holds, per dim
     order: tuple[str, ...] | None = None            # fixed loop order, outermost first
     stationary: str | None = None                   # a role (output/input/weight) or tensor name
+    forbid: tuple[tuple[str, ...], ...] = ()        # loop orders (outermost first) not to use
     stages: tuple[int, ...] | None = None           # allowed buffering depths
     keep: tuple[str, ...] | None = None             # fixed set of kept tensors
     bypass: bool = False                            # enumerate keep/bypass choices

@@ -313,7 +313,11 @@ def constraints_from_dict(data, where: Where):
         raise (where / "levels").error("expected a mapping of level name (or innermost/outermost) -> constraints")
     for key, lv in raw_levels.items():
         w = where / "levels" / key
-        fields(lv, w, (), ("temporal", "spatial", "tile", "order", "stationary", "stages", "keep", "bypass"))
+        fields(lv, w, (), ("temporal", "spatial", "tile", "order", "stationary", "forbid", "stages",
+                           "keep", "bypass"))
+        forbid = lv.get("forbid") or []
+        if not isinstance(forbid, list):
+            raise (w / "forbid").error("expected a list of loop orders, each a list of dims, outermost first")
         stationary = lv.get("stationary")
         if stationary is not None and not isinstance(stationary, str):
             raise (w / "stationary").error(f"expected one of {', '.join(ROLES)} or a tensor name")
@@ -333,6 +337,7 @@ def constraints_from_dict(data, where: Where):
             tile=_ranges(lv.get("tile"), w / "tile"),
             order=tuple(name_list(lv["order"], w / "order")) if "order" in lv else None,
             stationary=stationary, stages=stages,
+            forbid=tuple(tuple(name_list(o, w / "forbid" / i)) for i, o in enumerate(forbid)),
             keep=tuple(name_list(lv["keep"], w / "keep")) if "keep" in lv else None,
             bypass=bypass)))
     min_util = data.get("min_utilization", 0.0)

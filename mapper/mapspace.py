@@ -25,7 +25,7 @@ from .constraints import ROLES, Constraints, LevelConstraints
 from .errors import InfeasibleError, SpecError
 from .factors import enumerate_factorizations, prime_factorization
 from .mapping import MappingTable
-from .orders import is_stationary, order_classes
+from .orders import is_stationary, order_classes, signature
 from .spec import Arch, Workload
 
 TEMPORAL, SPATIAL_X, SPATIAL_Y = 0, 1, 2
@@ -158,14 +158,15 @@ class Mapspace:
         return ok
 
     def _divisibility_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
-        """The innermost tile is a multiple of the native op shape along d (or the whole dim)."""
+        """The innermost tile is a multiple of the native op shape along d; a dim smaller than
+        the native size (decode's m = 1) is taken whole, the unit padding it internally."""
         native = dict(self.arch.compute.native_shape)
         name = self.workload.dims[d]
         if not self.constraints.align_to_native or native.get(name, 1) == 1:
             return np.ones(rows.shape[0], bool)
         tile = self._level_view(rows)[2][:, -1]
         extent = rows.prod(axis=1)
-        return (tile % native[name] == 0) | (tile == extent)
+        return (tile % native[name] == 0) | ((tile == extent) & (extent < native[name]))
 
     @cached_property
     def _tables(self) -> dict[str, list[np.ndarray]]:
@@ -195,7 +196,12 @@ class Mapspace:
             return (tuple(d for d in fixed if d in dims),)
         if lc.stationary is not None:
             t = self._tensor_index(lc.stationary, lv, "stationary")
-            return tuple(o for o in classes if is_stationary(self.workload, o, t))
+            classes = tuple(o for o in classes if is_stationary(self.workload, o, t))
+        if lc.forbid:
+            # an order is forbidden when it behaves like a listed one on these non-unit dims
+            banned = {signature(self.workload, tuple(d for d in (self._dim_index(n, lv, "forbid") for n in order)
+                                                     if d in dims)) for order in lc.forbid}
+            classes = tuple(o for o in classes if signature(self.workload, o) not in banned)
         return classes
 
     def _order_counts(self, constrained: bool) -> list[np.ndarray]:
