@@ -16,14 +16,18 @@ from mapper.units import Where
 W = Where("<test>")
 
 
-def small_arch(capacity="24 B", fanout=(2, 2), stages=2):
+def small_arch(capacity="24 B", fanout=(2, 2), stages=2, rf="6 B"):
+    """DRAM / buffer / a fanout of register files, with energies and bandwidths that make the
+    choices matter (DRAM 100 pJ, buffer 6 pJ with a 2 B/cycle port, RF 1 pJ, MAC 0.5 pJ)."""
     return arch_from_dict({
         "name": "small", "clock": "1 GHz",
-        "levels": [{"name": "DRAM", "max_stages": 1},
-                   {"name": "Buf", "capacity": capacity, "max_stages": stages},
-                   {"name": "RF", "capacity": "6 B", "instances": fanout[0] * fanout[1],
-                    "mesh": list(fanout)}],
-        "compute": {"mesh": list(fanout), "instances": fanout[0] * fanout[1]}}, W)
+        "levels": [{"name": "DRAM", "max_stages": 1, "energy": {"read": 100, "write": 100, "update": 100},
+                    "bandwidth": "4 B/cycle"},
+                   {"name": "Buf", "capacity": capacity, "max_stages": stages, "bandwidth": "2 B/cycle",
+                    "energy": {"read": 6, "write": 6, "update": 6}, "block_size": 2},
+                   {"name": "RF", "capacity": rf, "instances": fanout[0] * fanout[1],
+                    "mesh": list(fanout), "energy": {"read": 1, "write": 1, "update": 1}}],
+        "compute": {"mesh": list(fanout), "instances": fanout[0] * fanout[1], "energy": 0.5}}, W)
 
 
 def gemm(m=4, n=2, k=2):

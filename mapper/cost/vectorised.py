@@ -42,6 +42,8 @@ class Costs:
     level_traffic: np.ndarray    # (L, N) bytes moved through each level, all instances
     level_energy: np.ndarray     # (L, T, N) access energy, all instances
     level_time: np.ndarray       # (L, N) cycles each level needs
+    level_moved: np.ndarray      # (L, N) bytes per instance through each level
+    level_exposed: np.ndarray    # (L, N) of which not hidden by buffering
 
     reads = property(lambda self: self.level_reads.transpose(2, 0, 1))
     fills = property(lambda self: self.level_fills.transpose(2, 0, 1))
@@ -339,4 +341,4 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
         valid=valid, compute_cycles=compute_cycles.astype(float), macs=workload.macs,
         level_reads=reads, level_fills=fills, level_updates=updates, level_instances=instances,
         level_footprint=footprint, level_traffic=moved * instances, level_energy=level_energy,
-        level_time=level_time)
+        level_time=level_time, level_moved=moved, level_exposed=exposed)
