@@ -15,7 +15,7 @@ from .errors import MapperError
 from .load import (PRESET_KINDS, load_arch, load_constraints, load_mapping, load_workload,
                    preset_names)
 from .mapspace import Mapspace
-from .report import evaluation_json, evaluation_text, funnel_text
+from .report import evaluation_json, evaluation_text, funnel_text, search_json, search_text
 
 
 def _evaluate(args) -> int:
@@ -48,6 +48,56 @@ def _mapspace(args) -> int:
     return 0
 
 
+def _run_search(args, strategy_name: str):
+    from tqdm import tqdm
+    from .search import make_strategy, parse_objective
+    arch = load_arch(args.arch)
+    workload = load_workload(args.workload)
+    space = Mapspace(arch, workload, load_constraints(args.mapspace))
+    objective = parse_objective(args.objective, arch)
+    strategy = make_strategy(strategy_name, time_limit=args.time_limit, seed=args.seed,
+                             samples=args.samples)
+    with tqdm(desc=strategy_name, unit=" mappings", unit_scale=True, delay=1.0, file=sys.stderr,
+              leave=False) as bar:
+        def progress(evaluated):
+            bar.update(evaluated - bar.n)
+        result = strategy.run(space, objective, progress)
+    return arch, workload, result
+
+
+def _search(args) -> int:
+    arch, workload, result = _run_search(args, args.strategy)
+    if args.json:
+        print(json.dumps(search_json(result, arch, workload), indent=2))
+    else:
+        print(search_text(result, arch, workload))
+    return 0
+
+
+def _compare(args) -> int:
+    from .compare import compare_text, compare_json
+    arch, workload, greedy = _run_search(args, "greedy")
+    _, _, joint = _run_search(args, "joint")
+    if args.json:
+        print(json.dumps(compare_json(greedy, joint, arch, workload), indent=2))
+    else:
+        print(compare_text(greedy, joint, arch, workload))
+    return 0
+
+
+def _search_options(parser, strategy: bool):
+    parser.add_argument("arch", help="architecture YAML file or preset name")
+    parser.add_argument("workload", help="workload YAML file or preset name")
+    parser.add_argument("--mapspace", default=None, help="mapspace constraints file or preset (default: default)")
+    if strategy:
+        parser.add_argument("--strategy", default="joint", choices=["joint", "greedy", "exhaustive", "random"])
+    parser.add_argument("--objective", default="edp", help="edp, energy, cycles or bytes:LEVEL")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds (default 60)")
+    parser.add_argument("--seed", type=int, default=0, help="random strategy seed")
+    parser.add_argument("--samples", type=int, default=200_000, help="random strategy draws")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
 def _presets(args) -> int:
     for kind in PRESET_KINDS:
         names = preset_names(kind)
@@ -66,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("mapping", help="mapping YAML file or preset name")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.set_defaults(run=_evaluate)
+    se = sub.add_parser("search", help="find the best mapping (and prove it optimal where possible)")
+    _search_options(se, strategy=True)
+    se.set_defaults(run=_search)
+    co = sub.add_parser("compare", help="greedy top-down against the joint search, and why they differ")
+    _search_options(co, strategy=False)
+    co.set_defaults(run=_compare)
     ms = sub.add_parser("mapspace", help="size of the mapspace and what each pruning step leaves")
     ms.add_argument("arch")
     ms.add_argument("workload")

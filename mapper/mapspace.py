@@ -104,6 +104,8 @@ class Mapspace:
             else:
                 keeps = (allowed,)
             stages = tuple(s for s in (lc.stages or range(1, level.max_stages + 1)) if s <= level.max_stages)
+            if lv == 0:     # the outermost level is never filled: buffering it changes nothing
+                stages = (1,)
             if not stages:
                 raise InfeasibleError(f"level {level.name}: no allowed stage count within max_stages "
                                       f"{level.max_stages} (constraints allow {lc.stages})")

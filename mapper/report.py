@@ -117,3 +117,63 @@ def funnel_text(funnel) -> str:
     note = "" if funnel.exact else (f"\n(~: estimated from {funnel.samples:,} uniform samples of the "
                                      "factor combinations; the first two counts are exact)")
     return table(["mapspace", "mappings", ""], rows, align_left=1) + note
+
+
+def _stationarity(workload: Workload, order: tuple[int, ...]) -> str:
+    """Which tensors keep their tile across this level's innermost loops."""
+    from .orders import is_stationary
+    if len(order) < 2:
+        return ""
+    names = [t.name for t in workload.tensors if is_stationary(workload, order, workload.tensors.index(t))
+             and not set(order) <= t.dims]
+    return f"{'/'.join(names)}-stationary" if names else ""
+
+
+def mapping_text(arch: Arch, workload: Workload, mapping: Mapping, ev: Evaluation) -> str:
+    """Per level: the tile each level holds (per dim), its loop order and what it keeps
+    stationary, its spatial split and its stages."""
+    dims = workload.dims
+    rows = []
+    spans = [1] * len(dims)
+    tiles = []
+    for lm in reversed(mapping.levels):
+        for d, b in lm.temporal:
+            spans[d] *= b
+        for d, b, _ in lm.spatial:
+            spans[d] *= b
+        tiles.append(list(spans))
+    tiles.reverse()
+    for lv, (level, lm) in enumerate(zip(arch.levels, mapping.levels)):
+        order = tuple(d for d, b in lm.temporal if b > 1)
+        loops = " ".join(f"{dims[d]}{b}" for d, b in lm.temporal if b > 1) or "-"
+        spatial = " ".join(f"{dims[d]}{b}({'xy'[a]})" for d, b, a in lm.spatial if b > 1) or "-"
+        tile = "x".join(f"{dims[d]}{tiles[lv][d]}" for d in range(len(dims)))
+        kept = ",".join(workload.tensors[t].name for t in sorted(lm.keep)) or "-"
+        rows.append([level.name, tile, loops, _stationarity(workload, order), spatial, lm.stages, kept])
+    return table(["level", "tile held", "loops (outer->inner)", "reuse", "spatial", "stages", "keeps"],
+                 rows, align_left=5)
+
+
+def search_json(result, arch: Arch, workload: Workload) -> dict:
+    out = evaluation_json(arch, workload, result.mapping, result.evaluation)
+    out["search"] = {
+        "strategy": result.strategy, "objective": result.objective.name, "score": result.score,
+        "evaluated": result.evaluated, "seconds": result.seconds,
+        "seconds_to_best": result.seconds_to_best, "optimal": result.optimal,
+        "complete": result.complete, "lower_bound": result.lower_bound, "gap": result.gap,
+        "mapspace": result.funnel.to_json(), "notes": result.notes}
+    return out
+
+
+def search_text(result, arch: Arch, workload: Workload) -> str:
+    ev = result.evaluation
+    proof = ("proven optimal" if result.optimal else
+             f"not proven (gap {result.gap:.2%} to the lower bound)" if result.gap is not None else
+             "not proven optimal")
+    head = (f"{result.strategy} search, objective {result.objective.name}: {result.score:.6g}  "
+            f"({proof}; {result.evaluated:,} mappings priced in {result.seconds:.2f} s, "
+            f"best after {result.seconds_to_best:.2f} s)")
+    notes = "\n".join(f"  - {n}" for n in result.notes)
+    parts = [head + ("\n" + notes if notes else ""), mapping_text(arch, workload, result.mapping, ev),
+             evaluation_text(arch, workload, result.mapping, ev), funnel_text(result.funnel)]
+    return "\n\n".join(parts)

@@ -7,12 +7,14 @@ only what no deeper decision can change:
 - the times of those levels with that known traffic (compute time bounded below by the most
   compute units the remaining fanout could reach).
 What is still open is bounded below by what every completion must pay: the compute units' one
-operand read (or output update) per MAC at the innermost level keeping each tensor, divided by
-the largest multicast the fanout below it allows; every input element fetched at least once
-into each deeper level that must keep it; MAC energy; leakage over the bounded cycles.
+operand read (or output update and read-modify-write) per MAC at the innermost level keeping
+each tensor, divided by the largest multicast the fanout below it allows; for each undecided
+level, the cheapest traffic into it over every tile that fits it (`LinkBounds`); MAC energy;
+leakage over the bounded cycles.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -28,8 +30,94 @@ def _action_energy(level, count, word_bytes, per_access, per_byte):
     return blocks * per_access + count * (word_bytes * per_byte)
 
 
+class LinkBounds:
+    """Per level j >= 1, a lower bound on the energy of the traffic into it, valid whatever
+    the rest of the mapping: the minimum, over every tile vector level j can hold (with only
+    the tensors it must keep, at its fewest stages), of the fills into j and the matching
+    parent reads (or, for the output, the drains into the parent), with every loop above j
+    merged into one loop per dim in the best order (merging and reordering never add
+    traffic) and the widest multicast the fanout allows."""
+
+    def __init__(self, space: Mapspace, max_combinations: int = 2_000_000):
+        self.space = space
+        self.energy = [0.0] + [self._level(space, j, max_combinations) for j in range(1, space.n_levels)]
+        self.units = [self._units(space, lv, max_combinations) for lv in range(space.n_levels)]
+
+    @staticmethod
+    def _units(space: Mapspace, lv: int, max_combinations: int) -> int:
+        """The most instances level lv's spatial split can reach with the factors the per-dim
+        tables allow (at most its fanout)."""
+        out = 1
+        for kind, limit in zip((1, 2), space.arch.fanout(lv)):
+            values = []
+            for rows in space.dim_tables:
+                cols = [k for k, slot in enumerate(space.slots) if slot == (lv, kind)]
+                values.append(np.unique(rows[:, cols[0]]) if cols else np.array([1]))
+            if math.prod(len(v) for v in values) > max_combinations:
+                out *= limit
+                continue
+            products = np.prod(np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")]), axis=0)
+            out *= int(products[products <= limit].max())
+        return out
+
+    @staticmethod
+    def _level(space: Mapspace, j: int, max_combinations: int) -> float:
+        arch, workload = space.arch, space.workload
+        must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[j].keeps)]
+        if not must:
+            return 0.0
+        values = [np.unique(space._level_view(rows)[2][:, j]) for rows in space.dim_tables]
+        if math.prod(len(v) for v in values) > max_combinations:
+            return 0.0
+        grid = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")])        # (D, M)
+        trips = np.array(workload.sizes, float)[:, None] / grid                          # Q_d
+        tiles = {t: np.prod([1 + sum(c * (grid[d] - 1) for d, c in axis)
+                             for axis in workload.tensors[t].axes], axis=0) for t in must}
+        footprint = sum(tiles[t] * workload.tensors[t].bytes_per_word for t in must)
+        fits = footprint * min(space.choices[j].stages) <= arch.levels[j].capacity
+        if not fits.any():
+            return 0.0
+        grid, trips = grid[:, fits], trips[:, fits]
+        tiles = {t: v[fits] for t, v in tiles.items()}
+        weight = {t: _link_weight(space, j, t) for t in must}
+        n_dims = len(workload.dims)
+        orders = itertools.permutations(range(n_dims)) if n_dims <= 5 else [None]
+        best = np.inf
+        for order in orders:
+            total = 0.0
+            for t in must:
+                dims = workload.tensors[t].dims
+                if order is None:           # too many orders: each tensor at its best alone
+                    outer = dims
+                else:
+                    last = max(i for i, d in enumerate(order) if d in dims)
+                    outer = order[:last + 1]
+                total = total + weight[t] * tiles[t] * np.prod([np.maximum(trips[d], 1.0) for d in outer], axis=0)
+            best = min(best, float(np.min(total)))
+        return best
+
+
+def _link_weight(space: Mapspace, j: int, t: int) -> float:
+    """Energy per word fetched into level j (fill at j plus the cheapest parent read, divided
+    by the widest multicast), or per word drained from j for the output."""
+    arch, tensor = space.arch, space.workload.tensors[t]
+    wb = tensor.bytes_per_word
+    level = arch.levels[j]
+    own = 0.0 if tensor.is_output else level.energy_write / level.block_size + wb * level.byte_energy_write
+    parent = np.inf
+    for p in range(j):
+        if not any(t in k for k in space.choices[p].keeps):
+            continue
+        lp = arch.levels[p]
+        spread = math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(p, j))
+        per_word = (lp.energy_update / lp.block_size + wb * lp.byte_energy_update if tensor.is_output
+                    else lp.energy_read / lp.block_size + wb * lp.byte_energy_read)
+        parent = min(parent, per_word / spread)
+    return own + (0.0 if np.isinf(parent) else parent)
+
+
 def lower_bound(space: Mapspace, objective: Objective, depth: int, table: MappingTable,
-                costs: Costs) -> np.ndarray:
+                costs: Costs, links: LinkBounds | None = None) -> np.ndarray:
     arch, workload = space.arch, space.workload
     n_levels, n = len(arch.levels), len(table)
     tensors = workload.tensors
@@ -40,7 +128,8 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
     decided_units = np.ones(n, np.int64)
     for lv in range(min(depth, n_levels)):
         decided_units = decided_units * table.factors[lv, 1:].prod(axis=(0, 1))
-    units = np.minimum(decided_units * math.prod(fanout[depth:]), arch.compute.instances)
+    reach = math.prod(links.units[depth:]) if links is not None else math.prod(fanout[depth:])
+    units = np.minimum(decided_units * reach, arch.compute.instances)
     compute = np.ceil(macs / (units * arch.compute.macs_per_cycle))
 
     energy = np.full(n, float(macs) * arch.compute.energy_per_mac)
@@ -70,6 +159,8 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
                 exposed[lv] += np.where(passing_known & (child_stages == 1), moved, 0)
             child = np.where(kept, lv, child)
         energy += _open_part(space, t, depth, table)
+    if links is not None:
+        energy += sum(links.energy[depth + 1:])
 
     bandwidth = np.array([lv.bandwidth for lv in arch.levels])[:, None]
     level_time = np.maximum(compute, (known_bytes - exposed) / bandwidth) + exposed / bandwidth
@@ -114,16 +205,17 @@ def _open_part(space: Mapspace, t: int, depth: int, table: MappingTable) -> np.n
             e = words * (level.energy_read / level.block_size + wb * level.byte_energy_read)
         best = np.where(candidate, np.minimum(best, e), best)
     out = np.where(np.isfinite(best), best, 0.0)
-    # every element enters each deeper level that must keep the tensor at least once
-    words = workload.tensor_words(t)
-    deepest_must = max((lv for lv in range(n_levels) if must_keep[lv]), default=-1)
-    for lv in range(depth + 1, n_levels):
-        if not must_keep[lv]:
-            continue
-        level = arch.levels[lv]
-        if tensor.is_output:
-            if lv != deepest_must:
-                out = out + words * (level.energy_update / level.block_size + wb * level.byte_energy_update)
-        else:
-            out = out + words * (level.energy_write / level.block_size + wb * level.byte_energy_write)
+    if tensor.is_output:
+        # read-modify-write at the innermost keeper: updates minus what its instances hold
+        rmw = np.full(n, np.inf)
+        for lv in range(n_levels):
+            if not may_keep[lv]:
+                continue
+            level = arch.levels[lv]
+            below = math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(lv, n_levels))
+            reads = max(0.0, workload.macs / below - workload.tensor_words(t) * level.instances)
+            e = reads * (level.energy_read / level.block_size + wb * level.byte_energy_read)
+            candidate = np.full(n, lv >= max(deeper_must)) if deeper_must else (lv > depth) | (lv == deepest)
+            rmw = np.where(candidate, np.minimum(rmw, e), rmw)
+        out = out + np.where(np.isfinite(rmw), rmw, 0.0)
     return out

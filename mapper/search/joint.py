@@ -19,7 +19,7 @@ import numpy as np
 from ..cost import evaluate_many
 from ..mapping import to_table
 from ..mapspace import Mapspace
-from .bounds import lower_bound
+from .bounds import LinkBounds, lower_bound
 from .greedy import Greedy
 from .objective import Objective
 from .result import Budget, Incumbent, SearchResult
@@ -49,13 +49,20 @@ class Joint:
             except Exception as exc:          # greedy can dead-end; the search does not need it
                 notes.append(f"no warm start: {exc}")
         walk = _Walk(space, objective, tree, incumbent, Budget(self.time_limit), self.chunk, progress)
-        complete = walk.search(tree.roots())
+        roots = tree.roots()
+        table = tree.table(roots)
+        root_bounds = lower_bound(space, objective, 0, table, evaluate_many(space.arch, space.workload, table),
+                                  walk.links)
+        order = np.argsort(root_bounds, kind="stable")
+        complete = walk.search(roots.take(order), root_bounds[order])
         lower = incumbent.score if complete else min(walk.open_bounds + [incumbent.score])
+        proven = complete or lower >= incumbent.score * (1 - SLACK)
         if not complete:
-            notes.append("stopped by the time limit; the bound covers what was left unexplored")
-        result = incumbent.result(self.name, funnel, optimal=complete, complete=complete,
-                                  lower_bound=lower, notes=notes)
-        return result
+            notes.append("stopped by the time limit; the bound covers what was left unexplored"
+                         + ("; it meets the score, so the value is optimal (equally good "
+                            "mappings were not all ranked)" if proven else ""))
+        return incumbent.result(self.name, funnel, optimal=proven, complete=complete,
+                                lower_bound=lower, notes=notes)
 
 
 class _Walk:
@@ -65,6 +72,7 @@ class _Walk:
         self.space, self.objective, self.tree, self.incumbent = space, objective, tree, incumbent
         self.budget, self.chunk, self.progress = budget, chunk, progress
         self.open_bounds: list[float] = []
+        self.links = LinkBounds(space)
 
     def search(self, nodes: Nodes, bounds: np.ndarray | None = None) -> bool:
         """Depth-first over `nodes` (sorted by `bounds` when given), their children generated
@@ -91,7 +99,7 @@ class _Walk:
                     self.progress(incumbent.evaluated)
                 continue
             incumbent.evaluated += len(table)
-            bound = lower_bound(space, objective, children.depth, table, costs)
+            bound = lower_bound(space, objective, children.depth, table, costs, self.links)
             keep = feasible(space, children.depth, table) & (bound <= incumbent.score * (1 + SLACK))
             rows = np.flatnonzero(keep)
             rows = rows[np.argsort(bound[rows], kind="stable")]
