@@ -432,8 +432,10 @@ class Mapspace:
             table = table.take(self.valid_mask(table))
             if len(table):
                 tables.append(table)
-        return MappingTable.concat(tables) if tables else self._build(factors[..., :0], [np.zeros(0, int)] * self.n_levels,
-                                                                       [np.zeros(0, int)] * self.n_levels, None)
+        if tables:
+            return MappingTable.concat(tables)
+        empty = [np.zeros(0, np.int64)] * self.n_levels
+        return self._build(factors[..., :0], empty, empty, None)
 
     def _build(self, factors, keep_idx, stage_idx, rng) -> MappingTable:
         """Tables for factor arrays with the given keep/stage choices; with `rng`, one random order
@@ -457,6 +459,8 @@ class Mapspace:
                     options = order_lists[lv][m]
                     order[lv, :, rows] = options[rng.integers(0, len(options), size=len(rows))]
             return MappingTable(factors, order, keep, stages)
+        if n == 0:
+            return MappingTable(factors, np.zeros((self.n_levels, self.n_dims, 0), np.int64), keep, stages)
         # every combination of order classes: group rows by their non-unit masks
         key = np.zeros(n, np.int64)
         for lv in range(self.n_levels):
