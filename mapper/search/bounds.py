@@ -105,7 +105,8 @@ def _link_weight(space: Mapspace, j: int, t: int) -> float:
     level = arch.levels[j]
     own = 0.0 if tensor.is_output else level.energy_write / level.block_size + wb * level.byte_energy_write
     parent = np.inf
-    for p in range(j):
+    nearest_must = max(p for p in range(j) if all(t in k for k in space.choices[p].keeps))
+    for p in range(nearest_must, j):      # the parent is at or below the nearest level that must keep t
         if not any(t in k for k in space.choices[p].keeps):
             continue
         lp = arch.levels[p]
