@@ -43,17 +43,18 @@ def differences(greedy, joint, arch, workload) -> list[dict]:
         if g_tiles[lv] != j_tiles[lv]:
             show = lambda t: "x".join(f"{dims[d]}{t[d]}" for d in range(len(dims)))
             what.append(f"tile {show(g_tiles[lv])} -> {show(j_tiles[lv])}")
-            below_g, below_j = sum(g_bytes[lv + 1:]), sum(j_bytes[lv + 1:])
-            here_g, here_j = g_bytes[lv], j_bytes[lv]
             native = dict(arch.compute.native_shape)
-            aligned = any(n in native for n in dims)
-            if here_j >= here_g and below_j < below_g:
-                why.append(("divisibility down to the native operation shape" if aligned else "capacity below")
-                           + f": the joint tile moves {_pct(here_j, here_g)} bytes at {level.name} "
-                           f"but {_pct(below_j, below_g)} below it")
-            else:
-                why.append(f"the joint tile moves {_pct(here_j, here_g)} bytes at {level.name} and "
-                           f"{_pct(below_j, below_g)} below it")
+            for d, name in enumerate(dims):
+                g_odd, j_odd = _odd_part(g_tiles[lv][d]), _odd_part(j_tiles[lv][d])
+                if name in native and g_odd > j_odd:
+                    why.append(f"divisibility down to the native operation shape: greedy carries the "
+                               f"factor {g_odd} of {name} into this tile ({name}{g_tiles[lv][d]} = "
+                               f"{g_tiles[lv][d] // g_odd} x {g_odd}), the joint search keeps it higher up")
+            g_in, j_in = g_bytes[lv], j_bytes[lv]
+            g_time = greedy.evaluation.levels[lv].cycles
+            j_time = joint.evaluation.levels[lv].cycles
+            why.append(f"{level.name} moves {_pct(j_in, g_in)} bytes and needs {g_time:,.0f} -> "
+                       f"{j_time:,.0f} cycles (greedy's bottleneck: {greedy.evaluation.bottleneck})")
         if g.stages != j.stages and lv > 0:
             what.append(f"stages {g.stages} -> {j.stages}")
             why.append("capacity shared with pipeline stages: the buffering depth changes the tile that fits")
@@ -81,6 +82,12 @@ def differences(greedy, joint, arch, workload) -> list[dict]:
             out.append({"level": arch.levels[smem].name, "differs": [f"blocks per SM {blocks[0]} -> {blocks[1]}"],
                         "because": ["occupancy: the shared-memory tile decides how many blocks fit per SM"]})
     return out
+
+
+def _odd_part(n: int) -> int:
+    while n % 2 == 0 and n > 1:
+        n //= 2
+    return n
 
 
 def _pct(new: float, old: float) -> str:
@@ -114,6 +121,7 @@ def compare_text(greedy, joint, arch, workload) -> str:
                        ("EDP", greedy.evaluation.edp, joint.evaluation.edp),
                        ("utilization", greedy.evaluation.utilization, joint.evaluation.utilization)):
         rows.append([name, f"{g:.6g}", f"{j:.6g}", f"{_rel(g, j):+.2%}"])
+    rows.append(["bottleneck", greedy.evaluation.bottleneck, joint.evaluation.bottleneck, ""])
     proof = "proven optimal" if joint.optimal else (
         f"gap to bound {joint.gap:.2%}" if joint.gap is not None else "not proven")
     head = (f"{workload.name} on {arch.name}: greedy top-down vs joint ({proof}, "

@@ -4,7 +4,9 @@ Rule, top-down from the outermost level: at each level k (k = 0 .. L-2) choose, 
 way to split what level k holds into its own loops, its spatial split and the tile level k+1
 will hold (with level k's loop order and level k+1's keeps, and level k+1 double-buffered
 when it may be, else single), the one that
-  1. uses the most compute units' worth of fanout at level k (spatial split first),
+  1. uses the most of level k's fanout (spatial split first), splitting dims that index the
+     output before reduction dims (people spread output tiles over units; split-K is a
+     deliberate exception),
   2. then moves the fewest bytes into level k+1 (fills, all instances: the square-root law:
      the largest, squarest tile that fits the capacity wins),
   3. then holds the largest tile at level k+1,
@@ -59,12 +61,14 @@ class Greedy:
                 raise InfeasibleError(self._dead_end(space, depth - 1, decisions))
             lv = depth - 1
             units = table.factors[lv, 1:].prod(axis=(0, 1))
+            reduction = ~space.workload.relevance[space.workload.output]
+            split_reduction = table.factors[lv, 1:][:, reduction].prod(axis=(0, 1))
             filled = (costs.level_fills[depth] * np.array([t.bytes_per_word for t in space.workload.tensors])[:, None]
                       ).sum(axis=0) * costs.level_instances[depth]
             tiles = space._tiles(table.factors)
             volume = sum(tiles[t][depth] for t in range(len(space.workload.tensors)))
             content = ranking_keys(objective, costs, table)[3:]
-            keys = [-units, filled, -volume] + content
+            keys = [-units, split_reduction, filled, -volume] + content
             best = rows[np.lexsort([k[rows] for k in keys][::-1])[0]]
             decisions.append(space.arch.levels[lv].name)
             nodes = children.take(np.array([best]))
