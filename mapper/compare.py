@@ -8,19 +8,12 @@ tile, where the joint mapping accepts more traffic into that level to make the l
 """
 from __future__ import annotations
 
+import numpy as np
+
+from .mapping import level_tiles
+from .mapspace import Mapspace
 from .orders import signature
-from .report import _stationarity, mapping_text, table
-
-
-def _tiles(mapping, n_dims):
-    spans, out = [1] * n_dims, []
-    for lm in reversed(mapping.levels):
-        for d, b in lm.temporal:
-            spans[d] *= b
-        for d, b, _ in lm.spatial:
-            spans[d] *= b
-        out.append(list(spans))
-    return out[::-1]
+from .report import mapping_text, stationarity, table
 
 
 def _level_bytes(ev):
@@ -29,10 +22,9 @@ def _level_bytes(ev):
 
 def differences(greedy, joint, arch, workload) -> list[dict]:
     """Per level where the two mappings differ: what differs, and the coupling behind it."""
-    from .mapspace import Mapspace
     dims = workload.dims
     g_map, j_map = greedy.mapping, joint.mapping
-    g_tiles, j_tiles = _tiles(g_map, len(dims)), _tiles(j_map, len(dims))
+    g_tiles, j_tiles = level_tiles(g_map, len(dims)), level_tiles(j_map, len(dims))
     g_bytes, j_bytes = _level_bytes(greedy.evaluation), _level_bytes(joint.evaluation)
     out = []
     for lv, level in enumerate(arch.levels):
@@ -58,7 +50,7 @@ def differences(greedy, joint, arch, workload) -> list[dict]:
         if g.stages != j.stages and lv > 0:
             what.append(f"stages {g.stages} -> {j.stages}")
             why.append("capacity shared with pipeline stages: the buffering depth changes the tile that fits")
-        g_reuse, j_reuse = _stationarity(workload, g_order), _stationarity(workload, j_order)
+        g_reuse, j_reuse = stationarity(workload, g_order), stationarity(workload, j_order)
         if signature(workload, g_order) != signature(workload, j_order) and g_reuse != j_reuse:
             what.append(f"order {' '.join(dims[d] for d in g_order) or '-'} -> {' '.join(dims[d] for d in j_order) or '-'}")
             why.append(f"loop order: {g_reuse or 'no stationary tensor'} -> {j_reuse or 'no stationary tensor'}")
@@ -76,8 +68,8 @@ def differences(greedy, joint, arch, workload) -> list[dict]:
         blocks = []
         for result in (greedy, joint):
             ev = result.evaluation
-            blocks.append(int(space.blocks_per_sm(__import__("numpy").array([ev.levels[smem].footprint_bytes]),
-                                                  __import__("numpy").array([ev.levels[rf].footprint_bytes]))[0]))
+            blocks.append(int(space.blocks_per_sm(np.array([ev.levels[smem].footprint_bytes]),
+                                                  np.array([ev.levels[rf].footprint_bytes]))[0]))
         if blocks[0] != blocks[1]:
             out.append({"level": arch.levels[smem].name, "differs": [f"blocks per SM {blocks[0]} -> {blocks[1]}"],
                         "because": ["occupancy: the shared-memory tile decides how many blocks fit per SM"]})

@@ -215,6 +215,18 @@ def is_padded(mapping: Mapping, workload: Workload) -> bool:
     return product != list(workload.sizes)
 
 
+def level_tiles(mapping: Mapping, n_dims: int) -> list[list[int]]:
+    """Per level, the extent of every dim in the tile it holds (its loops and all below)."""
+    spans, out = [1] * n_dims, []
+    for lm in reversed(mapping.levels):
+        for d, b in lm.temporal:
+            spans[d] *= b
+        for d, b, _ in lm.spatial:
+            spans[d] *= b
+        out.append(list(spans))
+    return out[::-1]
+
+
 def mapping_to_dict(mapping: Mapping, arch: Arch, workload: Workload) -> list[dict]:
     """The YAML/JSON form (the `mapping` list), which `mapping_from_dict` reads back."""
     out = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from .cost import Evaluation
-from .mapping import Mapping, is_padded, mapping_to_dict
+from .mapping import Mapping, is_padded, level_tiles, mapping_to_dict
 from .spec import Arch, Workload
 
 
@@ -119,7 +119,7 @@ def funnel_text(funnel) -> str:
     return table(["mapspace", "mappings", ""], rows, align_left=1) + note
 
 
-def _stationarity(workload: Workload, order: tuple[int, ...]) -> str:
+def stationarity(workload: Workload, order: tuple[int, ...]) -> str:
     """Which tensors keep their tile across this level's innermost loops."""
     from .orders import is_stationary
     if len(order) < 2:
@@ -134,22 +134,14 @@ def mapping_text(arch: Arch, workload: Workload, mapping: Mapping, ev: Evaluatio
     stationary, its spatial split and its stages."""
     dims = workload.dims
     rows = []
-    spans = [1] * len(dims)
-    tiles = []
-    for lm in reversed(mapping.levels):
-        for d, b in lm.temporal:
-            spans[d] *= b
-        for d, b, _ in lm.spatial:
-            spans[d] *= b
-        tiles.append(list(spans))
-    tiles.reverse()
+    tiles = level_tiles(mapping, len(dims))
     for lv, (level, lm) in enumerate(zip(arch.levels, mapping.levels)):
         order = tuple(d for d, b in lm.temporal if b > 1)
         loops = " ".join(f"{dims[d]}{b}" for d, b in lm.temporal if b > 1) or "-"
         spatial = " ".join(f"{dims[d]}{b}({'xy'[a]})" for d, b, a in lm.spatial if b > 1) or "-"
         tile = "x".join(f"{dims[d]}{tiles[lv][d]}" for d in range(len(dims)))
         kept = ",".join(workload.tensors[t].name for t in sorted(lm.keep)) or "-"
-        rows.append([level.name, tile, loops, _stationarity(workload, order), spatial, lm.stages, kept])
+        rows.append([level.name, tile, loops, stationarity(workload, order), spatial, lm.stages, kept])
     return table(["level", "tile held", "loops (outer->inner)", "reuse", "spatial", "stages", "keeps"],
                  rows, align_left=5)
 
