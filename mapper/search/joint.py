@@ -33,9 +33,11 @@ class Joint:
     time_limit: float | None = 60.0
     chunk: int = 4_000              # factor choices expanded (then priced) together
     warm_start: bool = True
+    cpsat_seconds: float = 5.0      # CP-SAT proposals before the tree search (0: none)
     name: str = "joint"
 
     def run(self, space: Mapspace, objective: Objective, progress=None) -> SearchResult:
+        budget = Budget(self.time_limit)      # covers the warm start and the proposals too
         funnel = space.funnel()
         space.require_nonempty(funnel)
         tree = LevelTree(space)
@@ -48,7 +50,9 @@ class Joint:
                 notes.append(f"warm start (greedy): {warm.score:.6g}")
             except Exception as exc:          # greedy can dead-end; the search does not need it
                 notes.append(f"no warm start: {exc}")
-        walk = _Walk(space, objective, tree, incumbent, Budget(self.time_limit), self.chunk, progress)
+        if self.cpsat_seconds:
+            notes.append(self._cpsat_proposals(space, objective, incumbent))
+        walk = _Walk(space, objective, tree, incumbent, budget, self.chunk, progress)
         roots = tree.roots()
         table = tree.table(roots)
         root_bounds = lower_bound(space, objective, 0, table, evaluate_many(space.arch, space.workload, table),
@@ -63,6 +67,21 @@ class Joint:
                             "mappings were not all ranked)" if proven else ""))
         return incumbent.result(self.name, funnel, optimal=proven, complete=complete,
                                 lower_bound=lower, notes=notes)
+
+
+    def _cpsat_proposals(self, space, objective, incumbent) -> str:
+        from .cpsat import propose          # OR-Tools is imported only here
+        seconds = self.cpsat_seconds if self.time_limit is None else min(self.cpsat_seconds, self.time_limit / 4)
+        factors = propose(space, seconds, favour_parallelism=objective.kind in ("edp", "cycles"))
+        if factors is None:
+            return "CP-SAT proposals skipped (padded extents)"
+        before = incumbent.score
+        table = space._expand(factors)
+        if len(table):
+            incumbent.offer(table, mask=space.valid_mask(table))
+        return (f"CP-SAT proposed {factors.shape[-1]} tilings ({len(table)} mappings priced); "
+                + ("improved the incumbent to " + f"{incumbent.score:.6g}" if incumbent.score < before
+                   else "none beat the warm start"))
 
 
 class _Walk:

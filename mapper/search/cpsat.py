@@ -1,0 +1,141 @@
+"""CP-SAT proposals for the joint search (the only module that imports OR-Tools).
+
+Variables: per dim, which row of its factorisation table it takes (so divisibility to the
+native operation shape holds by construction); through element constraints, per level the
+tile extent, its log2 (scaled), and the spatial split of every dim. Constraints: every level's
+fanout along x and y, its capacity for the tensors it must keep at its fewest stages (tiles as
+exact products of extents), and on a GPU the shared memory and registers a block needs for the
+required occupancy. Objective, in the log domain: the traffic into each level of a tensor
+shrinks with the tile extents of the dims that do not index it (the reuse it can capture), so
+maximise sum over levels and tensors of (energy per word of that link) x sum of log2 of those
+extents, plus (for time-sensitive objectives) the log2 of the compute units kept busy. Solutions are only proposals: each is expanded over its loop orders, keeps and
+stages and priced by the cost model; the branch and bound does the proving.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from ..mapspace import TEMPORAL, Mapspace
+from .bounds import _link_weight
+
+SCALE = 1000          # log2 values are scaled to integers
+
+
+class _Collector(cp_model.CpSolverSolutionCallback):
+    def __init__(self, rows, limit: int):
+        super().__init__()
+        self.rows, self.limit, self.solutions = rows, limit, []
+
+    def on_solution_callback(self):
+        self.solutions.append([self.value(r) for r in self.rows])
+        if len(self.solutions) >= self.limit:
+            self.stop_search()
+
+
+def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
+            hint: list[int] | None = None, max_solutions: int = 20, seed: int = 0) -> np.ndarray | None:
+    """Factor arrays (L, 3, D, N) of up to `max_solutions` improving CP-SAT solutions, or None
+    when the space has padded extents (several per dim; the tree search covers those)."""
+    if any(len(e) > 1 for e in space.extents):
+        return None
+    arch, workload = space.arch, space.workload
+    n_levels = space.n_levels
+    model = cp_model.CpModel()
+    views = [space._level_view(t) for t in space.dim_tables]              # temporal, spatial, tile
+    rows = [model.new_int_var(0, len(t) - 1, f"row_{d}") for d, t in enumerate(space.dim_tables)]
+
+    def element(d, values, name):
+        """(variable, upper bound): values[row_d]."""
+        values = [int(v) for v in values]
+        var = model.new_int_var(min(values), max(values), name)
+        model.add_element(rows[d], values, var)
+        return var, max(values)
+
+    tile = [[element(d, views[d][2][:, lv], f"tile_{lv}_{d}") for d in range(space.n_dims)]
+            for lv in range(n_levels)]
+    log_tile = [[element(d, np.round(np.log2(views[d][2][:, lv]) * SCALE), f"log_{lv}_{d}")
+                 for d in range(space.n_dims)] for lv in range(n_levels)]
+    log_units = []
+    for lv in range(n_levels):
+        for kind, limit in zip((1, 2), arch.fanout(lv)):
+            cols = [k for k, slot in enumerate(space.slots) if slot == (lv, kind)]
+            if not cols:
+                continue
+            parts = [element(d, space.dim_tables[d][:, cols[0]], f"sp_{lv}_{kind}_{d}")
+                     for d in range(space.n_dims)]
+            _product_at_most(model, parts, limit, f"fan_{lv}_{kind}")
+            log_units += [element(d, np.round(np.log2(space.dim_tables[d][:, cols[0]]) * SCALE),
+                                  f"lsp_{lv}_{kind}_{d}")[0] for d in range(space.n_dims)]
+    footprint_bits = []
+    for lv in range(1, n_levels):
+        must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[lv].keeps)]
+        terms = []
+        for t in must:
+            extents = []
+            for a, axis in enumerate(workload.tensors[t].axes):
+                if len(axis) == 1 and axis[0][1] == 1:
+                    extents.append(tile[lv][axis[0][0]])
+                else:
+                    hi = int(1 + sum(c * (tile[lv][d][1] - 1) for d, c in axis))
+                    e = model.new_int_var(1, hi, f"ext_{lv}_{t}_{a}")
+                    model.add(e == 1 + sum(c * (tile[lv][d][0] - 1) for d, c in axis))
+                    extents.append((e, hi))
+            words = _product(model, extents, f"words_{lv}_{t}")[0]
+            terms.append(words * workload.tensors[t].bits)
+        bits = sum(terms) * min(space.choices[lv].stages) if terms else 0
+        footprint_bits.append(bits)
+        capacity = arch.levels[lv].capacity
+        if terms and not math.isinf(capacity):
+            model.add(bits <= int(capacity * 8))
+    if space.gpu_levels is not None and space.constraints.min_occupancy > 1:
+        smem, _ = space.gpu_levels
+        if smem >= 1:
+            model.add(footprint_bits[smem - 1] * space.constraints.min_occupancy
+                      <= int(arch.gpu.smem_per_sm * 8))
+    objective = []
+    for lv in range(1, n_levels):
+        for t, tensor in enumerate(workload.tensors):
+            if not any(t in k for k in space.choices[lv].keeps):
+                continue
+            weight = int(round(_link_weight(space, lv, t) * 1000)) or 1
+            for d in range(space.n_dims):
+                if d not in tensor.dims:
+                    objective.append(weight * log_tile[lv][d][0])
+    if favour_parallelism and log_units:
+        # time scales with the units kept busy: weigh parallelism above any single link
+        weight = 4 * sum(int(round(_link_weight(space, lv, t) * 1000)) or 1
+                         for lv in range(1, n_levels) for t in range(len(workload.tensors)))
+        objective += [weight * u for u in log_units]
+    model.maximize(sum(objective))
+    if hint is not None:
+        for var, value in zip(rows, hint):
+            model.add_hint(var, value)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = time_limit
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = seed
+    collector = _Collector(rows, max_solutions)
+    status = solver.solve(model, collector)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or not collector.solutions:
+        return np.zeros((n_levels, 3, space.n_dims, 0), np.int64)
+    index = np.array(collector.solutions, np.int64).T                                # (D, S)
+    return space._assemble([t[i] for t, i in zip(space.dim_tables, index)])
+
+
+def _product(model, factors, name):
+    """(variable, upper bound) equal to the product of the (variable, upper bound) `factors`;
+    None when the bound would overflow what CP-SAT holds (the caller drops the constraint)."""
+    out, hi = factors[0]
+    for i, (f, f_hi) in enumerate(factors[1:]):
+        hi = hi * f_hi
+        var = model.new_int_var(0, hi, f"{name}_{i}")
+        model.add_multiplication_equality(var, [out, f])
+        out = var
+    return out, hi
+
+
+def _product_at_most(model, factors, limit, name):
+    model.add(_product(model, factors, name)[0] <= limit)
