@@ -159,7 +159,7 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
                 child_stages = np.take_along_axis(table.stages, np.maximum(child, 0)[None], axis=0)[0]
                 exposed[lv] += np.where(passing_known & (child_stages == 1), moved, 0)
             child = np.where(kept, lv, child)
-        energy += _open_part(space, t, depth, table)
+        energy += _open_part(space, t, depth, table, links)
     if links is not None:
         energy += sum(links.energy[depth + 1:])
 
@@ -176,7 +176,8 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
     return known_bytes[objective.level] * costs.level_instances[objective.level]
 
 
-def _open_part(space: Mapspace, t: int, depth: int, table: MappingTable) -> np.ndarray:
+def _open_part(space: Mapspace, t: int, depth: int, table: MappingTable,
+               links: "LinkBounds | None" = None) -> np.ndarray:
     """Energy every completion still pays for tensor t below the decided levels."""
     arch, workload = space.arch, space.workload
     tensor = workload.tensors[t]
@@ -207,14 +208,26 @@ def _open_part(space: Mapspace, t: int, depth: int, table: MappingTable) -> np.n
         best = np.where(candidate, np.minimum(best, e), best)
     out = np.where(np.isfinite(best), best, 0.0)
     if tensor.is_output:
-        # read-modify-write at the innermost keeper: updates minus what its instances hold
+        # read-modify-write at the innermost keeper: its updates minus what its instances hold;
+        # the instances holding one element are the spatial splits above it over dims that do
+        # not index the output (decided ones as chosen, the rest at most what they can reach)
+        irrelevant = ~workload.relevance[t]
+        words = math.prod(1 + sum(c * (max(space.extents[d]) - 1) for d, c in axis) for axis in tensor.axes)
         rmw = np.full(n, np.inf)
+        sharing = np.ones(n)
         for lv in range(n_levels):
+            if lv > 0:
+                above = lv - 1
+                if above < depth:
+                    sharing = sharing * table.factors[above, 1:][:, irrelevant].prod(axis=(0, 1))
+                else:
+                    sharing = sharing * (links.units[above] if links is not None else
+                                         arch.fanout(above)[0] * arch.fanout(above)[1])
             if not may_keep[lv]:
                 continue
             level = arch.levels[lv]
             below = math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(lv, n_levels))
-            reads = max(0.0, workload.macs / below - workload.tensor_words(t) * level.instances)
+            reads = np.maximum(0.0, workload.macs / below - words * np.minimum(sharing, level.instances))
             e = reads * (level.energy_read / level.block_size + wb * level.byte_energy_read)
             candidate = np.full(n, lv >= max(deeper_must)) if deeper_must else (lv > depth) | (lv == deepest)
             rmw = np.where(candidate, np.minimum(rmw, e), rmw)

@@ -12,7 +12,9 @@ when it may be, else single), the one that
   3. then holds the largest tile at level k+1,
   4. then the fixed content order (so the choice is deterministic),
 and fix it before looking further down. Only tiles that fit level k+1 count. At the innermost
-level the remaining split is chosen by the search objective. Choices below never revise the
+level the remaining split is chosen by the search objective. Where a level has many loop
+orders (more than `max_orders`, e.g. the seven loops of a convolution), the factors are chosen
+first with one representative order, then the order by the same rule. Choices below never revise the
 ones above: that is the point of comparing greedy with the joint search.
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .tree import LevelTree, Nodes, feasible
 
 @dataclass(frozen=True)
 class Greedy:
+    max_orders: int = 24
     name: str = "greedy"
 
     def run(self, space: Mapspace, objective: Objective, progress=None) -> SearchResult:
@@ -38,43 +41,50 @@ class Greedy:
         space.require_nonempty(funnel)
         tree = LevelTree(space)
         incumbent = Incumbent(space, objective)
-        nodes = self._preferred_stages(space, tree.roots(), 0)
-        nodes = nodes.take(np.array([0]))
-        decisions = []
+        nodes = self._preferred_stages(space, tree.roots(), 0).take(np.array([0]))
+        decisions: list[str] = []
         for depth in range(1, tree.n_levels + 1):
-            children = tree.children(nodes)
-            if depth < tree.n_levels:
-                children = self._preferred_stages(space, children, depth)
-            table = tree.table(children)
-            costs = evaluate_many(space.arch, space.workload, table)
+            everything = frozenset(range(space.n_dims))
+            if len(space.orders_for(depth - 1, everything)) > self.max_orders:
+                chosen = self._choose(space, tree, tree.children(nodes, first_order_only=True),
+                                      depth, objective, incumbent, decisions)
+                children = tree.reorder(chosen)
+            else:
+                children = tree.children(nodes)
+            nodes = self._choose(space, tree, children, depth, objective, incumbent, decisions)
+            decisions.append(space.arch.levels[depth - 1].name)
+        return incumbent.result(self.name, funnel, optimal=False, complete=True,
+                                notes=["top-down: spatial split, then fewest bytes into the next "
+                                       "level, then the largest tile, one level at a time"])
+
+    def _choose(self, space, tree, children: Nodes, depth: int, objective, incumbent, decisions) -> Nodes:
+        """The child the greedy rule picks for level depth-1 (by the objective at the last level)."""
+        if depth < tree.n_levels:
+            children = self._preferred_stages(space, children, depth)
+        table = tree.table(children)
+        costs = evaluate_many(space.arch, space.workload, table)
+        if depth == tree.n_levels:
+            incumbent.offer(table, costs, space.valid_mask(table))
+            if incumbent.table is None:
+                raise InfeasibleError(self._dead_end(space, depth - 1, decisions))
+            rows = np.flatnonzero(costs.valid & space.valid_mask(table))
+            keys = ranking_keys(objective, costs, table)
+        else:
             incumbent.evaluated += len(table)
-            if depth == tree.n_levels:
-                mask = space.valid_mask(table)
-                incumbent.evaluated -= len(table)
-                incumbent.offer(table, costs, mask)
-                if incumbent.table is None:
-                    raise InfeasibleError(self._dead_end(space, depth - 1, decisions))
-                break
-            ok = feasible(space, depth, table)
-            rows = np.flatnonzero(ok)
+            rows = np.flatnonzero(feasible(space, depth, table))
             if not len(rows):
                 raise InfeasibleError(self._dead_end(space, depth - 1, decisions))
             lv = depth - 1
             units = table.factors[lv, 1:].prod(axis=(0, 1))
             reduction = ~space.workload.relevance[space.workload.output]
             split_reduction = table.factors[lv, 1:][:, reduction].prod(axis=(0, 1))
-            filled = (costs.level_fills[depth] * np.array([t.bytes_per_word for t in space.workload.tensors])[:, None]
-                      ).sum(axis=0) * costs.level_instances[depth]
+            word_bytes = np.array([t.bytes_per_word for t in space.workload.tensors])[:, None]
+            filled = (costs.level_fills[depth] * word_bytes).sum(axis=0) * costs.level_instances[depth]
             tiles = space._tiles(table.factors)
             volume = sum(tiles[t][depth] for t in range(len(space.workload.tensors)))
-            content = ranking_keys(objective, costs, table)[3:]
-            keys = [-units, split_reduction, filled, -volume] + content
-            best = rows[np.lexsort([k[rows] for k in keys][::-1])[0]]
-            decisions.append(space.arch.levels[lv].name)
-            nodes = children.take(np.array([best]))
-        return incumbent.result(self.name, funnel, optimal=False, complete=True,
-                                notes=["top-down: spatial split, then fewest bytes into the next "
-                                       "level, then the largest tile, one level at a time"])
+            keys = [-units, split_reduction, filled, -volume] + ranking_keys(objective, costs, table)[3:]
+        best = rows[np.lexsort([k[rows] for k in keys][::-1])[0]]
+        return children.take(np.array([best]))
 
     @staticmethod
     def _preferred_stages(space: Mapspace, nodes: Nodes, level: int) -> Nodes:

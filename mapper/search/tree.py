@@ -86,7 +86,8 @@ class LevelTree:
         """Per node, how many ways level k's factors can be chosen (before orders and choices)."""
         return self._child_ranges(nodes)[1].prod(axis=1)
 
-    def children(self, nodes: Nodes, start: int = 0, stop: int | None = None) -> Nodes:
+    def children(self, nodes: Nodes, start: int = 0, stop: int | None = None,
+                 first_order_only: bool = False) -> Nodes:
         """Children of the nodes: level k's factors (k = nodes.depth), its loop order, and level
         k+1's stages and keep set. Factor choices are numbered node by node; only those in
         [start, stop) are generated, so a caller can walk a huge expansion in slices."""
@@ -105,13 +106,22 @@ class LevelTree:
             local //= c
         factor_nodes = Nodes(k + 1, groups, nodes.orders[..., parent], nodes.stages[..., parent],
                              nodes.keeps[..., parent])
-        return self._with_orders_and_choices(factor_nodes, k)
+        return self._with_orders_and_choices(factor_nodes, k, first_order_only)
 
-    def _with_orders_and_choices(self, nodes: Nodes, level: int) -> Nodes:
-        """Expand each node over level `level`'s order classes and level+1's stages/keeps."""
+    def reorder(self, nodes: Nodes) -> Nodes:
+        """The same nodes with every order class of their last decided level."""
+        k = nodes.depth - 1
+        base = Nodes(nodes.depth, nodes.groups, nodes.orders[:k], nodes.stages[:k + 1], nodes.keeps[:k + 1])
+        return self._with_orders_and_choices(base, k)
+
+    def _with_orders_and_choices(self, nodes: Nodes, level: int, first_order_only: bool = False) -> Nodes:
+        """Expand each node over level `level`'s order classes (or just the first) and level+1's
+        stages/keeps."""
         temporal = self.level_factors(nodes, level)[TEMPORAL]                       # (D, N)
         masks = ((temporal > 1) * (1 << np.arange(self.n_dims))[:, None]).sum(axis=0)
         options = {int(m): self.space._order_array(level, int(m)) for m in np.unique(masks)}
+        if first_order_only:
+            options = {m: table[:1] for m, table in options.items()}
         n_orders = np.array([len(options[int(m)]) for m in masks])
         next_level = level + 1
         if next_level < self.n_levels:
