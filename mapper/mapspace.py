@@ -135,7 +135,7 @@ class Mapspace:
         """Every ordered factorisation of dim d's allowed extents over the slots, (M, K)."""
         return np.concatenate([enumerate_factorizations(e, len(self.slots)) for e in self.extents[d]])
 
-    def _level_view(self, rows: np.ndarray):
+    def level_view(self, rows: np.ndarray):
         """Temporal factor, spatial factor and tile per level for per-dim rows: three (M, L)."""
         m = rows.shape[0]
         temporal = np.ones((m, self.n_levels), np.int64)
@@ -146,8 +146,8 @@ class Mapspace:
         tile = np.cumprod(full[:, ::-1], axis=1)[:, ::-1]
         return temporal, spatial, tile
 
-    def _constraint_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
-        temporal, spatial, tile = self._level_view(rows)
+    def constraint_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
+        temporal, spatial, tile = self.level_view(rows)
         name = self.workload.dims[d]
         ok = np.ones(rows.shape[0], bool)
         for lv, lc in enumerate(self.level_constraints):
@@ -159,22 +159,22 @@ class Mapspace:
                         ok &= rng.admits(values[:, lv])
         return ok
 
-    def _divisibility_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
+    def divisibility_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
         """The innermost tile is a multiple of the native op shape along d; a dim smaller than
         the native size (decode's m = 1) is taken whole, the unit padding it internally."""
         native = dict(self.arch.compute.native_shape)
         name = self.workload.dims[d]
         if not self.constraints.align_to_native or native.get(name, 1) == 1:
             return np.ones(rows.shape[0], bool)
-        tile = self._level_view(rows)[2][:, -1]
+        tile = self.level_view(rows)[2][:, -1]
         extent = rows.prod(axis=1)
         return (tile % native[name] == 0) | ((tile == extent) & (extent < native[name]))
 
     @cached_property
     def _tables(self) -> dict[str, list[np.ndarray]]:
         raw = [self._dim_rows(d) for d in range(self.n_dims)]
-        constrained = [r[self._constraint_mask(d, r)] for d, r in enumerate(raw)]
-        divisible = [r[self._divisibility_mask(d, r)] for d, r in enumerate(constrained)]
+        constrained = [r[self.constraint_mask(d, r)] for d, r in enumerate(raw)]
+        divisible = [r[self.divisibility_mask(d, r)] for d, r in enumerate(constrained)]
         return {"raw": raw, "constraints": constrained, "divisibility": divisible}
 
     @property
@@ -224,7 +224,7 @@ class Mapspace:
         order_counts = self._order_counts(constrained)
         states = {0: 1}          # key: per level, bitmask of non-unit dims so far
         for d, rows in enumerate(tables):
-            temporal = self._level_view(rows)[0] > 1
+            temporal = self.level_view(rows)[0] > 1
             patterns, counts = np.unique(temporal @ (1 << np.arange(self.n_levels)), return_counts=True)
             new: dict[int, int] = {}
             for pattern, count in zip(patterns.tolist(), counts.tolist()):
@@ -285,12 +285,12 @@ class Mapspace:
     def _factors(self, index: np.ndarray) -> np.ndarray:
         """Factor arrays (L, 3, D, N) for flat indices into the product of the per-dim tables."""
         rows = np.unravel_index(index, [len(t) for t in self.dim_tables])
-        return self._assemble([t[r] for t, r in zip(self.dim_tables, rows)])
+        return self.assemble([t[r] for t, r in zip(self.dim_tables, rows)])
 
     def _sample_factors(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        return self._assemble([t[rng.integers(0, len(t), size=count)] for t in self.dim_tables])
+        return self.assemble([t[rng.integers(0, len(t), size=count)] for t in self.dim_tables])
 
-    def _assemble(self, per_dim: list[np.ndarray]) -> np.ndarray:
+    def assemble(self, per_dim: list[np.ndarray]) -> np.ndarray:
         n = per_dim[0].shape[0]
         factors = np.ones((self.n_levels, 3, self.n_dims, n), np.int64)
         for d, rows in enumerate(per_dim):
@@ -298,7 +298,7 @@ class Mapspace:
                 factors[lv, kind, d] = rows[:, k]
         return factors
 
-    def _tiles(self, factors: np.ndarray) -> list[np.ndarray]:
+    def tile_words(self, factors: np.ndarray) -> list[np.ndarray]:
         """Tile words per tensor, each (L, N)."""
         full = factors.prod(axis=1)
         span = np.cumprod(full[::-1], axis=0)[::-1]
@@ -320,7 +320,7 @@ class Mapspace:
 
     def _footprints(self, factors: np.ndarray) -> list[np.ndarray]:
         """Per level, bytes of one stage of each keep option: (options, N)."""
-        tiles = self._tiles(factors)
+        tiles = self.tile_words(factors)
         word_bytes = [t.bytes_per_word for t in self.workload.tensors]
         return [np.array([sum((tiles[t][lv] * word_bytes[t] for t in keep), np.zeros(factors.shape[-1]))
                           for keep in choice.keeps])
@@ -405,7 +405,7 @@ class Mapspace:
             factors = self._factors(index)
             factors = factors[..., self.fanout_mask(factors)]
             if factors.shape[-1]:
-                table = self._expand(factors)
+                table = self.expand(factors)
                 if len(table):
                     yield table
 
@@ -419,7 +419,7 @@ class Mapspace:
         table = self._build(factors, keep_idx, stage_idx, rng)
         return table.take(self.valid_mask(table))
 
-    def _expand(self, factors: np.ndarray) -> MappingTable:
+    def expand(self, factors: np.ndarray) -> MappingTable:
         """All keep/stage/order choices for each factor combination, pruned by capacity."""
         n = factors.shape[-1]
         combos = list(itertools.product(*[itertools.product(range(len(c.keeps)), range(len(c.stages)))
@@ -450,7 +450,7 @@ class Mapspace:
             keep[lv] = keep_table[keep_idx[lv]].T
             stages[lv] = np.array(choice.stages)[stage_idx[lv]]
         masks = self._nonunit_masks(factors)
-        order_lists = [[self._order_array(lv, m) for m in range(1 << self.n_dims)] for lv in range(self.n_levels)]
+        order_lists = [[self.order_array(lv, m) for m in range(1 << self.n_dims)] for lv in range(self.n_levels)]
         if rng is not None:
             order = np.empty((self.n_levels, self.n_dims, n), np.int64)
             for lv in range(self.n_levels):
@@ -475,7 +475,7 @@ class Mapspace:
                 parts.append(MappingTable(factors[..., rows], order, keep[..., rows], stages[..., rows]))
         return MappingTable.concat(parts)
 
-    def _order_array(self, lv: int, mask: int) -> np.ndarray:
+    def order_array(self, lv: int, mask: int) -> np.ndarray:
         cache = self.__dict__.setdefault("_order_array_cache", {})
         if (lv, mask) not in cache:
             dims = frozenset(d for d in range(self.n_dims) if mask >> d & 1)
@@ -486,7 +486,7 @@ class Mapspace:
     def valid_mask(self, table: MappingTable) -> np.ndarray:
         """Fanout, capacity and occupancy hold (per-dim constraints hold by construction)."""
         ok = self.fanout_mask(table.factors)
-        tiles = self._tiles(table.factors)
+        tiles = self.tile_words(table.factors)
         footprint = []
         for lv, level in enumerate(self.arch.levels):
             used = sum(tiles[t][lv] * table.keep[lv, t] * tensor.bytes_per_word
@@ -551,7 +551,7 @@ class Mapspace:
         stages), over every keep choice: each dim at its smallest tile there."""
         smallest_span = []
         for rows in self.dim_tables:
-            tile = self._level_view(rows)[2][:, lv] if len(rows) else np.array([1])
+            tile = self.level_view(rows)[2][:, lv] if len(rows) else np.array([1])
             smallest_span.append(int(tile.min()))
         best = math.inf
         for keep in self.choices[lv].keeps:

@@ -91,7 +91,7 @@ def _admits(ms, mapping, rows, perms, keeps, stages):
     table = to_table([mapping], len(wl.dims), len(wl.tensors))
     for d, row in enumerate(rows):
         r = np.array([row])
-        if not (ms._constraint_mask(d, r)[0] and ms._divisibility_mask(d, r)[0]):
+        if not (ms.constraint_mask(d, r)[0] and ms.divisibility_mask(d, r)[0]):
             return False
     for lv, choice in enumerate(ms.choices):
         if keeps[lv] not in choice.keeps or stages[lv] not in choice.stages:

@@ -66,7 +66,7 @@ class LinkBounds:
         must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[j].keeps)]
         if not must:
             return 0.0
-        values = [np.unique(space._level_view(rows)[2][:, j]) for rows in space.dim_tables]
+        values = [np.unique(space.level_view(rows)[2][:, j]) for rows in space.dim_tables]
         if math.prod(len(v) for v in values) > max_combinations:
             return 0.0
         grid = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")])        # (D, M)
@@ -79,7 +79,7 @@ class LinkBounds:
             return 0.0
         grid, trips = grid[:, fits], trips[:, fits]
         tiles = {t: v[fits] for t, v in tiles.items()}
-        weight = {t: _link_weight(space, j, t) for t in must}
+        weight = {t: link_weight(space, j, t) for t in must}
         n_dims = len(workload.dims)
         orders = itertools.permutations(range(n_dims)) if n_dims <= 5 else [None]
         best = np.inf
@@ -97,7 +97,7 @@ class LinkBounds:
         return best
 
 
-def _link_weight(space: Mapspace, j: int, t: int) -> float:
+def link_weight(space: Mapspace, j: int, t: int) -> float:
     """Energy per word fetched into level j (fill at j plus the cheapest parent read, divided
     by the widest multicast), or per word drained from j for the output."""
     arch, tensor = space.arch, space.workload.tensors[t]

@@ -19,7 +19,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from ..mapspace import TEMPORAL, Mapspace
-from .bounds import _link_weight
+from .bounds import link_weight
 
 SCALE = 1000          # log2 values are scaled to integers
 
@@ -44,7 +44,7 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
     arch, workload = space.arch, space.workload
     n_levels = space.n_levels
     model = cp_model.CpModel()
-    views = [space._level_view(t) for t in space.dim_tables]              # temporal, spatial, tile
+    views = [space.level_view(t) for t in space.dim_tables]              # temporal, spatial, tile
     rows = [model.new_int_var(0, len(t) - 1, f"row_{d}") for d, t in enumerate(space.dim_tables)]
 
     def element(d, values, name):
@@ -100,13 +100,13 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
         for t, tensor in enumerate(workload.tensors):
             if not any(t in k for k in space.choices[lv].keeps):
                 continue
-            weight = int(round(_link_weight(space, lv, t) * 1000)) or 1
+            weight = int(round(link_weight(space, lv, t) * 1000)) or 1
             for d in range(space.n_dims):
                 if d not in tensor.dims:
                     objective.append(weight * log_tile[lv][d][0])
     if favour_parallelism and log_units:
         # time scales with the units kept busy: weigh parallelism above any single link
-        weight = 4 * sum(int(round(_link_weight(space, lv, t) * 1000)) or 1
+        weight = 4 * sum(int(round(link_weight(space, lv, t) * 1000)) or 1
                          for lv in range(1, n_levels) for t in range(len(workload.tensors)))
         objective += [weight * u for u in log_units]
     model.maximize(sum(objective))
@@ -122,7 +122,7 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or not collector.solutions:
         return np.zeros((n_levels, 3, space.n_dims, 0), np.int64)
     index = np.array(collector.solutions, np.int64).T                                # (D, S)
-    return space._assemble([t[i] for t, i in zip(space.dim_tables, index)])
+    return space.assemble([t[i] for t, i in zip(space.dim_tables, index)])
 
 
 def _product(model, factors, name):

@@ -80,7 +80,7 @@ class Greedy:
             split_reduction = table.factors[lv, 1:][:, reduction].prod(axis=(0, 1))
             word_bytes = np.array([t.bytes_per_word for t in space.workload.tensors])[:, None]
             filled = (costs.level_fills[depth] * word_bytes).sum(axis=0) * costs.level_instances[depth]
-            tiles = space._tiles(table.factors)
+            tiles = space.tile_words(table.factors)
             volume = sum(tiles[t][depth] for t in range(len(space.workload.tensors)))
             keys = [-units, split_reduction, filled, -volume] + ranking_keys(objective, costs, table)[3:]
         best = rows[np.lexsort([k[rows] for k in keys][::-1])[0]]

@@ -4,7 +4,10 @@ The space is walked as a tree (`tree.py`): depth k decides level k-1's factors, 
 and loop order and level k's stages and keeps, so every level is chosen knowing the ones above
 and bounded knowing what any choice below must still cost (`bounds.py`). Children are priced
 in vectorised batches, best bound first, depth first, so good incumbents come early; a subtree
-is dropped only when its bound exceeds the incumbent. Warm start: the greedy mapping.
+is dropped only when its bound exceeds the incumbent. Warm start: the greedy mapping, then
+CP-SAT proposals (`cpsat.py`: per-dim factorisation choices under fanout, capacity and occupancy
+constraints with a log-domain reuse objective, hinted with the greedy mapping), each expanded
+over its orders, keeps and stages and re-priced by the cost model.
 
 When the walk finishes the result is proven optimal (the same mapping exhaustive search
 returns: both rank equally good mappings by the same keys). When the time limit stops it, the
@@ -72,16 +75,32 @@ class Joint:
     def _cpsat_proposals(self, space, objective, incumbent) -> str:
         from .cpsat import propose          # OR-Tools is imported only here
         seconds = self.cpsat_seconds if self.time_limit is None else min(self.cpsat_seconds, self.time_limit / 4)
-        factors = propose(space, seconds, favour_parallelism=objective.kind in ("edp", "cycles"))
+        factors = propose(space, seconds, favour_parallelism=objective.kind in ("edp", "cycles"),
+                          hint=self._rows_of(space, incumbent))
         if factors is None:
             return "CP-SAT proposals skipped (padded extents)"
         before = incumbent.score
-        table = space._expand(factors)
+        table = space.expand(factors)
         if len(table):
             incumbent.offer(table, mask=space.valid_mask(table))
         return (f"CP-SAT proposed {factors.shape[-1]} tilings ({len(table)} mappings priced); "
                 + ("improved the incumbent to " + f"{incumbent.score:.6g}" if incumbent.score < before
                    else "none beat the warm start"))
+
+
+    @staticmethod
+    def _rows_of(space, incumbent) -> list[int] | None:
+        """The incumbent's factorisation row per dim (a CP-SAT hint), if it has one."""
+        if incumbent.table is None:
+            return None
+        rows = []
+        for d, table in enumerate(space.dim_tables):
+            wanted = [incumbent.table.factors[lv, kind, d, 0] for lv, kind in space.slots]
+            match = np.flatnonzero((table == wanted).all(axis=1))
+            if not len(match):
+                return None
+            rows.append(int(match[0]))
+        return rows
 
 
 class _Walk:

@@ -119,7 +119,7 @@ class LevelTree:
         stages/keeps."""
         temporal = self.level_factors(nodes, level)[TEMPORAL]                       # (D, N)
         masks = ((temporal > 1) * (1 << np.arange(self.n_dims))[:, None]).sum(axis=0)
-        options = {int(m): self.space._order_array(level, int(m)) for m in np.unique(masks)}
+        options = {int(m): self.space.order_array(level, int(m)) for m in np.unique(masks)}
         if first_order_only:
             options = {m: table[:1] for m, table in options.items()}
         n_orders = np.array([len(options[int(m)]) for m in masks])
@@ -191,7 +191,7 @@ def feasible(space: Mapspace, depth: int, table) -> np.ndarray:
     fanout = np.array([space.arch.fanout(lv) for lv in range(depth)]).reshape(depth, 2, 1)
     if depth:
         ok &= (table.factors[:depth, 1:].prod(axis=2) <= fanout).all(axis=(0, 1))
-    tiles = space._tiles(table.factors)
+    tiles = space.tile_words(table.factors)
     for lv in range(depth + 1):
         used = sum(tiles[t][lv] * table.keep[lv, t] * tensor.bytes_per_word
                    for t, tensor in enumerate(space.workload.tensors)) * table.stages[lv]
