@@ -22,7 +22,7 @@ def as_plain(arch, workload, mapping):
     return problem, nest, arch.fanout(len(arch.levels) - 1)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=2000, deadline=None)
 @given(problems())
 def test_cost_model_matches_brute_force(problem):
     arch, workload, mapping = problem

@@ -25,7 +25,7 @@ def assert_same(arch, workload, mapping, costs, row=0):
     assert np.isclose(costs.utilization[row], ev.utilization, rtol=1e-12)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(problems())
 def test_scalar_and_vectorised_agree(problem):
     arch, workload, mapping = problem
