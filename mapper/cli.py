@@ -56,7 +56,7 @@ def _run_search(args, strategy_name: str):
     space = Mapspace(arch, workload, load_constraints(args.mapspace))
     objective = parse_objective(args.objective, arch)
     strategy = make_strategy(strategy_name, time_limit=args.time_limit, seed=args.seed,
-                             samples=args.samples)
+                             samples=args.samples, cpsat_seconds=args.cpsat_seconds)
     with tqdm(desc=strategy_name, unit=" mappings", unit_scale=True, delay=1.0, file=sys.stderr,
               leave=False) as bar:
         def progress(evaluated):
@@ -95,6 +95,8 @@ def _search_options(parser, strategy: bool):
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds (default 60)")
     parser.add_argument("--seed", type=int, default=0, help="random strategy seed")
     parser.add_argument("--samples", type=int, default=200_000, help="random strategy draws")
+    parser.add_argument("--cpsat-seconds", type=float, default=2.0,
+                        help="joint: wall-clock cap on CP-SAT proposals before the tree search (0: none)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 

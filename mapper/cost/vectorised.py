@@ -133,8 +133,8 @@ def footprint_bytes(arch: Arch, workload: Workload, table: MappingTable) -> np.n
 def _loads(workload: Workload, nest: _Nest) -> list[np.ndarray]:
     """Words fetched into one instance of each level over the run, first fetch included; T x (L, N)."""
     n_levels, n_dims, n = nest.n_levels, nest.n_dims, nest.n
-    slot_dim = nest.order.reshape(-1, n)                                             # (S, N)
-    slot_bound = np.take_along_axis(nest.temporal, nest.order, axis=1).reshape(-1, n)
+    slot_dim = nest.order.reshape(n_levels * n_dims, n)                                           # (S, N)
+    slot_bound = np.take_along_axis(nest.temporal, nest.order, axis=1).reshape(n_levels * n_dims, n)
     n_slots = slot_dim.shape[0]
     prefix = _exclusive_cumprod(np.concatenate([slot_bound, np.ones((1, n), np.int64)]))
     nonunit = slot_bound > 1
@@ -274,7 +274,7 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     loads = _loads(workload, nest)
     spatial_all = nest.spatial.prod(axis=1)                                            # (L, N)
     instances = _exclusive_cumprod(spatial_all)
-    macs_per_unit = nest.temporal.reshape(-1, n).prod(axis=0)                         # (N,)
+    macs_per_unit = nest.temporal.reshape(n_levels * nest.n_dims, n).prod(axis=0)                         # (N,)
     compute_cycles = -(-macs_per_unit // arch.compute.macs_per_cycle)
 
     shape = (n_levels, len(workload.tensors), n)

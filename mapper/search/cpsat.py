@@ -36,7 +36,8 @@ class _Collector(cp_model.CpSolverSolutionCallback):
 
 
 def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
-            hint: list[int] | None = None, max_solutions: int = 20, seed: int = 0) -> np.ndarray | None:
+            hint: list[int] | None = None, max_solutions: int = 20, seed: int = 0,
+            deterministic_time: float = 8.0) -> np.ndarray | None:
     """Factor arrays (L, 3, D, N) of up to `max_solutions` improving CP-SAT solutions, or None
     when the space has padded extents (several per dim; the tree search covers those)."""
     if any(len(e) > 1 for e in space.extents):
@@ -54,6 +55,38 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
         model.add_element(rows[d], values, var)
         return var, max(values)
 
+    def indexed(d, values, name):
+        """(index variable, distinct values): which of the distinct `values` row_d picks."""
+        distinct, position = np.unique(np.asarray(values, np.int64), return_inverse=True)
+        var = model.new_int_var(0, len(distinct) - 1, name)
+        model.add_element(rows[d], [int(p) for p in position.reshape(-1)], var)
+        return var, [int(v) for v in distinct]
+
+    def product(factors, name):
+        """(variable, upper bound) for the product of indexed factors: one element constraint
+        over the combined index while the table stays small, else multiplication chains."""
+        (index, values), rest = factors[0], factors[1:]
+        for i, (other, other_values) in enumerate(rest):
+            if len(values) * len(other_values) > 200_000:
+                break
+            combined = model.new_int_var(0, len(values) * len(other_values) - 1, f"{name}_i{i}")
+            model.add(combined == index * len(other_values) + other)
+            index, values = combined, [a * b for a in values for b in other_values]
+        else:
+            var = model.new_int_var(min(values), max(values), name)
+            model.add_element(index, values, var)
+            return var, max(values)
+        var = model.new_int_var(min(values), max(values), f"{name}_partial")
+        model.add_element(index, values, var)
+        pairs = [(var, max(values))]
+        for j, (other, other_values) in enumerate(rest[i:]):
+            value = model.new_int_var(min(other_values), max(other_values), f"{name}_v{j}")
+            model.add_element(other, other_values, value)
+            pairs.append((value, max(other_values)))
+        return _product(model, pairs, name)
+
+    tile_index = [[indexed(d, views[d][2][:, lv], f"tidx_{lv}_{d}") for d in range(space.n_dims)]
+                  for lv in range(n_levels)]
     tile = [[element(d, views[d][2][:, lv], f"tile_{lv}_{d}") for d in range(space.n_dims)]
             for lv in range(n_levels)]
     log_tile = [[element(d, np.round(np.log2(views[d][2][:, lv]) * SCALE), f"log_{lv}_{d}")
@@ -64,9 +97,9 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
             cols = [k for k, slot in enumerate(space.slots) if slot == (lv, kind)]
             if not cols:
                 continue
-            parts = [element(d, space.dim_tables[d][:, cols[0]], f"sp_{lv}_{kind}_{d}")
+            parts = [indexed(d, space.dim_tables[d][:, cols[0]], f"sp_{lv}_{kind}_{d}")
                      for d in range(space.n_dims)]
-            _product_at_most(model, parts, limit, f"fan_{lv}_{kind}")
+            model.add(product(parts, f"fan_{lv}_{kind}")[0] <= limit)
             log_units += [element(d, np.round(np.log2(space.dim_tables[d][:, cols[0]]) * SCALE),
                                   f"lsp_{lv}_{kind}_{d}")[0] for d in range(space.n_dims)]
     footprint_bits = []
@@ -74,16 +107,17 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
         must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[lv].keeps)]
         terms = []
         for t in must:
-            extents = []
-            for a, axis in enumerate(workload.tensors[t].axes):
-                if len(axis) == 1 and axis[0][1] == 1:
-                    extents.append(tile[lv][axis[0][0]])
-                else:
+            axes = workload.tensors[t].axes
+            if all(len(axis) == 1 and axis[0][1] == 1 for axis in axes):
+                words = product([tile_index[lv][axis[0][0]] for axis in axes], f"words_{lv}_{t}")[0]
+            else:
+                extents = []
+                for a, axis in enumerate(axes):
                     hi = int(1 + sum(c * (tile[lv][d][1] - 1) for d, c in axis))
                     e = model.new_int_var(1, hi, f"ext_{lv}_{t}_{a}")
                     model.add(e == 1 + sum(c * (tile[lv][d][0] - 1) for d, c in axis))
                     extents.append((e, hi))
-            words = _product(model, extents, f"words_{lv}_{t}")[0]
+                words = _product(model, extents, f"words_{lv}_{t}")[0]
             terms.append(words * workload.tensors[t].bits)
         bits = sum(terms) * min(space.choices[lv].stages) if terms else 0
         footprint_bits.append(bits)
@@ -114,8 +148,11 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
         for var, value in zip(rows, hint):
             model.add_hint(var, value)
     solver = cp_model.CpSolver()
+    # a deterministic-time budget keeps the proposals reproducible while the wall-clock
+    # `time_limit` does not bind first
+    solver.parameters.max_deterministic_time = deterministic_time
     solver.parameters.max_time_in_seconds = time_limit
-    solver.parameters.num_workers = 1
+    solver.parameters.num_workers = 1      # deterministic under the seed
     solver.parameters.random_seed = seed
     collector = _Collector(rows, max_solutions)
     status = solver.solve(model, collector)
@@ -136,6 +173,3 @@ def _product(model, factors, name):
         out = var
     return out, hi
 
-
-def _product_at_most(model, factors, limit, name):
-    model.add(_product(model, factors, name)[0] <= limit)

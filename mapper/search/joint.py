@@ -36,7 +36,7 @@ class Joint:
     time_limit: float | None = 60.0
     chunk: int = 4_000              # factor choices expanded (then priced) together
     warm_start: bool = True
-    cpsat_seconds: float = 1.0      # CP-SAT proposals before the tree search (0: none)
+    cpsat_seconds: float = 2.0      # wall-clock cap on CP-SAT proposals (0: none)
     name: str = "joint"
 
     def run(self, space: Mapspace, objective: Objective, progress=None) -> SearchResult:
