@@ -31,14 +31,6 @@ def prime_factorization(n: int) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=None)
-def divisors(n: int) -> tuple[int, ...]:
-    divs = [1]
-    for p, e in prime_factorization(n):
-        divs = [d * p ** i for d in divs for i in range(e + 1)]
-    return tuple(sorted(divs))
-
-
 def count_factorizations(n: int, k: int) -> int:
     """Number of ordered k-factorisations of n (closed form, no enumeration)."""
     return math.prod(math.comb(e + k - 1, k - 1) for _, e in prime_factorization(n))

@@ -240,9 +240,6 @@ def arch_from_dict(data, where: Where) -> Arch:
                 description=text(data.get("description", ""), where / "description"))
 
 
-def is_unlimited(value: float) -> bool:
-    return math.isinf(value)
-
 
 # ----------------------------------------------------------------------------- mappings
 

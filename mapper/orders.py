@@ -47,13 +47,6 @@ def _classes(workload: Workload, dims: tuple[int, ...]) -> tuple[tuple[int, ...]
     return tuple(out)
 
 
-def stationary_order(workload: Workload, dims: frozenset[int], tensor: int) -> tuple[int, ...]:
-    """An order that keeps `tensor` stationary: loops over dims not indexing it are innermost."""
-    indexing = tuple(sorted(d for d in dims if d in workload.tensors[tensor].dims))
-    other = tuple(sorted(d for d in dims if d not in workload.tensors[tensor].dims))
-    return indexing + other
-
-
 def is_stationary(workload: Workload, order: tuple[int, ...], tensor: int) -> bool:
     """True when every non-unit loop over a dim not indexing `tensor` is inside all loops that
     index it, i.e. its tile stays put for as long as the order allows."""

@@ -113,13 +113,3 @@ def parse_dtype_bits(value, where: Where) -> int:
     if isinstance(value, str) and value.lower() in DTYPE_BITS:
         return DTYPE_BITS[value.lower()]
     raise where.error(f"expected a dtype ({', '.join(DTYPE_BITS)}) or a number of bits, got {value!r}")
-
-
-def format_quantity(value: float, unit: str) -> str:
-    """Short human form: 1.5e9 -> '1.50 G' + unit."""
-    if math.isinf(value):
-        return "unlimited"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"

@@ -183,3 +183,15 @@ def test_sampled_rows_are_valid_and_deterministic():
     b = ms.sample(500, np.random.default_rng(7))
     assert (a.factors == b.factors).all() and (a.order == b.order).all()
     assert evaluate_many(arch, workload, a).valid.all()
+
+
+def test_factorization_counts_and_uniform_sampling():
+    from mapper.factors import count_factorizations, enumerate_factorizations, sample_factorizations
+    for n, k in [(12, 3), (4096, 4), (360, 5), (1, 3), (97, 2)]:
+        table = enumerate_factorizations(n, k)
+        assert len(table) == count_factorizations(n, k) == len({tuple(r) for r in table})
+        assert (table.prod(axis=1) == n).all()
+    draws = sample_factorizations(12, 3, 18_000, np.random.default_rng(0))
+    assert (draws.prod(axis=1) == 12).all()
+    _, counts = np.unique(draws, axis=0, return_counts=True)
+    assert len(counts) == 18 and counts.min() > 800 and counts.max() < 1200   # uniform: ~1000 each

@@ -111,13 +111,6 @@ class _Nest:
                           for t in workload.tensors]
 
 
-def tile_geometry(workload: Workload, table: MappingTable):
-    """Tile words and per-instance partition words, each (N, L, T)."""
-    nest = _Nest(workload, table)
-    return (np.stack(nest.tile, axis=1).transpose(2, 0, 1),
-            np.stack(nest.partition, axis=1).transpose(2, 0, 1))
-
-
 def _footprint(workload: Workload, nest: _Nest) -> np.ndarray:
     out = 0.0
     for t, tensor in enumerate(workload.tensors):
