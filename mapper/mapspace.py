@@ -253,7 +253,7 @@ class Mapspace:
         """Size of the raw space: every factorisation, order class, keep set and stage count."""
         return self._closed_form_size(self._tables["raw"], constrained=False)
 
-    def funnel(self, exact_limit: int = 3_000_000, samples: int = 200_000, seed: int = 0) -> Funnel:
+    def funnel(self, exact_limit: int = 3_000_000, samples: int = 50_000, seed: int = 0) -> Funnel:
         """Candidates left after each pruning step (exact up to `exact_limit` factor combinations
         of the per-dim tables, else estimated from `samples` uniform draws)."""
         funnel = Funnel(self.size)

@@ -173,19 +173,22 @@ class _SlidingMoves:
         nest, n_dims = self.nest, self.nest.n_dims
         s = lv * n_dims
         tensor = workload.tensors[t]
-        dims = sorted(tensor.dims)
+        dims = sorted(d for d in tensor.dims if workload.sizes[d] > 1)   # a size-1 dim never moves
+        # moves are bounded by the dims' extents, so 32-bit integers hold them
+        small = max(workload.sizes) * max(c for axis in tensor.axes for _, c in axis) < 2**30
+        itype = np.int32 if small else np.int64
         # spatial[l][d]: product of the spatial bounds over d at levels l..lv-1 (inside level
         # l's temporal loops, above this level)
         spatial = [None] * lv
-        running = {d: nest.span[lv, d] for d in dims}
+        running = {d: nest.span[lv, d].astype(itype) for d in dims}
         for level in range(lv - 1, -1, -1):
-            running = {d: running[d] * nest.spatial[level, d] for d in dims}
+            running = {d: running[d] * nest.spatial[level, d].astype(itype) for d in dims}
             spatial[level] = running
-        inner = {d: np.ones(nest.n, np.int64) for d in dims}     # temporal bounds over d inside
-        wrap = {d: np.zeros(nest.n, np.int64) for d in dims}     # sum of (b - 1) x stride inside
-        move = {d: np.empty((s, nest.n), np.int64) for d in dims}
+        inner = {d: np.ones(nest.n, itype) for d in dims}        # temporal bounds over d inside
+        wrap = {d: np.zeros(nest.n, itype) for d in dims}        # sum of (b - 1) x stride inside
+        move = {d: np.empty((s, nest.n), itype) for d in dims}
         for j in range(s - 1, -1, -1):
-            level, bound = j // n_dims, self.slot_bound[j]
+            level, bound = j // n_dims, self.slot_bound[j].astype(itype)
             for d in dims:
                 on_d = self.slot_dim[j] == d
                 stride = spatial[level][d] * inner[d]
@@ -197,7 +200,10 @@ class _SlidingMoves:
         for a, axis in enumerate(tensor.axes):
             shift = 0
             for d, c in axis:
-                shift = shift + c * move[d]
+                if d in move:
+                    shift = shift + c * move[d]
+            if isinstance(shift, int):
+                shift = np.zeros((s, nest.n), itype)
             n_moved = n_moved + (shift != 0)
             if len(axis) > 1:
                 slides.append((a, shift))
@@ -234,6 +240,19 @@ def _access_energy(level, word_bytes: float, reads, fills, updates) -> np.ndarra
     return out
 
 
+def _unique_rows(rows: np.ndarray):
+    """np.unique(rows, axis=0, return_inverse=True), faster: rows of small non-negative ints
+    are packed into one integer key when they fit."""
+    radix = rows.max(axis=0) + 1
+    if float(np.prod(radix.astype(float))) < 2.0 ** 62:
+        key = np.zeros(len(rows), np.int64)
+        for column, base in zip(rows.T, radix):
+            key = key * base + column
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return rows[first], inverse
+    return np.unique(rows, axis=0, return_inverse=True)
+
+
 def _distinct_children(tensor, nest: _Nest, parent: int, child: int) -> np.ndarray:
     """Distinct tiles of `tensor` among the children of one `parent` instance (instances of
     level `child`, or the compute units): see `multicast.py`. Only rows where two dims of one
@@ -252,7 +271,7 @@ def _distinct_children(tensor, nest: _Nest, parent: int, child: int) -> np.ndarr
         if len(collide):
             params = np.stack([p for i, lv in enumerate(levels) for d, c in axis
                                for p in (c * inner[i][d][collide], nest.spatial[lv, d][collide])], axis=1)
-            unique, inverse = np.unique(params, axis=0, return_inverse=True)
+            unique, inverse = _unique_rows(params)
             sizes = np.array([distinct_offsets(tuple(zip(row[0::2].tolist(), row[1::2].tolist())))
                               for row in unique])
             product[collide] = sizes[inverse.reshape(-1)]
@@ -289,8 +308,10 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
             fan_shared = fan_shared * shared[lv]
             kept = nest.keep[lv, t]
             if tensor.has_sliding_axis:      # overlapping windows may coincide: count them
-                distinct = np.choose(below_lv - lv - 1, [_distinct_children(tensor, nest, lv, child)
-                                                         for child in range(lv + 1, n_levels + 1)])
+                distinct = np.ones(n, np.int64)
+                for child in np.unique(below_lv).tolist():
+                    rows = below_lv == child
+                    distinct = np.where(rows, _distinct_children(tensor, nest, lv, child), distinct)
                 supply = below_loads * distinct
             else:
                 supply = below_loads * fan_all // fan_shared

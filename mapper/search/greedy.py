@@ -27,16 +27,23 @@ from ..cost import evaluate_many
 from ..errors import InfeasibleError
 from ..mapspace import Mapspace
 from .objective import Objective, ranking_keys
-from .result import Incumbent, SearchResult
+from .result import Budget, Incumbent, SearchResult
 from .tree import LevelTree, Nodes, feasible
+
+
+class BudgetSpent(InfeasibleError):
+    """Greedy ran out of its time budget before reaching the innermost level."""
 
 
 @dataclass(frozen=True)
 class Greedy:
     max_orders: int = 24
+    time_limit: float | None = None
+    slice: int = 50_000              # factor choices priced together
     name: str = "greedy"
 
     def run(self, space: Mapspace, objective: Objective, progress=None) -> SearchResult:
+        budget = Budget(self.time_limit)
         funnel = space.funnel()
         space.require_nonempty(funnel)
         tree = LevelTree(space)
@@ -45,46 +52,67 @@ class Greedy:
         decisions: list[str] = []
         for depth in range(1, tree.n_levels + 1):
             everything = frozenset(range(space.n_dims))
-            if len(space.orders_for(depth - 1, everything)) > self.max_orders:
-                chosen = self._choose(space, tree, tree.children(nodes, first_order_only=True),
-                                      depth, objective, incumbent, decisions)
-                children = tree.reorder(chosen)
-            else:
-                children = tree.children(nodes)
-            nodes = self._choose(space, tree, children, depth, objective, incumbent, decisions)
+            first_only = len(space.orders_for(depth - 1, everything)) > self.max_orders
+            nodes = self._choose(space, tree, nodes, depth, objective, incumbent, decisions, budget,
+                                 first_order_only=first_only)
+            if first_only:
+                nodes = self._choose(space, tree, nodes, depth, objective, incumbent, decisions, budget,
+                                     reorder=True)
             decisions.append(space.arch.levels[depth - 1].name)
         return incumbent.result(self.name, funnel, optimal=False, complete=True,
                                 notes=["top-down: spatial split, then fewest bytes into the next "
                                        "level, then the largest tile, one level at a time"])
 
-    def _choose(self, space, tree, children: Nodes, depth: int, objective, incumbent, decisions) -> Nodes:
-        """The child the greedy rule picks for level depth-1 (by the objective at the last level)."""
-        if depth < tree.n_levels:
-            children = self._preferred_stages(space, children, depth)
-        table = tree.table(children)
-        costs = evaluate_many(space.arch, space.workload, table)
-        if depth == tree.n_levels:
-            incumbent.offer(table, costs, space.valid_mask(table))
-            if incumbent.table is None:
-                raise InfeasibleError(self._dead_end(space, depth - 1, decisions))
-            rows = np.flatnonzero(costs.valid & space.valid_mask(table))
-            keys = ranking_keys(objective, costs, table)
+    def _choose(self, space, tree, parent: Nodes, depth: int, objective, incumbent, decisions, budget,
+                first_order_only: bool = False, reorder: bool = False) -> Nodes:
+        """The child of `parent` the greedy rule picks for level depth-1 (by the objective at the
+        last level), walking the children in slices so memory stays bounded."""
+        if reorder:
+            slices = [tree.reorder(parent)]
         else:
-            incumbent.evaluated += len(table)
-            rows = np.flatnonzero(feasible(space, depth, table))
+            total = int(tree.factor_children(parent)[0])
+            slices = (tree.children(parent, start, min(total, start + self.slice),
+                                    first_order_only=first_order_only)
+                      for start in range(0, total, self.slice))
+        best_key, best = None, None
+        for children in slices:
+            if budget.spent():
+                raise BudgetSpent(f"greedy ran out of time at level {space.arch.levels[depth - 1].name}")
+            if depth < tree.n_levels:
+                children = self._preferred_stages(space, children, depth)
+            table = tree.table(children)
+            costs = evaluate_many(space.arch, space.workload, table)
+            if depth == tree.n_levels:
+                mask = space.valid_mask(table)
+                incumbent.offer(table, costs, mask)
+                rows = np.flatnonzero(costs.valid & mask)
+                keys = ranking_keys(objective, costs, table)
+            else:
+                incumbent.evaluated += len(table)
+                rows = np.flatnonzero(feasible(space, depth, table))
+                keys = self._level_keys(space, objective, depth, table, costs)
             if not len(rows):
-                raise InfeasibleError(self._dead_end(space, depth - 1, decisions))
-            lv = depth - 1
-            units = table.factors[lv, 1:].prod(axis=(0, 1))
-            reduction = ~space.workload.relevance[space.workload.output]
-            split_reduction = table.factors[lv, 1:][:, reduction].prod(axis=(0, 1))
-            word_bytes = np.array([t.bytes_per_word for t in space.workload.tensors])[:, None]
-            filled = (costs.level_fills[depth] * word_bytes).sum(axis=0) * costs.level_instances[depth]
-            tiles = space.tile_words(table.factors)
-            volume = sum(tiles[t][depth] for t in range(len(space.workload.tensors)))
-            keys = [-units, split_reduction, filled, -volume] + ranking_keys(objective, costs, table)[3:]
-        best = rows[np.lexsort([k[rows] for k in keys][::-1])[0]]
-        return children.take(np.array([best]))
+                continue
+            row = rows[np.lexsort([k[rows] for k in keys][::-1])[0]]
+            key = tuple(k[row].item() for k in keys)
+            if best_key is None or key < best_key:
+                best_key, best = key, children.take(np.array([row]))
+        if best is None:
+            raise InfeasibleError(self._dead_end(space, depth - 1, decisions))
+        return best
+
+    @staticmethod
+    def _level_keys(space, objective, depth, table, costs) -> list[np.ndarray]:
+        """The greedy rule as sort keys for the choices at level depth-1."""
+        lv = depth - 1
+        units = table.factors[lv, 1:].prod(axis=(0, 1))
+        reduction = ~space.workload.relevance[space.workload.output]
+        split_reduction = table.factors[lv, 1:][:, reduction].prod(axis=(0, 1))
+        word_bytes = np.array([t.bytes_per_word for t in space.workload.tensors])[:, None]
+        filled = (costs.level_fills[depth] * word_bytes).sum(axis=0) * costs.level_instances[depth]
+        tiles = space.tile_words(table.factors)
+        volume = sum(tiles[t][depth] for t in range(len(space.workload.tensors)))
+        return [-units, split_reduction, filled, -volume] + ranking_keys(objective, costs, table)[3:]
 
     @staticmethod
     def _preferred_stages(space: Mapspace, nodes: Nodes, level: int) -> Nodes:

@@ -48,7 +48,8 @@ class Joint:
         notes = []
         if self.warm_start:
             try:
-                warm = Greedy().run(space, objective)
+                share = None if self.time_limit is None else self.time_limit / 3
+                warm = Greedy(time_limit=share).run(space, objective)
                 incumbent.offer(to_table([warm.mapping], space.n_dims, len(space.workload.tensors)))
                 notes.append(f"warm start (greedy): {warm.score:.6g}")
             except Exception as exc:          # greedy can dead-end; the search does not need it
@@ -62,6 +63,16 @@ class Joint:
                                   walk.links)
         order = np.argsort(root_bounds, kind="stable")
         complete = walk.search(roots.take(order), root_bounds[order])
+        if incumbent.table is None:       # the budget ended before any leaf: take random draws
+            rng = np.random.default_rng(0)
+            for _ in range(10):
+                sample = space.sample(20_000, rng)
+                if len(sample):
+                    incumbent.offer(sample)
+                if incumbent.table is not None:
+                    break
+            notes.append("the time limit ended before the tree reached a mapping; "
+                         "the result is the best of random draws")
         lower = incumbent.score if complete else min(walk.open_bounds + [incumbent.score])
         proven = complete or lower >= incumbent.score * (1 - SLACK)
         if not complete:
@@ -85,7 +96,7 @@ class Joint:
             incumbent.offer(table, mask=space.valid_mask(table))
         return (f"CP-SAT proposed {factors.shape[-1]} tilings ({len(table)} mappings priced); "
                 + ("improved the incumbent to " + f"{incumbent.score:.6g}" if incumbent.score < before
-                   else "none beat the warm start"))
+                   else "none beat the incumbent"))
 
 
     @staticmethod
