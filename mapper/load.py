@@ -164,7 +164,7 @@ def _energies(data, where: Where) -> tuple[float, float, float]:
 
 
 LEVEL_KEYS = ("name", "capacity", "bandwidth", "block_size", "energy", "energy_per_byte", "leak",
-              "keeps", "max_stages", "instances", "mesh", "description")
+              "keeps", "max_stages", "instances", "mesh", "multicast", "spatial_reduction", "description")
 
 
 def _level(data, where: Where, clock_hz: float) -> Level:
@@ -183,7 +183,16 @@ def _level(data, where: Where, clock_hz: float) -> Level:
         keeps=None if keeps is None else frozenset(name_list(keeps, where / "keeps")),
         max_stages=positive_int(data.get("max_stages", 1), where / "max_stages"),
         mesh=_mesh(data, where),
+        multicast=_flag(data, "multicast", where),
+        reduction=_flag(data, "spatial_reduction", where),
     )
+
+
+def _flag(data, key: str, where: Where) -> bool:
+    value = data.get(key, True)
+    if not isinstance(value, bool):
+        raise (where / key).error(f"expected true or false, got {value!r}")
+    return value
 
 
 def arch_from_dict(data, where: Where) -> Arch:

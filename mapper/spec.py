@@ -102,10 +102,16 @@ class Level:
     keeps: frozenset[str] | None = None   # None: may keep any tensor
     max_stages: int = 1
     mesh: tuple[int, int] = (1, 1)
+    multicast: bool = True           # its fanout network sends one read to many children
+    reduction: bool = True           # its fanout network adds children's partial sums
 
     @property
     def instances(self) -> int:
         return self.mesh[0] * self.mesh[1]
+
+    def shares(self, tensor: "Tensor") -> bool:
+        """Whether children that need the same words of `tensor` are served together."""
+        return self.reduction if tensor.is_output else self.multicast
 
     def may_keep(self, tensor_name: str) -> bool:
         return self.keeps is None or tensor_name in self.keeps

@@ -90,12 +90,16 @@ def simulate(problem: dict, nest: list[dict], compute_fanout=(1, 1)) -> dict:
     for t, spec in sorted(problem["tensors"].items()):
         keepers = [level for level in range(len(nest)) if t in nest[level]["keep"]]
         history = {level: _fetch_history(loops, level, spec["axes"]) for level in keepers}
+        # levels whose fanout network cannot share this tensor (no multicast for an input, no
+        # spatial reduction for the output): their children's requests are never merged
+        flag = "reduction" if spec["output"] else "multicast"
+        private = {level for level, lv_spec in enumerate(nest) if not lv_spec.get(flag, True)}
         for position, level in enumerate(keepers):
             child = keepers[position + 1] if position + 1 < len(keepers) else None
             if child is None:  # the MACs use t straight from this level
-                traffic = _mac_traffic(loops, level, spec["axes"])
+                traffic = _mac_traffic(loops, level, spec["axes"], private)
             else:
-                traffic = _child_traffic(loops, level, history[child])
+                traffic = _child_traffic(loops, level, history[child], private)
             per_instance = _level_counts(level, history[level], traffic, spec["output"])
             name = nest[level]["name"]
             result["levels"][name]["tensors"][t] = _agreed(per_instance, name, t)
@@ -306,7 +310,14 @@ def _level_counts(level, history, traffic, output):
     return counts
 
 
-def _child_traffic(loops, level, child_history):
+def _private_positions(loops, level, private, below=None):
+    """Positions, within a key of spatial indices, of the spatial loops at levels >= `level`
+    (and < `below`) whose network cannot share data."""
+    spatial = [loop for loop in loops if loop.kind == "spatial" and (below is None or loop.level < below)]
+    return [i for i, loop in enumerate(spatial) if loop.level >= level and loop.level in private]
+
+
+def _child_traffic(loops, level, child_history, private=frozenset()):
     """Words moved between each instance of `level` and its child instances.
 
     For each parent instance and each time step of the children: the distinct boxes its
@@ -317,17 +328,21 @@ def _child_traffic(loops, level, child_history):
     """
     # A child's instance key (its spatial indices) starts with its parent's instance key.
     prefix = len([loop for loop in loops if loop.level < level and loop.kind == "spatial"])
+    child_level = None
     families = {}
     for instance, (tiles, fetches) in child_history.items():
-        families.setdefault(instance[:prefix], []).append(fetches)
+        families.setdefault(instance[:prefix], []).append((instance, fetches))
+        child_level = child_level or len(instance)
+    positions = [i for i in _private_positions(loops, level, private) if i < child_level]
     traffic = {}
     for parent, members in families.items():
         words = 0
         boxes_seen = set()
-        for step in range(len(members[0])):
-            requests = {fetches[step] for fetches in members if fetches[step] is not None}
-            words += sum(_box_size(box) for box in requests)
-            boxes_seen.update(requests)
+        for step in range(len(members[0][1])):
+            requests = {(fetches[step], tuple(instance[i] for i in positions))
+                        for instance, fetches in members if fetches[step] is not None}
+            words += sum(_box_size(box) for box, _ in requests)
+            boxes_seen.update(box for box, _ in requests)
         touched = set()
         for box in boxes_seen:
             touched.update(_box_points(box))
@@ -335,7 +350,7 @@ def _child_traffic(loops, level, child_history):
     return traffic
 
 
-def _mac_traffic(loops, level, axes):
+def _mac_traffic(loops, level, axes, private=frozenset()):
     """Words moved between each instance of `level` and the MACs below it.
 
     Every MAC step (a setting of all temporal loops), every MAC unit under the instance (a
@@ -350,19 +365,20 @@ def _mac_traffic(loops, level, axes):
     # contribute). Steps whose temporal part names the same coordinate make the same requests,
     # so each such coordinate is worked out once and counted as often as it occurs.
     steps = Counter(_coordinates(axes, _dim_values(time, step)) for step in _settings(time))
+    mine = [i for i, loop in enumerate(inner) if loop.level in private]
     traffic = {}
     for instance in _settings(outer):
         here = _coordinates(axes, _dim_values(outer, instance))
         units = []
         for unit in _settings(inner):
             offset = _coordinates(axes, _dim_values(inner, unit))
-            units.append(tuple(a + b for a, b in zip(here, offset)))
+            units.append((tuple(a + b for a, b in zip(here, offset)), tuple(unit[i] for i in mine)))
         words = 0
         touched = set()
         for step, occurrences in steps.items():
-            elements = {tuple(a + b for a, b in zip(step, unit)) for unit in units}
-            words += occurrences * len(elements)
-            touched |= elements
+            requests = {(tuple(a + b for a, b in zip(step, unit)), who) for unit, who in units}
+            words += occurrences * len(requests)
+            touched |= {element for element, _ in requests}
         traffic[instance] = (words, touched)
     return traffic
 

@@ -65,6 +65,8 @@ def archs(draw, min_levels: int = 2, max_levels: int = 3):
             "energy": {"read": draw(energy), "write": draw(energy), "update": draw(energy)},
             "energy_per_byte": {"read": draw(energy)},
             "leak": draw(st.sampled_from([0.0, 0.01])),
+            "multicast": draw(st.sampled_from([True, True, False])),
+            "spatial_reduction": draw(st.sampled_from([True, True, False])),
         })
     compute_mesh = [mesh[0] * draw(st.sampled_from([1, 2])), mesh[1] * draw(st.sampled_from([1, 2]))]
     return arch_from_dict({"name": "random", "clock": "1 GHz", "levels": levels,

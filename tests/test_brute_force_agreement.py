@@ -1,5 +1,6 @@
 """The cost model agrees with the literal loop-nest simulator on random small mappings,
-with spatial fanout over both mesh axes, bypass and sliding (and strided) windows."""
+with spatial fanout over both mesh axes, fanout networks with and without multicast and
+reduction, bypass and sliding (and strided) windows."""
 from hypothesis import given, settings
 
 from mapper.cost import evaluate
@@ -17,7 +18,8 @@ def as_plain(arch, workload, mapping):
     nest = [{"name": level.name,
              "temporal": [(dims[d], b) for d, b in lm.temporal],
              "spatial": [(dims[d], b, AXES[a]) for d, b, a in lm.spatial],
-             "keep": {workload.tensors[t].name for t in lm.keep}}
+             "keep": {workload.tensors[t].name for t in lm.keep},
+             "multicast": level.multicast, "reduction": level.reduction}
             for level, lm in zip(arch.levels, mapping.levels)]
     return problem, nest, arch.fanout(len(arch.levels) - 1)
 

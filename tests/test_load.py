@@ -58,6 +58,7 @@ def test_bad_workloads(tmp_path, change, fragments):
     ({"mesh": [2, 3]}, ["levels[1].mesh", "instances"]),
     ({"block_size": 0}, ["levels[1].block_size"]),
     ({"speed": 3}, ["levels[1].speed", "unknown key"]),
+    ({"multicast": "yes"}, ["levels[1].multicast", "true or false"]),
 ])
 def test_bad_archs(tmp_path, level_change, fragments):
     data = {**ARCH, "levels": [ARCH["levels"][0], {**ARCH["levels"][1], **level_change}]}

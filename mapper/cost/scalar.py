@@ -130,13 +130,20 @@ def _loads(tensor, spans, nest_above) -> int:
     return tile + run(0, 0)[0]
 
 
-def _distinct_children(tensor, levels, parent, child, spans_below) -> int:
+def _distinct_children(tensor, levels, parent, child, spans_below, arch_levels) -> int:
     """Distinct tiles of `tensor` among the children of one instance of level `parent` (the
-    instances of level `child`, or the compute units): identical tiles share one transfer."""
+    instances of level `child`, or the compute units): identical tiles share one transfer,
+    except across a fanout whose network cannot share (no multicast / no reduction)."""
     count = 1
+    sharing = []
+    for lv in range(parent, child):
+        if arch_levels[lv].shares(tensor):
+            sharing.append(lv)
+        else:                    # each child of this fanout is served on its own
+            count *= math.prod(b for _, b, _ in levels[lv].spatial)
     for axis in tensor.axes:
         progressions = []
-        for lv in range(parent, child):
+        for lv in sharing:
             inner = spans_below(lv + 1) if lv + 1 < len(levels) else [1] * len(spans_below(lv))
             for d, c in axis:
                 bound = math.prod(b for dd, b, _ in levels[lv].spatial if dd == d)
@@ -185,7 +192,8 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
                 partition_spans[d] *= b
             partition = _tile(tensor, partition_spans)
             loads = _loads(tensor, spans, nest_above[lv])
-            supply = below_loads * _distinct_children(tensor, levels, lv, below_lv, spans_below)
+            supply = below_loads * _distinct_children(tensor, levels, lv, below_lv, spans_below,
+                                                      arch.levels)
             if tensor.is_output:
                 reads, fills, updates = supply - partition, loads - partition, supply
             else:

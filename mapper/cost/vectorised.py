@@ -253,18 +253,24 @@ def _unique_rows(rows: np.ndarray):
     return np.unique(rows, axis=0, return_inverse=True)
 
 
-def _distinct_children(tensor, nest: _Nest, parent: int, child: int) -> np.ndarray:
+def _distinct_children(arch: Arch, tensor, nest: _Nest, parent: int, child: int) -> np.ndarray:
     """Distinct tiles of `tensor` among the children of one `parent` instance (instances of
     level `child`, or the compute units): see `multicast.py`. Only rows where two dims of one
     axis are both split spatially need the sumset; the rest is a product of bounds."""
-    n, levels = nest.n, range(parent, child)
-    inner = [nest.span[lv + 1] if lv + 1 < nest.n_levels else np.ones_like(nest.span[0]) for lv in levels]
+    n = nest.n
     count = np.ones(n, np.int64)
+    levels = []
+    for lv in range(parent, child):
+        if arch.levels[lv].shares(tensor):
+            levels.append(lv)
+        else:                                      # each child of this fanout is served alone
+            count = count * nest.spatial[lv].prod(axis=0)
+    inner = [nest.span[lv + 1] if lv + 1 < nest.n_levels else np.ones_like(nest.span[0]) for lv in levels]
     for axis in tensor.axes:
         product = np.ones(n, np.int64)
         split_dims = 0
         for d, _ in axis:
-            bounds = _product([nest.spatial[lv, d] for lv in levels])
+            bounds = _product([nest.spatial[lv, d] for lv in levels]) if levels else np.ones(n, np.int64)
             product = product * bounds
             split_dims = split_dims + (bounds > 1)
         collide = np.flatnonzero(split_dims > 1)
@@ -305,13 +311,14 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
         below_buffered = True                # the compute units never stall on operands
         for lv in range(n_levels - 1, -1, -1):
             fan_all = fan_all * spatial_all[lv]
-            fan_shared = fan_shared * shared[lv]
+            if arch.levels[lv].shares(tensor):      # else every child is served on its own
+                fan_shared = fan_shared * shared[lv]
             kept = nest.keep[lv, t]
             if tensor.has_sliding_axis:      # overlapping windows may coincide: count them
                 distinct = np.ones(n, np.int64)
                 for child in np.unique(below_lv).tolist():
                     rows = below_lv == child
-                    distinct = np.where(rows, _distinct_children(tensor, nest, lv, child), distinct)
+                    distinct = np.where(rows, _distinct_children(arch, tensor, nest, lv, child), distinct)
                 supply = below_loads * distinct
             else:
                 supply = below_loads * fan_all // fan_shared

@@ -97,6 +97,13 @@ class LinkBounds:
         return best
 
 
+def _sharing_fanout(arch, tensor, first: int, stop: int) -> int:
+    """The most children one transfer of `tensor` can serve across the fanouts of levels
+    first..stop-1 (only the networks that multicast, or reduce, share)."""
+    return math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(first, stop)
+                     if arch.levels[x].shares(tensor))
+
+
 def link_weight(space: Mapspace, j: int, t: int) -> float:
     """Energy per word fetched into level j (fill at j plus the cheapest parent read, divided
     by the widest multicast), or per word drained from j for the output."""
@@ -110,7 +117,7 @@ def link_weight(space: Mapspace, j: int, t: int) -> float:
         if not any(t in k for k in space.choices[p].keeps):
             continue
         lp = arch.levels[p]
-        spread = math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(p, j))
+        spread = _sharing_fanout(arch, tensor, p, j)
         per_word = (lp.energy_update / lp.block_size + wb * lp.byte_energy_update if tensor.is_output
                     else lp.energy_read / lp.block_size + wb * lp.byte_energy_read)
         parent = min(parent, per_word / spread)
@@ -199,7 +206,7 @@ def _open_part(space: Mapspace, t: int, depth: int, table: MappingTable,
         else:                             # the deepest decided keeper, or a level below it
             candidate = (lv > depth) | (lv == deepest)
         level = arch.levels[lv]
-        below = math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(lv, n_levels))
+        below = _sharing_fanout(arch, tensor, lv, n_levels)
         words = workload.macs / below
         if tensor.is_output:
             e = words * (level.energy_update / level.block_size + wb * level.byte_energy_update)
@@ -226,7 +233,7 @@ def _open_part(space: Mapspace, t: int, depth: int, table: MappingTable,
             if not may_keep[lv]:
                 continue
             level = arch.levels[lv]
-            below = math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(lv, n_levels))
+            below = _sharing_fanout(arch, tensor, lv, n_levels)
             reads = np.maximum(0.0, workload.macs / below - words * np.minimum(sharing, level.instances))
             e = reads * (level.energy_read / level.block_size + wb * level.byte_energy_read)
             candidate = np.full(n, lv >= max(deeper_must)) if deeper_must else (lv > depth) | (lv == deepest)
