@@ -36,12 +36,13 @@ def differences(greedy, joint, arch, workload) -> list[dict]:
             show = lambda t: "x".join(f"{dims[d]}{t[d]}" for d in range(len(dims)))
             what.append(f"tile {show(g_tiles[lv])} -> {show(j_tiles[lv])}")
             native = dict(arch.compute.native_shape)
-            for d, name in enumerate(dims):
-                g_odd, j_odd = _odd_part(g_tiles[lv][d]), _odd_part(j_tiles[lv][d])
-                if name in native and g_odd > j_odd:
-                    why.append(f"divisibility down to the native operation shape: greedy carries the "
-                               f"factor {g_odd} of {name} into this tile ({name}{g_tiles[lv][d]} = "
-                               f"{g_tiles[lv][d] // g_odd} x {g_odd}), the joint search keeps it higher up")
+            odd = lambda tile: [f"{dims[d]}{tile[d]} = {tile[d] // _odd_part(tile[d])} x {_odd_part(tile[d])}"
+                                for d in range(len(dims)) if dims[d] in native and _odd_part(tile[d]) > 1]
+            g_odd, j_odd = odd(g_tiles[lv]), odd(j_tiles[lv])
+            if g_odd != j_odd:
+                why.append("divisibility down to the native operation shape: greedy's tile carries "
+                           + (", ".join(g_odd) or "no odd factor") + "; the joint tile "
+                           + ("carries " + ", ".join(j_odd) if j_odd else "keeps odd factors above this level"))
             g_in, j_in = g_bytes[lv], j_bytes[lv]
             g_time = greedy.evaluation.levels[lv].cycles
             j_time = joint.evaluation.levels[lv].cycles
