@@ -40,7 +40,11 @@ class LinkBounds:
 
     def __init__(self, space: Mapspace, max_combinations: int = 2_000_000):
         self.space = space
-        self.energy = [0.0] + [self._level(space, j, max_combinations) for j in range(1, space.n_levels)]
+        self.energy = [0.0] + [self._level(space, j, max_combinations, link_weight)
+                               for j in range(1, space.n_levels)]
+        # the same minimum over bytes drawn from the parent gives a floor on the parent's time
+        self.cycles = [0.0] + [self._level(space, j, max_combinations, _link_bytes) / _parent_rate(space, j)
+                               for j in range(1, space.n_levels)]
         self.units = [self._units(space, lv, max_combinations) for lv in range(space.n_levels)]
 
     @staticmethod
@@ -61,7 +65,7 @@ class LinkBounds:
         return out
 
     @staticmethod
-    def _level(space: Mapspace, j: int, max_combinations: int) -> float:
+    def _level(space: Mapspace, j: int, max_combinations: int, weigh) -> float:
         arch, workload = space.arch, space.workload
         must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[j].keeps)]
         if not must:
@@ -79,7 +83,7 @@ class LinkBounds:
             return 0.0
         grid, trips = grid[:, fits], trips[:, fits]
         tiles = {t: v[fits] for t, v in tiles.items()}
-        weight = {t: link_weight(space, j, t) for t in must}
+        weight = {t: weigh(space, j, t) for t in must}
         n_dims = len(workload.dims)
         orders = itertools.permutations(range(n_dims)) if n_dims <= 5 else [None]
         best = np.inf
@@ -102,6 +106,19 @@ def _sharing_fanout(arch, tensor, first: int, stop: int) -> int:
     first..stop-1 (only the networks that multicast, or reduce, share)."""
     return math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(first, stop)
                      if arch.levels[x].shares(tensor))
+
+
+def _link_bytes(space: Mapspace, j: int, t: int) -> float:
+    """Bytes the parent moves per word fetched into (or drained from) level j, at best."""
+    tensor = space.workload.tensors[t]
+    nearest_must = max(p for p in range(j) if all(t in k for k in space.choices[p].keeps))
+    spread = max(_sharing_fanout(space.arch, tensor, p, j) for p in range(nearest_must, j))
+    return tensor.bytes_per_word / spread
+
+
+def _parent_rate(space: Mapspace, j: int) -> float:
+    """The most bytes per cycle the levels that may feed level j can move, all instances."""
+    return max(level.bandwidth * level.instances for level in space.arch.levels[:j])
 
 
 def link_weight(space: Mapspace, j: int, t: int) -> float:
@@ -173,6 +190,8 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
     bandwidth = np.array([lv.bandwidth for lv in arch.levels])[:, None]
     level_time = np.maximum(compute, (known_bytes - exposed) / bandwidth) + exposed / bandwidth
     cycles = np.maximum(compute, level_time.max(axis=0))
+    if links is not None and depth + 1 < n_levels:
+        cycles = np.maximum(cycles, max(links.cycles[depth + 1:]))
     energy = energy + sum(lv.leak * lv.instances for lv in arch.levels) * cycles
     if objective.kind == "energy":
         return energy
