@@ -16,7 +16,7 @@ def make_strategy(name: str, time_limit: float | None = None, seed: int = 0, sam
     if name == "random":
         return RandomSearch(samples=samples, seed=seed, time_limit=time_limit)
     if name == "greedy":
-        return Greedy()
+        return Greedy(time_limit=time_limit)
     if name == "joint":
         return Joint(time_limit=time_limit, cpsat_seconds=cpsat_seconds)
     raise ValueError(f"unknown strategy {name!r}")
