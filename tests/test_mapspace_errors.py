@@ -7,7 +7,8 @@ import yaml
 from mapper.cli import main
 from mapper.constraints import Constraints, LevelConstraints
 from mapper.errors import InfeasibleError, SpecError
-from mapper.load import load_arch, load_constraints, load_workload, preset_names
+from mapper.load import load_arch, load_constraints, load_workload, preset_names, workload_from_dict
+from mapper.units import Where
 from mapper.mapspace import Mapspace
 
 
@@ -69,9 +70,14 @@ def test_divisibility_explanation_suggests_padding(tmp_path):
 
 
 def test_min_utilization_explanation():
-    space = Mapspace(load_arch("toy"), load_workload("gemv-4096"), Constraints(min_utilization=1.0))
-    # m = 1 cannot fill a 16x16 array with k and n alone? it can (n, k split); utilization 1 is reachable
-    assert space.funnel(samples=2000).after["fanout"] > 0
+    # 2 x 2 x 2 = 8 MACs can busy at most 8 of the toy's 256 units
+    tiny = workload_from_dict({"name": "tiny", "einsum": "Z[m,n] += A[m,k] * B[k,n]",
+                               "sizes": {"m": 2, "n": 2, "k": 2}, "dtype": "int8"}, Where("t"))
+    space = Mapspace(load_arch("toy"), tiny, Constraints(min_utilization=0.5))
+    with pytest.raises(InfeasibleError, match="fanout step .*at least 50% of the 256 compute units"):
+        space.require_nonempty()
+    assert Mapspace(load_arch("toy"), load_workload("gemv-4096"),
+                    Constraints(min_utilization=1.0)).funnel(samples=2000).after["fanout"] > 0
 
 
 def test_forbidden_orders_are_removed():
