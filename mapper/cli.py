@@ -55,8 +55,9 @@ def _run_search(args, strategy_name: str):
     workload = load_workload(args.workload)
     space = Mapspace(arch, workload, load_constraints(args.mapspace))
     objective = parse_objective(args.objective, arch)
+    warm = tuple(load_mapping(path, arch, workload) for path in getattr(args, "warm_start", None) or ())
     strategy = make_strategy(strategy_name, time_limit=args.time_limit, seed=args.seed,
-                             samples=args.samples, cpsat_seconds=args.cpsat_seconds)
+                             samples=args.samples, cpsat_seconds=args.cpsat_seconds, incumbents=warm)
     with tqdm(desc=strategy_name, unit=" mappings", unit_scale=True, delay=1.0, file=sys.stderr,
               leave=False) as bar:
         def progress(evaluated):
@@ -97,6 +98,8 @@ def _search_options(parser, strategy: bool):
     parser.add_argument("--samples", type=int, default=200_000, help="random strategy draws")
     parser.add_argument("--cpsat-seconds", type=float, default=2.0,
                         help="joint: wall-clock cap on CP-SAT proposals before the tree search (0: none)")
+    parser.add_argument("--warm-start", action="append", metavar="MAPPING",
+                        help="joint: start from this mapping (file or preset; repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 

@@ -47,10 +47,11 @@ class Constraints:
     levels: tuple[tuple[str, LevelConstraints], ...] = field(default_factory=tuple)
 
     def for_level(self, names: tuple[str, ...], index: int) -> LevelConstraints:
-        aliases = {names[index]}
+        aliases = {names[index], "every"}
         if index == 0:
             aliases.add("outermost")
         if index == len(names) - 1:
             aliases.add("innermost")
-        found = [lc for key, lc in self.levels if key in aliases]
+        found = [lc for key, lc in self.levels if key in aliases and key != "every"]
+        found += [lc for key, lc in self.levels if key == "every"]
         return found[0] if found else LevelConstraints()

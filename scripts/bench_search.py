@@ -1,52 +1,91 @@
-"""Benchmark: each search strategy's result, time to its best mapping, and whether it is proven.
+"""Benchmark: the joint search as a scaling report, with greedy beside it and a CP-SAT ablation.
 
-    python scripts/bench_search.py [--time-limit S] [--objective edp]
+    python scripts/bench_search.py [--time-limit S] [--only SUBSTRING] [--ablation]
 
-Cases: a 4096-cube GEMM on h100, a GEMV (Llama-2-7B decode projection shape) on h100, and
-AlexNet's conv3 on the Eyeriss-like preset. Exhaustive search refuses spaces above its limit.
+Per case: the pruned mapspace size, greedy's score, the joint search's score, the seconds to
+its best mapping and in all, whether it is proven optimal (else the proven gap), the mappings
+priced and the peak memory (tracemalloc, numpy arrays included). With `--ablation`, each case
+runs twice more: without CP-SAT proposals and without the local search, to show what each does.
 """
 from __future__ import annotations
 
 import argparse
 import time
+import tracemalloc
 
 from mapper import load_arch, load_workload
+from mapper.load import load_constraints
 from mapper.mapspace import Mapspace
-from mapper.search import Exhaustive, Greedy, Joint, RandomSearch, SpaceTooLargeError, parse_objective
+from mapper.search import Greedy, Joint, parse_objective
 
-CASES = [("h100", "gemm-4096"), ("h100", "gemv-4096"), ("eyeriss", "conv-alexnet-conv3")]
+# (arch, workload, mapspace, objective, what the score is shown as)
+CASES = [
+    ("pe-array", "gemm-256", "bypass-every", "energy", "pJ/MAC"),
+    ("pe-array", "gemm-1024-int8", "bypass-every", "energy", "pJ/MAC"),
+    ("pe-array", "gemv-1024-int8", "bypass-every", "energy", "pJ/MAC"),
+    ("h100", "gemm-512", "default", "edp", "EDP"),
+    ("h100", "gemm-1024", "default", "edp", "EDP"),
+    ("h100", "gemm-2048", "default", "edp", "EDP"),
+    ("h100", "gemm-4096", "default", "edp", "EDP"),
+    ("h100", "gemm-8192", "default", "edp", "EDP"),
+    ("h100", "gemm-16384", "default", "edp", "EDP"),
+    ("h100", "tall-skinny-32768x64", "default", "edp", "EDP"),
+    ("h100", "gemv-8192", "default", "edp", "EDP"),
+    ("h100", "conv-resnet50-conv3", "default", "edp", "EDP"),
+    ("h100", "attention-qk", "default", "edp", "EDP"),
+    ("eyeriss", "conv-alexnet-conv3", "default", "edp", "EDP"),
+]
+
+
+def _shown(score: float, unit: str, macs: int) -> str:
+    return f"{score / macs:.4f}" if unit == "pJ/MAC" else f"{score:.4g}"
+
+
+def _run(strategy, space, objective):
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        result, error = strategy.run(space, objective), None
+    except Exception as exc:                      # a row, not a crash: the table goes on
+        result, error = None, f"{type(exc).__name__}: {str(exc)[:80]}"
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return result, error, seconds, peak
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=60.0)
-    parser.add_argument("--objective", default="edp")
-    parser.add_argument("--samples", type=int, default=200_000)
+    parser.add_argument("--time-limit", type=float, default=30.0)
+    parser.add_argument("--only", default="", help="run the cases whose arch/workload contain this")
+    parser.add_argument("--ablation", action="store_true", help="also without CP-SAT, without local search")
     args = parser.parse_args()
-    print(f"{'arch':8} {'workload':20} {'strategy':10} {'score':>12} {'vs best':>8} {'to best s':>9} "
-          f"{'total s':>8} {'priced':>11} {'proven':>6} {'gap':>7}")
-    for arch_name, workload_name in CASES:
-        space = Mapspace(load_arch(arch_name), load_workload(workload_name))
-        objective = parse_objective(args.objective, space.arch)
-        rows = []
-        for strategy in (Greedy(), RandomSearch(samples=args.samples, time_limit=args.time_limit),
-                         Joint(time_limit=args.time_limit), Exhaustive(time_limit=args.time_limit)):
-            start = time.perf_counter()
-            try:
-                result = strategy.run(space, objective)
-            except SpaceTooLargeError as exc:
-                rows.append((strategy.name, None, str(exc).split(":")[0]))
-                continue
-            rows.append((strategy.name, result, time.perf_counter() - start))
-        best = min(r.score for _, r, _ in rows if r is not None)
-        for name, result, extra in rows:
+    variants = [("joint", Joint(time_limit=args.time_limit))]
+    if args.ablation:
+        variants += [("no-cpsat", Joint(time_limit=args.time_limit, cpsat_seconds=0)),
+                     ("no-local", Joint(time_limit=args.time_limit, local_search=False)),
+                     ("neither", Joint(time_limit=args.time_limit, cpsat_seconds=0, local_search=False))]
+    print(f"{'arch':9} {'workload':22} {'pruned':>9} {'greedy':>10} {'variant':9} {'joint':>10} "
+          f"{'to best':>7} {'total':>7} {'proven':>6} {'gap':>7} {'priced':>11} {'peak MiB':>8}")
+    for arch_name, workload_name, mapspace, objective_name, unit in CASES:
+        if args.only and args.only not in f"{arch_name}/{workload_name}":
+            continue
+        arch, workload = load_arch(arch_name), load_workload(workload_name)
+        space = Mapspace(arch, workload, load_constraints(mapspace))
+        objective = parse_objective(objective_name, arch)
+        pruned = space.funnel().after["occupancy"]
+        greedy, error, _, _ = _run(Greedy(time_limit=args.time_limit), space, objective)
+        greedy_text = _shown(greedy.score, unit, workload.macs) if greedy else "error"
+        for name, strategy in variants:
+            result, error, seconds, peak = _run(strategy, space, objective)
+            head = f"{arch_name:9} {workload_name:22} {pruned:>9.2g} {greedy_text:>10} {name:9}"
             if result is None:
-                print(f"{arch_name:8} {workload_name:20} {name:10} {extra}")
+                print(f"{head} {error}")
                 continue
-            gap = "" if result.gap is None else f"{result.gap:.2%}"
-            print(f"{arch_name:8} {workload_name:20} {name:10} {result.score:>12.5g} "
-                  f"{result.score / best - 1:>+8.2%} {result.seconds_to_best:>9.2f} {extra:>8.2f} "
-                  f"{result.evaluated:>11,} {str(result.optimal):>6} {gap:>7}")
+            gap = "" if result.optimal or result.gap is None else f"{result.gap:.1%}"
+            print(f"{head} {_shown(result.score, unit, workload.macs):>10} {result.seconds_to_best:>7.1f} "
+                  f"{seconds:>7.1f} {str(result.optimal):>6} {gap:>7} {result.evaluated:>11,} {peak:>8.0f}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -108,6 +108,15 @@ def _sharing_fanout(arch, tensor, first: int, stop: int) -> int:
                      if arch.levels[x].shares(tensor))
 
 
+def _serve_energy(level, tensor) -> float:
+    """Energy per word a level sends down (an input's read) or takes back (an output's update),
+    block rounding relaxed."""
+    wb = tensor.bytes_per_word
+    if tensor.is_output:
+        return level.energy_update / level.block_size + wb * level.byte_energy_update
+    return level.energy_read / level.block_size + wb * level.byte_energy_read
+
+
 def _link_bytes(space: Mapspace, j: int, t: int) -> float:
     """Bytes the parent moves per word fetched into (or drained from) level j, at best."""
     tensor = space.workload.tensors[t]
@@ -216,6 +225,14 @@ def _open_part(space: Mapspace, t: int, depth: int, table: MappingTable,
     for lv in range(min(depth, n_levels - 1) + 1):
         deepest = np.where(table.keep[lv, t], lv, deepest)
     deeper_must = [lv for lv in range(depth + 1, n_levels) if must_keep[lv]]
+    words_once = workload.tensor_words(t)
+    compulsory = np.zeros(n)
+    # (where an undecided level must keep t, `LinkBounds` already charges the parent's reads)
+    for lv in range(min(depth, n_levels - 1) + 1 if not deeper_must else 0):
+        level = arch.levels[lv]
+        per_word = level.energy_read if not tensor.is_output else level.energy_update
+        per_byte = level.byte_energy_read if not tensor.is_output else level.byte_energy_update
+        compulsory = np.where(deepest == lv, words_once * (per_word / level.block_size + wb * per_byte), compulsory)
     best = np.full(n, np.inf)
     for lv in range(n_levels):
         if not may_keep[lv]:
@@ -224,13 +241,11 @@ def _open_part(space: Mapspace, t: int, depth: int, table: MappingTable,
             candidate = np.full(n, lv >= max(deeper_must))
         else:                             # the deepest decided keeper, or a level below it
             candidate = (lv > depth) | (lv == deepest)
-        level = arch.levels[lv]
         below = _sharing_fanout(arch, tensor, lv, n_levels)
-        words = workload.macs / below
-        if tensor.is_output:
-            e = words * (level.energy_update / level.block_size + wb * level.byte_energy_update)
-        else:
-            e = words * (level.energy_read / level.block_size + wb * level.byte_energy_read)
+        e = workload.macs / below * _serve_energy(arch.levels[lv], tensor)
+        # the deepest decided keeper serves every word at least once (compulsory): on top of
+        # a deeper keeper's per-MAC traffic, or as a floor under its own
+        e = np.where(lv == deepest, np.maximum(e, compulsory), e + compulsory)
         best = np.where(candidate, np.minimum(best, e), best)
     out = np.where(np.isfinite(best), best, 0.0)
     if tensor.is_output:

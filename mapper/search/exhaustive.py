@@ -3,10 +3,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import MapperError
 from ..mapspace import Mapspace
 from .objective import Objective
 from .result import Budget, Incumbent, SearchResult
+
+
+def expansion_bound(space: Mapspace) -> int:
+    """The most mappings one factor combination expands to (keep sets x stage counts x loop
+    orders at every level): batches of factor combinations are sized by it, so that the rows
+    priced together, and the time between budget checks, stay bounded."""
+    everything = frozenset(range(space.n_dims))
+    return int(np.prod([len(c.keeps) * len(c.stages) * max(1, len(space.orders_for(lv, everything)))
+                        for lv, c in enumerate(space.choices)]))
 
 
 class SpaceTooLargeError(MapperError):
@@ -29,7 +40,7 @@ class Exhaustive:
                 f"exhaustive search refuses {size:,} mappings (limit {self.limit:,}): use --strategy "
                 "joint, random or greedy, a tighter --mapspace, or raise the limit")
         incumbent, budget, complete = Incumbent(space, objective), Budget(self.time_limit), True
-        for table in space.tables(self.batch):
+        for table in space.tables(max(1, self.batch // expansion_bound(space))):
             incumbent.offer(table)
             if progress:
                 progress(incumbent.evaluated)

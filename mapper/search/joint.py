@@ -24,6 +24,8 @@ from ..mapping import to_table
 from ..mapspace import Mapspace
 from .bounds import LinkBounds, lower_bound
 from .greedy import Greedy
+from .neighbourhood import improve
+from .warm import admit
 from .objective import Objective
 from .result import Budget, Incumbent, SearchResult
 from .tree import LevelTree, Nodes, feasible
@@ -34,9 +36,11 @@ SLACK = 1e-9        # relative: bounds and scores are sums of the same terms in 
 @dataclass(frozen=True)
 class Joint:
     time_limit: float | None = 60.0
-    chunk: int = 4_000              # factor choices expanded (then priced) together
+    chunk: int = 64_000             # rows (mappings or partial mappings) priced together
     warm_start: bool = True
     cpsat_seconds: float = 2.0      # wall-clock cap on CP-SAT proposals (0: none)
+    local_search: bool = True       # improve the warm start by moves around it before the walk
+    incumbents: tuple = ()          # mappings from outside (a neighbouring shape's optimum, ...)
     name: str = "joint"
 
     def run(self, space: Mapspace, objective: Objective, progress=None) -> SearchResult:
@@ -54,8 +58,15 @@ class Joint:
                 notes.append(f"warm start (greedy): {warm.score:.6g}")
             except Exception as exc:          # greedy can dead-end; the search does not need it
                 notes.append(f"no warm start: {exc}")
+        if self.incumbents:
+            notes.append(self._outside_incumbents(space, incumbent))
         if self.cpsat_seconds:
             notes.append(self._cpsat_proposals(space, objective, incumbent))
+        if self.local_search and incumbent.table is not None:
+            before = incumbent.score
+            share = None if self.time_limit is None else self.time_limit / 4
+            rounds = improve(space, incumbent, Budget(share))
+            notes.append(f"local search: {rounds} improving round(s), {before:.6g} -> {incumbent.score:.6g}")
         walk = _Walk(space, objective, tree, incumbent, budget, self.chunk, progress)
         roots = tree.roots()
         table = tree.table(roots)
@@ -99,6 +110,15 @@ class Joint:
                    else "none beat the incumbent"))
 
 
+    def _outside_incumbents(self, space, incumbent) -> str:
+        """Offer the given mappings, each first made a member of the space (`admit`)."""
+        admitted = [m for m in (admit(space, mapping) for mapping in self.incumbents) if m is not None]
+        before = incumbent.score
+        for table in admitted:
+            incumbent.offer(table, mask=space.valid_mask(table))
+        return (f"{len(admitted)} of {len(self.incumbents)} given incumbent(s) lie in the space"
+                + (f"; best {incumbent.score:.6g}" if incumbent.score < before else ""))
+
     @staticmethod
     def _rows_of(space, incumbent) -> list[int] | None:
         """The incumbent's factorisation row per dim (a CP-SAT hint), if it has one."""
@@ -125,10 +145,12 @@ class _Walk:
 
     def search(self, nodes: Nodes, bounds: np.ndarray | None = None) -> bool:
         """Depth-first over `nodes` (sorted by `bounds` when given), their children generated
-        in slices of about `chunk` factor choices; False when the budget ran out, after
-        recording the smallest bound left unexplored."""
+        in slices of at most about `chunk` rows (factor choices times the orders and choices
+        each expands to); False when the budget ran out, after recording the smallest bound
+        left unexplored."""
         space, objective, tree, incumbent = self.space, self.objective, self.tree, self.incumbent
         ends = np.cumsum(tree.factor_children(nodes))
+        step = max(1, self.chunk // tree.expansion(nodes.depth))
         position = 0
         while position < ends[-1]:
             node = int(np.searchsorted(ends, position, side="right"))
@@ -137,22 +159,28 @@ class _Walk:
             if self.budget.spent():
                 self.open_bounds.append(-np.inf if bounds is None else float(bounds[node]))
                 return False
-            stop = int(min(ends[-1], position + self.chunk))
+            stop = int(min(ends[-1], position + step))
             children = tree.children(nodes, position, stop)
             position = stop
             table = tree.table(children)
-            costs = evaluate_many(space.arch, space.workload, table)
-            if children.depth == tree.n_levels:
-                incumbent.offer(table, costs, space.valid_mask(table))
+            if children.depth >= tree.leaf_depth:
+                rows = np.flatnonzero(space.valid_mask(table))
+                if len(rows):
+                    incumbent.offer(table.take(rows))
                 if self.progress:
                     self.progress(incumbent.evaluated)
                 continue
-            incumbent.evaluated += len(table)
+            # capacity and fanout first: they need no pricing and rule out most children
+            rows = np.flatnonzero(feasible(space, children.depth, table))
+            if not len(rows):
+                continue
+            table = table.take(rows)
+            costs = evaluate_many(space.arch, space.workload, table)
+            incumbent.evaluated += len(rows)
             bound = lower_bound(space, objective, children.depth, table, costs, self.links)
-            keep = feasible(space, children.depth, table) & (bound <= incumbent.score * (1 + SLACK))
-            rows = np.flatnonzero(keep)
-            rows = rows[np.argsort(bound[rows], kind="stable")]
-            if len(rows) and not self.search(children.take(rows), bound[rows]):
+            keep = np.flatnonzero(bound <= incumbent.score * (1 + SLACK))
+            keep = keep[np.argsort(bound[keep], kind="stable")]
+            if len(keep) and not self.search(children.take(rows[keep]), bound[keep]):
                 self.open_bounds.append(-np.inf if bounds is None else float(bounds[node]))
                 return False
         return True

@@ -54,11 +54,16 @@ def ranking_keys(objective: Objective, costs: Costs, table: MappingTable) -> lis
 
 
 def best_row(objective: Objective, costs: Costs, table: MappingTable, mask=None) -> int | None:
-    """Index of the best valid row, or None."""
+    """Index of the best valid row, or None. Only the rows with the smallest score are
+    ranked by the remaining keys (the score is the first key)."""
     valid = costs.valid if mask is None else costs.valid & mask
     rows = np.flatnonzero(valid)
     if not len(rows):
         return None
+    score = objective.score(costs)[rows]
+    rows = rows[score == score.min()]
+    if len(rows) == 1:
+        return int(rows[0])
     keys = [k[rows] for k in ranking_keys(objective, costs, table)]
     return int(rows[np.lexsort(keys[::-1])[0]])
 

@@ -82,6 +82,27 @@ class LevelTree:
             count.append(np.searchsorted(below, ends[nodes.groups[:, d]]) - first)
         return np.stack(lo, axis=1), np.stack(count, axis=1)
 
+    @property
+    def leaf_depth(self) -> int:
+        """The depth whose nodes are already complete mappings: the last one, or the one above
+        when the innermost level has no spatial split (its factors are then what is left of
+        every dim, and its loop order changes no cost)."""
+        last = self.n_levels - 1
+        return last if (self.column_level == last).sum() == 1 else self.n_levels
+
+    def expansion(self, depth: int) -> int:
+        """The most children one factor choice of a depth-`depth` node expands to (loop orders
+        of level `depth` times the next level's stage and keep options): slices of factor
+        choices are sized by it so that the rows priced together stay bounded."""
+        if depth == self.n_levels - 1:
+            orders = 1
+        else:
+            orders = max(len(self.space.orders_for(depth, frozenset(range(self.n_dims)))), 1)
+        if depth + 1 < self.n_levels:
+            choice = self.space.choices[depth + 1]
+            return orders * len(choice.stages) * len(choice.keeps)
+        return orders
+
     def factor_children(self, nodes: Nodes) -> np.ndarray:
         """Per node, how many ways level k's factors can be chosen (before orders and choices)."""
         return self._child_ranges(nodes)[1].prod(axis=1)
@@ -106,7 +127,33 @@ class LevelTree:
             local //= c
         factor_nodes = Nodes(k + 1, groups, nodes.orders[..., parent], nodes.stages[..., parent],
                              nodes.keeps[..., parent])
-        return self._with_orders_and_choices(factor_nodes, k, first_order_only)
+        return self._with_orders_and_choices(factor_nodes, k, first_order_only,
+                                             self._fitting_choices(factor_nodes))
+
+    def spans(self, nodes: Nodes) -> np.ndarray:
+        """(D, N) extent of every dim in the tile level `nodes.depth` holds."""
+        rows = self._prefix_rows(nodes.depth, nodes.groups)
+        decided = 1 + np.flatnonzero(self.column_level < nodes.depth)
+        return np.stack([r[:, 0] // r[:, decided].prod(axis=1) for r in rows])
+
+    def _fitting_choices(self, nodes: Nodes) -> np.ndarray:
+        """(N, stages x keeps) which of level `depth`'s stage and keep options fit its capacity
+        with the tile the node gives it, all False where level depth-1's split exceeds its
+        fanout: what is ruled out here is never crossed with loop orders."""
+        space, lv = self.space, nodes.depth
+        level_above = self.level_factors(nodes, lv - 1)
+        fanout = np.array(space.arch.fanout(lv - 1))[:, None]
+        fits_fanout = (level_above[1:].prod(axis=1) <= fanout).all(axis=0)
+        if lv >= self.n_levels:
+            return fits_fanout[:, None]
+        spans = self.spans(nodes)
+        choice = space.choices[lv]
+        words = [np.prod([1 + sum(c * (spans[d] - 1) for d, c in axis) for axis in tensor.axes], axis=0)
+                 * tensor.bytes_per_word for tensor in space.workload.tensors]
+        footprint = np.stack([sum((words[t] for t in keep), np.zeros(len(nodes))) for keep in choice.keeps])
+        capacity = space.arch.levels[lv].capacity
+        fits = np.stack([footprint * s <= capacity for s in choice.stages])        # (S, K, N)
+        return fits.reshape(-1, len(nodes)).T & fits_fanout[:, None]
 
     def reorder(self, nodes: Nodes) -> Nodes:
         """The same nodes with every order class of their last decided level."""
@@ -114,13 +161,16 @@ class LevelTree:
         base = Nodes(nodes.depth, nodes.groups, nodes.orders[:k], nodes.stages[:k + 1], nodes.keeps[:k + 1])
         return self._with_orders_and_choices(base, k)
 
-    def _with_orders_and_choices(self, nodes: Nodes, level: int, first_order_only: bool = False) -> Nodes:
+    def _with_orders_and_choices(self, nodes: Nodes, level: int, first_order_only: bool = False,
+                                 allowed: np.ndarray | None = None) -> Nodes:
         """Expand each node over level `level`'s order classes (or just the first) and level+1's
-        stages/keeps."""
+        stages/keeps (those `allowed`, (N, stages x keeps), when given)."""
         temporal = self.level_factors(nodes, level)[TEMPORAL]                       # (D, N)
         masks = ((temporal > 1) * (1 << np.arange(self.n_dims))[:, None]).sum(axis=0)
-        options = {int(m): self.space.order_array(level, int(m)) for m in np.unique(masks)}
-        if first_order_only:
+        options = {int(m): _sorted_rows(self.space.order_array(level, int(m))) for m in np.unique(masks)}
+        if first_order_only or level == self.n_levels - 1:
+            # the innermost level's loop order changes no cost (nothing below it is refetched),
+            # and equally good mappings rank by content: the smallest order is the one kept
             options = {m: table[:1] for m, table in options.items()}
         n_orders = np.array([len(options[int(m)]) for m in masks])
         next_level = level + 1
@@ -129,10 +179,13 @@ class LevelTree:
             n_choice = len(choice.stages) * len(choice.keeps)
         else:
             n_choice = 1
-        per_node = n_orders * n_choice
-        parent = np.repeat(np.arange(len(nodes)), per_node)
-        local = np.arange(len(parent)) - np.repeat(np.cumsum(per_node) - per_node, per_node)
-        order_index, choice_index = local // n_choice, local % n_choice
+        if allowed is None:
+            allowed = np.ones((len(nodes), n_choice), bool)
+        node_of, choice_of = np.nonzero(allowed)               # fitting (node, choice) pairs
+        per_pair = n_orders[node_of]
+        pair = np.repeat(np.arange(len(node_of)), per_pair)
+        order_index = np.arange(len(pair)) - np.repeat(np.cumsum(per_pair) - per_pair, per_pair)
+        parent, choice_index = node_of[pair], choice_of[pair]
         order = np.empty((self.n_dims, len(parent)), np.int64)
         for m, table in options.items():
             rows = np.flatnonzero(masks[parent] == m)
@@ -173,6 +226,11 @@ class LevelTree:
                 factors[k, TEMPORAL, d] = rows[d][:, 0] // decided
         order = np.tile(np.arange(self.n_dims)[None, :, None], (self.n_levels, 1, n))
         order[:k] = nodes.orders
+        if k < self.n_levels:       # the smallest order the space allows for level k's loops
+            masks = ((factors[k, TEMPORAL] > 1) * (1 << np.arange(self.n_dims))[:, None]).sum(axis=0)
+            for m in np.unique(masks):
+                rows = np.flatnonzero(masks == m)
+                order[k][:, rows] = _sorted_rows(self.space.order_array(k, int(m)))[0][:, None]
         stages = np.ones((self.n_levels, n), np.int64)
         stages[:k + 1] = nodes.stages[:k + 1]
         keep = np.zeros((self.n_levels, len(self.space.workload.tensors), n), bool)
@@ -183,6 +241,10 @@ class LevelTree:
                 table[i, list(option)] = True
             keep[lv] = table[index].T
         return MappingTable(factors, order, keep, stages)
+
+
+def _sorted_rows(table: np.ndarray) -> np.ndarray:
+    return table[np.lexsort(table.T[::-1])]
 
 
 def feasible(space: Mapspace, depth: int, table) -> np.ndarray:

@@ -1,0 +1,75 @@
+"""Local search around the incumbent, to give the branch and bound a strong bound early.
+
+Moves, each priced in one vectorised batch:
+- *choices*: the incumbent's factors with every keep set, stage count and loop order;
+- *one dim*: every factorisation of one dim, the rest of the mapping kept;
+- *two dims*: every pair of factorisations of two dims (sampled when the pair is large),
+  the rest kept, which trades tile extent between dims (the square-root law's move).
+Loop orders are carried over by what the cost model sees of them (`orders.signature`), so every
+neighbour is a member of the space and ranks against exhaustive search's choice exactly.
+The walk repeats until a round finds nothing better or the budget ends. It proves nothing.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..mapping import MappingTable
+from ..mapspace import Mapspace
+from .exhaustive import expansion_bound
+from .result import Budget, Incumbent
+from .warm import carried_orders, factor_rows
+
+PAIR_LIMIT = 100_000        # factor combinations priced per pair of dims
+EXPAND_LIMIT = 2_000_000    # rows when one dim's factorisations are crossed with every choice
+
+
+def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0) -> int:
+    """Improve `incumbent` in place; returns the number of rounds that found a better mapping."""
+    rng = np.random.default_rng(seed)
+    improved = 0
+    while incumbent.table is not None and not budget.spent():
+        before = incumbent.key
+        _offer(space, incumbent, space.expand(incumbent.table.factors))
+        for dims in [(d,) for d in range(space.n_dims)] + list(itertools.combinations(range(space.n_dims), 2)):
+            if budget.spent():
+                break
+            rows = factor_rows(space, incumbent.table)
+            if rows is None:
+                return improved
+            varied = _vary(space, incumbent.table, rows, dims, rng)
+            _offer(space, incumbent, varied)
+            if len(dims) == 1 and varied.factors.shape[-1] * expansion_bound(space) <= EXPAND_LIMIT:
+                _offer(space, incumbent, space.expand(varied.factors))
+        if incumbent.key == before:
+            break
+        improved += 1
+    return improved
+
+
+def _vary(space: Mapspace, table: MappingTable, rows: list[int], dims: tuple[int, ...],
+          rng: np.random.Generator) -> MappingTable:
+    """The one-row `table` with the factors of `dims` over all (or sampled) combinations of rows."""
+    options = [np.arange(len(space.dim_tables[d])) for d in dims]
+    total = int(np.prod([len(o) for o in options]))
+    if total > PAIR_LIMIT:
+        picks = [rng.integers(0, len(o), PAIR_LIMIT) for o in options]
+    else:
+        picks = [g.ravel() for g in np.meshgrid(*options, indexing="ij")]
+    n = len(picks[0])
+    per_dim = [np.repeat(space.dim_tables[d][[r]], n, axis=0) for d, r in enumerate(rows)]
+    for d, pick in zip(dims, picks):
+        per_dim[d] = space.dim_tables[d][pick]
+    factors = space.assemble(per_dim)
+    factors = factors[..., space.fanout_mask(factors)]
+    n = factors.shape[-1]
+    keep = np.repeat(table.keep, n, axis=-1)
+    stages = np.repeat(table.stages, n, axis=-1)
+    order, ok = carried_orders(space, table.order[..., 0], factors)
+    return MappingTable(factors, order, keep, stages).take(np.flatnonzero(ok))
+
+
+def _offer(space: Mapspace, incumbent: Incumbent, table: MappingTable) -> None:
+    if len(table):
+        incumbent.offer(table, mask=space.valid_mask(table))

@@ -1,0 +1,142 @@
+"""The joint search on larger random spaces (four levels, bypass everywhere, stages, padding),
+its warm starts from outside, and the local search that feeds it incumbents."""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from mapper.constraints import Constraints, LevelConstraints
+from mapper.cost import evaluate_many
+from mapper.load import load_arch, load_workload
+from mapper.mapping import from_table
+from mapper.mapspace import Mapspace
+from mapper.search import Exhaustive, Joint, parse_objective
+from mapper.search.neighbourhood import improve
+from mapper.search.result import Budget, Incumbent
+from mapper.search.tree import LevelTree
+from mapper.search.warm import admit, rescale
+
+from strategies import archs, workloads
+from test_mapspace import gemm, small_arch
+
+BYPASS_EVERYWHERE = (("every", LevelConstraints(bypass=True)),)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_joint_equals_exhaustive_on_four_level_spaces(data):
+    workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=24))
+    arch = data.draw(archs(min_levels=4, max_levels=4))
+    imperfect = data.draw(st.booleans())
+    # bypass at every level, or at some levels only (the others must keep what they may)
+    bypass = data.draw(st.sampled_from(["every", "some"]))
+    levels = BYPASS_EVERYWHERE if bypass == "every" else tuple(
+        (level.name, LevelConstraints(bypass=data.draw(st.booleans()))) for level in arch.levels[1:])
+    constraints = Constraints(levels=levels, imperfect=imperfect, max_padding=0.5)
+    space = Mapspace(arch, workload, constraints)
+    objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
+    if space.funnel().after["divisibility"] > 400_000:
+        return
+    exact = Exhaustive().run(space, objective)
+    joint = Joint(time_limit=None).run(space, objective)
+    assert joint.optimal and joint.score == exact.score and joint.mapping == exact.mapping
+
+
+def test_children_are_priced_in_bounded_slices():
+    space = Mapspace(load_arch("toy"), load_workload("gemm-256"), Constraints(levels=BYPASS_EVERYWHERE))
+    tree = LevelTree(space)
+    nodes = tree.roots()
+    step = max(1, 5_000 // tree.expansion(0))
+    children = tree.children(nodes, 0, min(step, int(tree.factor_children(nodes).sum())))
+    assert 0 < len(children) <= 5_000
+
+
+def _space_and_optimum():
+    space = Mapspace(small_arch(capacity="64 B", rf="12 B"), gemm(8, 4, 4), Constraints())
+    objective = parse_objective("energy", space.arch)
+    return space, objective, Exhaustive().run(space, objective)
+
+
+def test_warm_start_from_outside_is_admitted_and_kept():
+    space, objective, exact = _space_and_optimum()
+    table = admit(space, exact.mapping)
+    assert table is not None and len(table) == 1
+    warm = Joint(time_limit=None, warm_start=False, cpsat_seconds=0, local_search=False,
+                 incumbents=(exact.mapping,)).run(space, objective)
+    assert warm.mapping == exact.mapping and warm.optimal
+    assert any("1 of 1 given incumbent" in note for note in warm.notes)
+
+
+def test_a_mapping_outside_the_space_is_not_admitted():
+    space, _, exact = _space_and_optimum()
+    other = Mapspace(small_arch(capacity="64 B", rf="12 B"), gemm(4, 4, 4), Constraints())
+    assert admit(other, exact.mapping) is None          # its factors do not multiply to m = 4
+
+
+def test_rescale_carries_a_mapping_to_a_neighbouring_shape():
+    _, _, exact = _space_and_optimum()
+    source, target = gemm(8, 4, 4), gemm(16, 8, 4)
+    carried = rescale(exact.mapping, source, target)
+    assert carried is not None
+    product = [1] * 3
+    for level in carried.levels:
+        for d, b in level.temporal:
+            product[d] *= b
+        for d, b, _ in level.spatial:
+            product[d] *= b
+    assert product == list(target.sizes)
+    assert rescale(exact.mapping, source, gemm(12, 4, 4)) is None      # 12 / 8 is not whole
+
+
+def test_local_search_never_worsens_and_stays_in_the_space():
+    space, objective, exact = _space_and_optimum()
+    incumbent = Incumbent(space, objective)
+    rng = np.random.default_rng(1)
+    start = space.sample(200, rng)
+    start = start.take(np.array([int(np.argmax(evaluate_many(space.arch, space.workload, start).energy_pj))]))
+    incumbent.offer(start)
+    before = incumbent.score
+    improve(space, incumbent, Budget(None))
+    assert exact.score <= incumbent.score <= before
+    assert admit(space, from_table(incumbent.table, 0)) is not None
+
+
+def test_cli_warm_start_reaches_the_search(capsys):
+    import json
+    from mapper.cli import main
+    assert main(["search", "toy", "gemm-256", "--mapspace", "fixed-example", "--objective", "energy",
+                 "--warm-start", "toy-gemm-256-os", "--time-limit", "20", "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["search"]["notes"]
+    assert any("given incumbent" in note for note in notes)
+
+
+def _prefix_table(space, table, depth):
+    """The tree node of `table`'s mapping at `depth`: levels above as chosen, level `depth`
+    holding the rest of every dim as temporal loops, deeper levels unit."""
+    from mapper.mapping import MappingTable
+    factors = table.factors.copy()
+    if depth < space.n_levels:
+        factors[depth, 0] = factors[depth:].prod(axis=(0, 1))
+        factors[depth, 1:] = 1
+        factors[depth + 1:] = 1
+    return MappingTable(factors, table.order.copy(), table.keep.copy(), table.stages.copy())
+
+
+def test_bounds_never_exceed_a_mapping_below_them():
+    """Regression: with bypass at one level and a must-keep level below, the compulsory read
+    at the deepest decided keeper was charged twice (once more inside the link bound)."""
+    from pathlib import Path
+    from mapper import load_mapping
+    from mapper.load import load_constraints
+    from mapper.search.bounds import LinkBounds, lower_bound
+    data = Path(__file__).parent / "data"
+    arch = load_arch(data / "eyeriss-merged-arch.yaml")
+    workload = load_workload("timeloop-eyeriss_like-problem")
+    space = Mapspace(arch, workload, load_constraints(data / "eyeriss-merged-mapspace.yaml"))
+    table = admit(space, load_mapping(data / "eyeriss-merged-mapping.yaml", arch, workload))
+    objective = parse_objective("edp", arch)
+    cost = evaluate_many(arch, workload, table).edp[0]
+    links = LinkBounds(space)
+    for depth in range(space.n_levels + 1):
+        node = _prefix_table(space, table, depth)
+        bound = lower_bound(space, objective, min(depth, space.n_levels), node,
+                            evaluate_many(arch, workload, node), links)[0]
+        assert bound <= cost * (1 + 1e-9), depth
