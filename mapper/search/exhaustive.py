@@ -40,7 +40,7 @@ class Exhaustive:
                 f"exhaustive search refuses {size:,} mappings (limit {self.limit:,}): use --strategy "
                 "joint, random or greedy, a tighter --mapspace, or raise the limit")
         incumbent, budget, complete = Incumbent(space, objective), Budget(self.time_limit), True
-        for table in space.tables(max(1, self.batch // expansion_bound(space))):
+        for table in space.tables(max(20_000, self.batch // expansion_bound(space))):
             incumbent.offer(table)
             if progress:
                 progress(incumbent.evaluated)
