@@ -106,17 +106,33 @@ def evaluation_text(arch: Arch, workload: Workload, mapping: Mapping, ev: Evalua
 
 
 def funnel_text(funnel) -> str:
-    """The mapspace funnel: raw size, then what each pruning step leaves."""
-    mark = "" if funnel.exact else "~"
-    rows = [["raw space", f"{funnel.size:,}", ""]]
+    """The mapspace funnel: raw size, then what each pruning step leaves; estimates marked ~."""
+    def shown(name: str, count) -> str:
+        return f"{'~' if name in funnel.estimated else ''}{count:,.0f}"
+    rows = [["raw space", shown("raw", funnel.size), ""]]
     previous = funnel.size
     for step, count in funnel.after.items():
         share = f"{count / previous:.2%} kept" if previous else ""
-        rows.append([f"after {step}", f"{mark if step not in ('constraints', 'divisibility') else ''}{count:,.0f}", share])
+        rows.append([f"after {step}", shown(step, count), share])
         previous = count
-    note = "" if funnel.exact else (f"\n(~: estimated from {funnel.samples:,} uniform samples of the "
-                                     "factor combinations; the first two counts are exact)")
-    return table(["mapspace", "mappings", ""], rows, align_left=1) + note
+    return table(["mapspace", "mappings", ""], rows, align_left=1) + _estimate_note(funnel)
+
+
+def _estimate_note(funnel) -> str:
+    """What the ~ marks mean: which counts are estimates, and from what."""
+    if funnel.exact:
+        return ""
+    closed = [name for name in ("raw", "constraints", "divisibility") if name in funnel.estimated]
+    parts = []
+    if closed:
+        parts.append(f"{', '.join(closed)}: too many per-dim loop patterns to sum, estimated from "
+                     "sampled ones")
+    if funnel.samples:
+        parts.append(f"the coupled steps: estimated from {funnel.samples:,} uniform samples of the "
+                     "factor combinations")
+    if len(funnel.estimated) < 1 + len(funnel.after):
+        parts.append("unmarked counts are exact")
+    return "\n(~: " + "; ".join(parts) + ")"
 
 
 def stationarity(workload: Workload, order: tuple[int, ...]) -> str:

@@ -2,8 +2,12 @@
 
 Rule, top-down from the outermost level: at each level k (k = 0 .. L-2) choose, among every
 way to split what level k holds into its own loops, its spatial split and the tile level k+1
-will hold (with level k's loop order and level k+1's keeps, and level k+1 double-buffered
-when it may be, else single), the one that
+will hold (with level k's loop order), the one that
+  0. lets level k+1 keep every tensor it may keep (its default, the largest keep set), at its
+     usual buffering depth (double-buffered where it may be, else its smallest allowed depth);
+     only when no tile fits that way does it try another depth, then drop tensors (the
+     largest keep sets that fit first). Keeping nothing is chosen only when nothing else fits:
+     an empty level moves no bytes, so rule 2 alone would always pick it;
   1. uses the most of level k's fanout (spatial split first), splitting dims that index the
      output before reduction dims (people spread output tiles over units; split-K is a
      deliberate exception),
@@ -16,6 +20,11 @@ level the remaining split is chosen by the search objective. Where a level has m
 orders (more than `max_orders`, e.g. the seven loops of a convolution), the factors are chosen
 first with one representative order, then the order by the same rule. Choices below never revise the
 ones above: that is the point of comparing greedy with the joint search.
+
+Time budget: the choices of a level are priced in slices; when the budget is spent, the level
+takes the best choice among the slices already priced, and every level below is chosen from
+one quick look (about one slice of choices spread evenly over the level, one loop order each),
+so the result is always a complete mapping, marked incomplete, never an error.
 """
 from __future__ import annotations
 
@@ -30,9 +39,9 @@ from .objective import Objective, ranking_keys
 from .result import Budget, Incumbent, SearchResult
 from .tree import LevelTree, Nodes, feasible
 
-
-class BudgetSpent(InfeasibleError):
-    """Greedy ran out of its time budget before reaching the innermost level."""
+RULE_NOTE = ("top-down: every tensor kept where it fits, the largest spatial split, then the fewest "
+             "bytes into the next level, then the largest tile, one level at a time")
+QUICK_LOOK_WINDOWS = 64      # a hurried level looks at this many evenly spread runs of choices
 
 
 @dataclass(frozen=True)
@@ -46,65 +55,149 @@ class Greedy:
         budget = Budget(self.time_limit)
         funnel = space.funnel()
         space.require_nonempty(funnel)
-        tree = LevelTree(space)
-        incumbent = Incumbent(space, objective)
-        nodes = self._preferred_stages(space, tree.roots(), 0).take(np.array([0]))
-        decisions: list[str] = []
-        for depth in range(1, tree.n_levels + 1):
-            everything = frozenset(range(space.n_dims))
-            first_only = len(space.orders_for(depth - 1, everything)) > self.max_orders
-            nodes = self._choose(space, tree, nodes, depth, objective, incumbent, decisions, budget,
-                                 first_order_only=first_only)
-            if first_only:
-                nodes = self._choose(space, tree, nodes, depth, objective, incumbent, decisions, budget,
-                                     reorder=True)
-            decisions.append(space.arch.levels[depth - 1].name)
-        return incumbent.result(self.name, funnel, optimal=False, complete=True,
-                                notes=["top-down: spatial split, then fewest bytes into the next "
-                                       "level, then the largest tile, one level at a time"])
+        descent = _Descent(self, space, objective, budget)
+        descent.run()
+        notes = [RULE_NOTE]
+        if descent.hurried_from is not None:
+            notes.append(f"the time limit cut the search at level {descent.hurried_from}: it took the best "
+                         "choice priced so far there and a quick look at each level below")
+        return descent.incumbent.result(self.name, funnel, optimal=False,
+                                        complete=descent.hurried_from is None, notes=notes)
 
-    def _choose(self, space, tree, parent: Nodes, depth: int, objective, incumbent, decisions, budget,
-                first_order_only: bool = False, reorder: bool = False) -> Nodes:
+
+class _Descent:
+    """One top-down run (the strategy object itself stays immutable). `hurried_from` names the
+    level where the budget ran out, None while there is time."""
+
+    def __init__(self, greedy: Greedy, space: Mapspace, objective: Objective, budget: Budget):
+        self.greedy, self.space, self.objective, self.budget = greedy, space, objective, budget
+        self.tree = LevelTree(space)
+        self.incumbent = Incumbent(space, objective)
+        self.hurried_from: str | None = None
+        self.decided: list[str] = []
+
+    def run(self) -> None:
+        nodes = self.tree.roots().take(np.array([0]))      # the unpadded extents; level 0 keeps all
+        everything = frozenset(range(self.space.n_dims))
+        for depth in range(1, self.tree.n_levels + 1):
+            many_orders = len(self.space.orders_for(depth - 1, everything)) > self.greedy.max_orders
+            nodes = self.choose(nodes, depth, first_order_only=many_orders or self.hurried)
+            if many_orders and not self.hurried:
+                nodes = self.choose(nodes, depth, reorder=True)
+            self.decided.append(self.space.arch.levels[depth - 1].name)
+
+    @property
+    def hurried(self) -> bool:
+        return self.hurried_from is not None
+
+    def choose(self, parent: Nodes, depth: int, first_order_only: bool = False, reorder: bool = False) -> Nodes:
         """The child of `parent` the greedy rule picks for level depth-1 (by the objective at the
-        last level), walking the children in slices so memory stays bounded."""
+        last level): the first tier of level depth's keeps and stages that fits anything."""
+        tiers = [self._same_choice_as(parent, depth)] if reorder else self._tiers(depth)
+        for wanted in tiers:
+            best, finished = None, False
+            if not self.hurried:
+                best, finished = self._best_child(parent, depth, wanted, first_order_only, reorder, "walk")
+            if best is None and not finished:
+                best, finished = self._best_child(parent, depth, wanted, True, reorder, "quick look")
+            if best is None and not finished:
+                # the quick look can miss the few choices that fit: walk them all before giving up
+                best, finished = self._best_child(parent, depth, wanted, True, reorder, "patient")
+            if best is not None:
+                return best
+        raise InfeasibleError(self._dead_end(depth - 1))
+
+    def _tiers(self, depth: int) -> list[tuple[frozenset[int], int] | None]:
+        """(keep options, stage count) of level `depth` to try, in the rule's order: keep sets
+        largest first, each at the preferred depth and then the others; None past the last level."""
+        if depth >= self.space.n_levels:
+            return [None]
+        choice = self.space.choices[depth]
+        preferred = 2 if 2 in choice.stages else min(choice.stages)
+        stages = [preferred] + sorted(s for s in choice.stages if s != preferred)
+        sizes = sorted({len(keep) for keep in choice.keeps}, reverse=True)
+        return [(frozenset(i for i, keep in enumerate(choice.keeps) if len(keep) == size), stage)
+                for size in sizes for stage in stages]
+
+    def _same_choice_as(self, parent: Nodes, depth: int) -> tuple[frozenset[int], int] | None:
+        """Reordering revisits only level depth-1's order: level depth keeps what it was given."""
+        if depth >= self.space.n_levels:
+            return None
+        return frozenset([int(parent.keeps[depth, 0])]), int(parent.stages[depth, 0])
+
+    def _slices(self, parent: Nodes, depth: int, first_order_only: bool, reorder: bool, how: str):
+        """The children of `parent` in slices of about `slice` factor choices: all of them in
+        turn ("walk", "patient"), or one quick look spread over the whole level."""
+        tree, size = self.tree, self.greedy.slice
         if reorder:
-            slices = [tree.reorder(parent)]
-        else:
-            total = int(tree.factor_children(parent)[0])
-            slices = (tree.children(parent, start, min(total, start + self.slice),
-                                    first_order_only=first_order_only)
-                      for start in range(0, total, self.slice))
+            yield tree.reorder(parent)
+            return
+        total = int(tree.factor_children(parent)[0])
+        if how == "quick look" and total > size:
+            yield self._quick_look(parent, total, first_order_only)
+            return
+        for start in range(0, total, size):
+            yield tree.children(parent, start, min(total, start + size), first_order_only=first_order_only)
+
+    def _quick_look(self, parent: Nodes, total: int, first_order_only: bool) -> Nodes:
+        """About `slice` factor choices in evenly spaced runs over all `total`: the tree lists a
+        level's choices with its own factors growing, so the first slice alone would only hold
+        the largest tiles below, often none that fit."""
+        width = max(1, self.greedy.slice // QUICK_LOOK_WINDOWS)
+        starts = np.unique(np.linspace(0, total - width, QUICK_LOOK_WINDOWS).astype(np.int64))
+        parts = [self.tree.children(parent, int(s), int(s) + width, first_order_only=first_order_only)
+                 for s in starts]
+        return Nodes(parts[0].depth, np.concatenate([p.groups for p in parts]),
+                     np.concatenate([p.orders for p in parts], axis=-1),
+                     np.concatenate([p.stages for p in parts], axis=-1),
+                     np.concatenate([p.keeps for p in parts], axis=-1))
+
+    def _best_child(self, parent: Nodes, depth: int, wanted, first_order_only: bool, reorder: bool,
+                    how: str) -> tuple[Nodes | None, bool]:
+        """The best child whose level-depth keeps and stages are in `wanted` (None when none fits),
+        and whether every child was looked at. A "walk" stops when the budget runs out and
+        keeps the best of the slices priced so far; a "quick look" prices one spread slice; a
+        "patient" walk ignores the budget."""
+        space = self.space
         best_key, best = None, None
-        for children in slices:
-            if budget.spent():
-                raise BudgetSpent(f"greedy ran out of time at level {space.arch.levels[depth - 1].name}")
-            if depth < tree.n_levels:
-                children = self._preferred_stages(space, children, depth)
-            table = tree.table(children)
+        total = 1 if reorder else int(self.tree.factor_children(parent)[0])
+        finished = how != "quick look" or total <= self.greedy.slice
+        for children in self._slices(parent, depth, first_order_only, reorder, how):
+            if how == "walk" and self._out_of_time(depth):
+                return best, False
+            if wanted is not None:
+                keep_options, stage = wanted
+                children = children.take(np.flatnonzero(np.isin(children.keeps[depth], list(keep_options))
+                                                        & (children.stages[depth] == stage)))
+            if not len(children):
+                continue
+            table = self.tree.table(children)
             costs = evaluate_many(space.arch, space.workload, table)
-            if depth == tree.n_levels:
+            if depth == self.tree.n_levels:
                 mask = space.valid_mask(table)
-                incumbent.offer(table, costs, mask)
+                self.incumbent.offer(table, costs, mask)
                 rows = np.flatnonzero(costs.valid & mask)
-                keys = ranking_keys(objective, costs, table)
+                keys = ranking_keys(self.objective, costs, table)
             else:
-                incumbent.evaluated += len(table)
+                self.incumbent.evaluated += len(table)
                 rows = np.flatnonzero(feasible(space, depth, table))
-                keys = self._level_keys(space, objective, depth, table, costs)
+                keys = self._level_keys(depth, table, costs)
             if not len(rows):
                 continue
             row = rows[np.lexsort([k[rows] for k in keys][::-1])[0]]
             key = tuple(k[row].item() for k in keys)
             if best_key is None or key < best_key:
                 best_key, best = key, children.take(np.array([row]))
-        if best is None:
-            raise InfeasibleError(self._dead_end(space, depth - 1, decisions))
-        return best
+        return best, finished
 
-    @staticmethod
-    def _level_keys(space, objective, depth, table, costs) -> list[np.ndarray]:
-        """The greedy rule as sort keys for the choices at level depth-1."""
-        lv = depth - 1
+    def _out_of_time(self, depth: int) -> bool:
+        if not self.hurried and self.budget.spent():
+            self.hurried_from = self.space.arch.levels[depth - 1].name
+        return self.hurried
+
+    def _level_keys(self, depth: int, table, costs) -> list[np.ndarray]:
+        """Rules 1 to 4 as sort keys for the choices at level depth-1 (rule 0 picked the tier)."""
+        space, lv = self.space, depth - 1
         units = table.factors[lv, 1:].prod(axis=(0, 1))
         reduction = ~space.workload.relevance[space.workload.output]
         split_reduction = table.factors[lv, 1:][:, reduction].prod(axis=(0, 1))
@@ -112,18 +205,9 @@ class Greedy:
         filled = (costs.level_fills[depth] * word_bytes).sum(axis=0) * costs.level_instances[depth]
         tiles = space.tile_words(table.factors)
         volume = sum(tiles[t][depth] for t in range(len(space.workload.tensors)))
-        return [-units, split_reduction, filled, -volume] + ranking_keys(objective, costs, table)[3:]
+        return [-units, split_reduction, filled, -volume] + ranking_keys(self.objective, costs, table)[3:]
 
-    @staticmethod
-    def _preferred_stages(space: Mapspace, nodes: Nodes, level: int) -> Nodes:
-        """Keep, per node, the stage choice people default to: 2 where allowed, else the
-        smallest allowed; and the first keep option (the level's default)."""
-        allowed = space.choices[level].stages
-        want = 2 if 2 in allowed else min(allowed)
-        return nodes.take(np.flatnonzero((nodes.stages[level] == want) & (nodes.keeps[level] == 0)))
-
-    @staticmethod
-    def _dead_end(space: Mapspace, level: int, decisions) -> str:
-        return (f"greedy: after fixing {', '.join(decisions) or 'nothing'}, no choice at level "
-                f"{space.arch.levels[level].name} leaves a mapping that fits (a top-down choice cannot "
+    def _dead_end(self, level: int) -> str:
+        return (f"greedy: after fixing {', '.join(self.decided) or 'nothing'}, no choice at level "
+                f"{self.space.arch.levels[level].name} leaves a mapping that fits (a top-down choice cannot "
                 "be revised; the joint search can)")
