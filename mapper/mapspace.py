@@ -510,9 +510,12 @@ class Mapspace:
         """Size of the cross product of the per-dim tables (before coupled pruning)."""
         return math.prod(len(t) for t in self.dim_tables)
 
-    def tables(self, batch: int = 100_000):
-        """Every mapping of the pruned space, as MappingTables of at most about `batch` rows."""
+    def tables(self, batch: int = 100_000, stop=None):
+        """Every mapping of the pruned space, as MappingTables of at most about `batch` rows;
+        `stop()`, when given, is asked between batches (most batches may yield nothing)."""
         for index in _chunks(self.combinations(), batch):
+            if stop is not None and stop():
+                return
             factors = self._factors(index)
             factors = factors[..., self.fanout_mask(factors)]
             if factors.shape[-1]:

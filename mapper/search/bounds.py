@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from ..cost import Costs
 from ..mapping import MappingTable
 from ..mapspace import Mapspace
 from .objective import Objective
+from .operand_floor import SplitVectors, serve_energy, operand_floor
 
 
 def _action_energy(level, count, word_bytes, per_access, per_byte):
@@ -46,6 +48,7 @@ class LinkBounds:
         self.cycles = [0.0] + [self._level(space, j, max_combinations, _link_bytes) / _parent_rate(space, j)
                                for j in range(1, space.n_levels)]
         self.units = [self._units(space, lv, max_combinations) for lv in range(space.n_levels)]
+        self.splits = SplitVectors(space)
 
     @staticmethod
     def _units(space: Mapspace, lv: int, max_combinations: int) -> int:
@@ -106,15 +109,6 @@ def _sharing_fanout(arch, tensor, first: int, stop: int) -> int:
     first..stop-1 (only the networks that multicast, or reduce, share)."""
     return math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(first, stop)
                      if arch.levels[x].shares(tensor))
-
-
-def _serve_energy(level, tensor) -> float:
-    """Energy per word a level sends down (an input's read) or takes back (an output's update),
-    block rounding relaxed."""
-    wb = tensor.bytes_per_word
-    if tensor.is_output:
-        return level.energy_update / level.block_size + wb * level.byte_energy_update
-    return level.energy_read / level.block_size + wb * level.byte_energy_read
 
 
 def _link_bytes(space: Mapspace, j: int, t: int) -> float:
@@ -192,7 +186,14 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
                 child_stages = np.take_along_axis(table.stages, np.maximum(child, 0)[None], axis=0)[0]
                 exposed[lv] += np.where(passing_known & (child_stages == 1), moved, 0)
             child = np.where(kept, lv, child)
-        energy += _open_part(space, t, depth, table, links)
+        if tensor.is_output:
+            energy += read_modify_write(space, t, depth, table, links)
+    # what the innermost keepers serve the compute units, over the splits still open
+    options = [serving_options(space, t, depth, table) for t in range(len(tensors))]
+    floor = operand_floor(space, depth, table, options, links.splits) if links is not None else None
+    if floor is None:
+        floor = sum(independent_floor(space, t, options[t]) for t in range(len(tensors)))
+    energy += floor
     if links is not None:
         energy += sum(links.energy[depth + 1:])
 
@@ -211,66 +212,125 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
     return known_bytes[objective.level] * costs.level_instances[objective.level]
 
 
-def _open_part(space: Mapspace, t: int, depth: int, table: MappingTable,
-               links: "LinkBounds | None" = None) -> np.ndarray:
-    """Energy every completion still pays for tensor t below the decided levels."""
+class ServingOption(NamedTuple):
+    level: int                 # a level that may be the innermost keeper
+    candidate: np.ndarray      # per node: it may be, in some completion
+    at_deepest: np.ndarray     # per node: it is the deepest decided keeper
+    compulsory: np.ndarray     # per node: energy of serving every word once from that keeper
+    fill: float                # energy per word filled into it (0 where not charged here)
+    deepest: np.ndarray        # per node: the deepest decided keeper
+
+
+def serving_options(space: Mapspace, t: int, depth: int, table: MappingTable) -> list:
+    """Per level that may be the innermost keeper of tensor t in some completion of the nodes:
+    (level, candidate mask, at-deepest-decided-keeper mask, compulsory energy). The deepest
+    decided keeper serves every word of t at least once: that compulsory energy comes on top of
+    a deeper keeper's per-MAC traffic, or as a floor under its own."""
     arch, workload = space.arch, space.workload
     tensor = workload.tensors[t]
     n_levels, n = len(arch.levels), len(table)
     wb = tensor.bytes_per_word
     may_keep = [any(t in k for k in c.keeps) for c in space.choices]
     must_keep = [all(t in k for k in c.keeps) for c in space.choices]
-    # the innermost level keeping t is at or below the deepest decided keeper
-    deepest = np.zeros(n, np.int64)
-    for lv in range(min(depth, n_levels - 1) + 1):
-        deepest = np.where(table.keep[lv, t], lv, deepest)
+    deepest = _deepest_keeper(space, t, depth, table)
     deeper_must = [lv for lv in range(depth + 1, n_levels) if must_keep[lv]]
-    words_once = workload.tensor_words(t)
     compulsory = np.zeros(n)
+    words = workload.tensor_words(t) * (1 if tensor.is_output else _refetches(space, t, depth, table))
     # (where an undecided level must keep t, `LinkBounds` already charges the parent's reads)
     for lv in range(min(depth, n_levels - 1) + 1 if not deeper_must else 0):
         level = arch.levels[lv]
         per_word = level.energy_read if not tensor.is_output else level.energy_update
         per_byte = level.byte_energy_read if not tensor.is_output else level.byte_energy_update
-        compulsory = np.where(deepest == lv, words_once * (per_word / level.block_size + wb * per_byte), compulsory)
-    best = np.full(n, np.inf)
+        compulsory = np.where(deepest == lv, words * (per_word / level.block_size + wb * per_byte), compulsory)
+    out = []
     for lv in range(n_levels):
+        if may_keep[lv]:
+            candidate = np.full(n, lv >= max(deeper_must)) if deeper_must else (lv > depth) | (lv == deepest)
+            # an undecided keeper of an input is filled with every word at least once per copy
+            # (no link bound covers t when no undecided level must keep it)
+            level = arch.levels[lv]
+            fill = 0.0 if tensor.is_output or deeper_must or lv <= depth else \
+                level.energy_write / level.block_size + wb * level.byte_energy_write
+            out.append(ServingOption(lv, candidate, deepest == lv, compulsory, fill, deepest))
+    return out
+
+
+def _refetches(space: Mapspace, t: int, depth: int, table: MappingTable) -> np.ndarray:
+    """How many times, at least, the deepest decided keeper of input t sends each word down:
+    the decided temporal loops over dims t does not depend on, unless some level below could
+    hold the node's whole tile of t per instance (then no undecided loop over t's dims sits
+    above that keeper, and the decided loops may reuse it)."""
+    workload, arch = space.workload, space.arch
+    n = len(table)
+    if depth == 0 or depth >= space.n_levels:
+        return np.ones(n)
+    irrelevant = ~workload.relevance[t]
+    repeats = table.factors[:depth, 0][:, irrelevant].prod(axis=(0, 1)).astype(float)
+    spans = table.factors[depth:].prod(axis=(0, 1))
+    tile = np.prod([1 + sum(c * (spans[d] - 1) for d, c in axis) for axis in workload.tensors[t].axes], axis=0)
+    could_hold = np.zeros(n, bool)
+    spread = 1
+    for lv in range(depth + 1, space.n_levels):
+        spread *= arch.fanout(lv - 1)[0] * arch.fanout(lv - 1)[1]
+        if any(t in k for k in space.choices[lv].keeps):
+            could_hold |= tile / spread * workload.tensors[t].bytes_per_word <= arch.levels[lv].capacity
+    return np.where(could_hold, 1.0, repeats)
+
+
+def _deepest_keeper(space: Mapspace, t: int, depth: int, table: MappingTable) -> np.ndarray:
+    """The innermost decided level keeping t (the innermost keeper is at or below it)."""
+    deepest = np.zeros(len(table), np.int64)
+    for lv in range(min(depth, space.n_levels - 1) + 1):
+        deepest = np.where(table.keep[lv, t], lv, deepest)
+    return deepest
+
+
+def independent_floor(space: Mapspace, t: int, options) -> np.ndarray | float:
+    """The serving energy of tensor t alone, as if every fanout below its keeper were split
+    over the dims it does not depend on."""
+    arch, workload = space.arch, space.workload
+    tensor = workload.tensors[t]
+    best = np.inf
+    for lv, candidate, at_deepest, compulsory, *_ in options:
+        below = _sharing_fanout(arch, tensor, lv, space.n_levels)
+        e = workload.macs / below * serve_energy(arch.levels[lv], tensor)
+        e = np.where(at_deepest, np.maximum(e, compulsory), e + compulsory)
+        best = np.where(candidate, np.minimum(best, e), best)
+    return np.where(np.isfinite(best), best, 0.0)
+
+
+def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
+                      links: "LinkBounds | None" = None) -> np.ndarray:
+    """The output's read-modify-write at its innermost keeper: its updates minus what its
+    instances hold; the instances holding one element are the spatial splits above it over
+    dims that do not index the output (decided ones as chosen, the rest at most what they can
+    reach)."""
+    arch, workload = space.arch, space.workload
+    tensor = workload.tensors[t]
+    n_levels, n = len(arch.levels), len(table)
+    wb = tensor.bytes_per_word
+    may_keep = [any(t in k for k in c.keeps) for c in space.choices]
+    must_keep = [all(t in k for k in c.keeps) for c in space.choices]
+    deepest = _deepest_keeper(space, t, depth, table)
+    deeper_must = [lv for lv in range(depth + 1, n_levels) if must_keep[lv]]
+    irrelevant = ~workload.relevance[t]
+    words = math.prod(1 + sum(c * (max(space.extents[d]) - 1) for d, c in axis) for axis in tensor.axes)
+    rmw = np.full(n, np.inf)
+    sharing = np.ones(n)
+    for lv in range(n_levels):
+        if lv > 0:
+            above = lv - 1
+            if above < depth:
+                sharing = sharing * table.factors[above, 1:][:, irrelevant].prod(axis=(0, 1))
+            else:
+                sharing = sharing * (links.units[above] if links is not None else
+                                     arch.fanout(above)[0] * arch.fanout(above)[1])
         if not may_keep[lv]:
             continue
-        if deeper_must:                   # some undecided level below must keep t
-            candidate = np.full(n, lv >= max(deeper_must))
-        else:                             # the deepest decided keeper, or a level below it
-            candidate = (lv > depth) | (lv == deepest)
+        level = arch.levels[lv]
         below = _sharing_fanout(arch, tensor, lv, n_levels)
-        e = workload.macs / below * _serve_energy(arch.levels[lv], tensor)
-        # the deepest decided keeper serves every word at least once (compulsory): on top of
-        # a deeper keeper's per-MAC traffic, or as a floor under its own
-        e = np.where(lv == deepest, np.maximum(e, compulsory), e + compulsory)
-        best = np.where(candidate, np.minimum(best, e), best)
-    out = np.where(np.isfinite(best), best, 0.0)
-    if tensor.is_output:
-        # read-modify-write at the innermost keeper: its updates minus what its instances hold;
-        # the instances holding one element are the spatial splits above it over dims that do
-        # not index the output (decided ones as chosen, the rest at most what they can reach)
-        irrelevant = ~workload.relevance[t]
-        words = math.prod(1 + sum(c * (max(space.extents[d]) - 1) for d, c in axis) for axis in tensor.axes)
-        rmw = np.full(n, np.inf)
-        sharing = np.ones(n)
-        for lv in range(n_levels):
-            if lv > 0:
-                above = lv - 1
-                if above < depth:
-                    sharing = sharing * table.factors[above, 1:][:, irrelevant].prod(axis=(0, 1))
-                else:
-                    sharing = sharing * (links.units[above] if links is not None else
-                                         arch.fanout(above)[0] * arch.fanout(above)[1])
-            if not may_keep[lv]:
-                continue
-            level = arch.levels[lv]
-            below = _sharing_fanout(arch, tensor, lv, n_levels)
-            reads = np.maximum(0.0, workload.macs / below - words * np.minimum(sharing, level.instances))
-            e = reads * (level.energy_read / level.block_size + wb * level.byte_energy_read)
-            candidate = np.full(n, lv >= max(deeper_must)) if deeper_must else (lv > depth) | (lv == deepest)
-            rmw = np.where(candidate, np.minimum(rmw, e), rmw)
-        out = out + np.where(np.isfinite(rmw), rmw, 0.0)
-    return out
+        reads = np.maximum(0.0, workload.macs / below - words * np.minimum(sharing, level.instances))
+        e = reads * (level.energy_read / level.block_size + wb * level.byte_energy_read)
+        candidate = np.full(n, lv >= max(deeper_must)) if deeper_must else (lv > depth) | (lv == deepest)
+        rmw = np.where(candidate, np.minimum(rmw, e), rmw)
+    return np.where(np.isfinite(rmw), rmw, 0.0)

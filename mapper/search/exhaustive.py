@@ -40,12 +40,18 @@ class Exhaustive:
                 f"exhaustive search refuses {size:,} mappings (limit {self.limit:,}): use --strategy "
                 "joint, random or greedy, a tighter --mapspace, or raise the limit")
         incumbent, budget, complete = Incumbent(space, objective), Budget(self.time_limit), True
-        for table in space.tables(max(20_000, self.batch // expansion_bound(space))):
+        for table in space.tables(max(1_000, self.batch // expansion_bound(space)), stop=budget.spent):
             incumbent.offer(table)
             if progress:
                 progress(incumbent.evaluated)
-            if budget.spent():
-                complete = False
-                break
+        complete = not budget.spent()
         notes = [] if complete else ["stopped by the time limit before covering the space"]
+        if incumbent.table is None and not complete:      # return something: random draws
+            rng = np.random.default_rng(0)
+            for _ in range(10):
+                incumbent.offer(space.sample(20_000, rng))
+                if incumbent.table is not None:
+                    notes.append("the time limit ended before any batch held a valid mapping; "
+                                 "the result is the best of random draws")
+                    break
         return incumbent.result(self.name, funnel, optimal=complete, complete=complete, notes=notes)

@@ -1,0 +1,144 @@
+"""A lower bound on what the innermost keepers of all tensors serve the compute units,
+minimised jointly over the spatial splits still open.
+
+Every MAC takes each operand from the innermost level that keeps it (and sends its partial
+sum back there); one transfer serves every compute unit below that shares it, i.e. the units
+that differ only in dims not indexing the tensor, across fanouts whose network multicasts (or
+reduces). So the words served by keeper c are MACs / (product of those splits below c). Taken
+tensor by tensor, each would assume the whole fanout is split over the dims it does not
+depend on; but one split serves all tensors at once (splitting n multicasts A and not B), so
+the bound takes the minimum over the split vectors the undecided fanouts can take of the sum
+over tensors. The decided fanouts enter as chosen. Dims of a sliding axis (p+r) count as
+shareable for that tensor: coinciding windows may be served together.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from ..mapspace import SPATIAL_X, SPATIAL_Y, Mapspace
+
+MAX_VECTORS = 4_096       # split vectors (over all undecided fanouts) enumerated at most
+
+
+class SplitVectors:
+    """Per depth, the split products per (fanout level, dim) the undecided fanouts can take:
+    (V, L, D) arrays, or None where there are too many (the bound then falls back)."""
+
+    def __init__(self, space: Mapspace):
+        self.space = space
+        self.per_level = [self._level(lv) for lv in range(space.n_levels)]
+        self.at_depth = [self._cross(depth) for depth in range(space.n_levels + 1)]
+
+    def _level(self, lv: int):
+        space = self.space
+        fx, fy = space.arch.fanout(lv)
+        if fx * fy == 1:
+            return None
+        values = []
+        for rows in space.dim_tables:
+            product = np.ones(len(rows), np.int64)
+            for k, (level, kind) in enumerate(space.slots):
+                if level == lv and kind in (SPATIAL_X, SPATIAL_Y):
+                    product = product * rows[:, k]
+            values.append(np.unique(product))
+        if math.prod(len(v) for v in values) > 50 * MAX_VECTORS:
+            return np.zeros((0, space.n_dims), np.int64)
+        grid = np.array(list(itertools.product(*values)), np.int64).reshape(-1, space.n_dims)
+        return grid[grid.prod(axis=1) <= fx * fy]
+
+    def _cross(self, depth: int):
+        space = self.space
+        free = [lv for lv in range(depth, space.n_levels) if self.per_level[lv] is not None]
+        if any(len(self.per_level[lv]) == 0 for lv in free):
+            return None
+        count = math.prod(len(self.per_level[lv]) for lv in free)
+        if count > MAX_VECTORS:
+            return None
+        out = np.ones((count, space.n_levels, space.n_dims), np.int64)
+        for i, combo in enumerate(itertools.product(*[self.per_level[lv] for lv in free])):
+            for lv, vector in zip(free, combo):
+                out[i, lv] = vector
+        return out
+
+
+def operand_floor(space: Mapspace, depth: int, table, options, splits: SplitVectors) -> np.ndarray | None:
+    """min over split vectors of sum over tensors of min over candidate keepers of the energy
+    served; `options[t]` lists (level, candidate mask, at-deepest mask, compulsory energy) per
+    candidate keeper (see `bounds.serving_options`). None when the split vectors are not
+    enumerable."""
+    vectors = splits.at_depth[min(depth, space.n_levels)]
+    if vectors is None:
+        return None
+    arch, workload = space.arch, space.workload
+    n, n_levels = len(table), space.n_levels
+    decided = table.factors[:, 1:].prod(axis=1)                                     # (L, D, N)
+    decided[depth:] = 1
+    spans = table.factors[depth:].prod(axis=(0, 1)) if depth < n_levels else np.ones((space.n_dims, n), np.int64)
+    # nodes alike in everything the floor reads are computed once
+    features = [decided.reshape(-1, n), spans]
+    for opts in options:
+        for option in opts:
+            features += [np.broadcast_to(option.candidate, (n,))[None].astype(np.int64),
+                         np.broadcast_to(option.deepest, (n,))[None].astype(np.int64),
+                         np.ascontiguousarray(np.broadcast_to(option.compulsory, (n,)), np.float64).view(np.int64)[None]]
+    _, first, inverse = np.unique(np.concatenate(features), axis=1, return_index=True, return_inverse=True)
+    free = vectors[:, depth:].prod(axis=1) if depth < n_levels else np.ones((len(vectors), space.n_dims), np.int64)
+    fits = (free[None, :, :] <= spans[:, first].T[:, None, :]).all(axis=2)          # (U, V)
+    total = np.zeros((len(first), len(vectors)))
+    for t, opts in enumerate(options):
+        if not opts:
+            continue
+        shared = _shared_dims(workload, t)
+        irrelevant = ~workload.relevance[t]
+        best = np.full(total.shape, np.inf)
+        for lv, candidate, at_deepest, comp, fill, deepest in opts:
+            share = np.ones((len(first), len(vectors)))
+            for level in range(lv, n_levels):
+                if arch.levels[level].shares(workload.tensors[t]) and shared.any():
+                    share = share * _splits(decided, vectors, level, depth, shared, first)
+            energy = workload.macs * serve_energy(arch.levels[lv], workload.tensors[t]) / share
+            c = np.broadcast_to(comp, (n,))[first][:, None]
+            energy = np.where(np.broadcast_to(at_deepest, (n,))[first][:, None], np.maximum(energy, c), energy + c)
+            if fill:
+                # every copy below the deepest decided keeper: units that differ only in dims
+                # the tensor does not depend on hold the same words
+                copies = np.ones((len(first), len(vectors)))
+                above = np.broadcast_to(deepest, (n,))[first][:, None]
+                for level in range(lv):
+                    copies = np.where(above <= level, copies * _splits(decided, vectors, level, depth, irrelevant, first),
+                                      copies)
+                energy = energy + workload.tensor_words(t) * fill * copies
+            best = np.where(np.broadcast_to(candidate, (n,))[first][:, None], np.minimum(best, energy), best)
+        total += np.where(np.isfinite(best), best, 0.0)
+    total = np.where(fits, total, np.inf)
+    floor = total.min(axis=1)
+    return np.where(np.isfinite(floor), floor, 0.0)[inverse.reshape(-1)]
+
+
+def _splits(decided, vectors, level: int, depth: int, dims: np.ndarray, first) -> np.ndarray:
+    """(U, V) product of the spatial splits over `dims` at `level`: as decided above `depth`,
+    from each split vector below it."""
+    if not dims.any():
+        return np.ones((len(first), len(vectors)))
+    if level < depth:
+        return decided[level][dims][:, first].prod(axis=0)[:, None].astype(float)
+    return vectors[:, level][:, dims].prod(axis=1)[None, :].astype(float)
+
+
+def _shared_dims(workload, t: int) -> np.ndarray:
+    """Dims along which compute units may share one transfer of tensor t."""
+    tensor = workload.tensors[t]
+    exact = {d for axis in tensor.axes if sum(1 for _, c in axis if c) == 1 for d, c in axis if c}
+    return np.array([d not in exact for d in range(len(workload.dims))])
+
+
+def serve_energy(level, tensor) -> float:
+    """Energy per word a level sends down (an input's read) or takes back (an output's update),
+    block rounding relaxed."""
+    wb = tensor.bytes_per_word
+    if tensor.is_output:
+        return level.energy_update / level.block_size + wb * level.byte_energy_update
+    return level.energy_read / level.block_size + wb * level.byte_energy_read
