@@ -235,7 +235,7 @@ def serving_options(space: Mapspace, t: int, depth: int, table: MappingTable) ->
     deepest = _deepest_keeper(space, t, depth, table)
     deeper_must = [lv for lv in range(depth + 1, n_levels) if must_keep[lv]]
     compulsory = np.zeros(n)
-    words = workload.tensor_words(t) * (1 if tensor.is_output else _refetches(space, t, depth, table))
+    words = workload.tensor_words(t) * (1 if tensor.is_output or deeper_must else _refetches(space, t, depth, table))
     # (where an undecided level must keep t, `LinkBounds` already charges the parent's reads)
     for lv in range(min(depth, n_levels - 1) + 1 if not deeper_must else 0):
         level = arch.levels[lv]

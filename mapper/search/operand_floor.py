@@ -30,13 +30,15 @@ class SplitVectors:
     def __init__(self, space: Mapspace):
         self.space = space
         self.per_level = [self._level(lv) for lv in range(space.n_levels)]
+        self.any_sharing = any(v is not None for v in self.per_level)
         self.at_depth = [self._cross(depth) for depth in range(space.n_levels + 1)]
 
     def _level(self, lv: int):
         space = self.space
         fx, fy = space.arch.fanout(lv)
-        if fx * fy == 1:
-            return None
+        level = space.arch.levels[lv]
+        if fx * fy == 1 or not any(level.shares(t) for t in space.workload.tensors):
+            return None         # a fanout that shares nothing serves every unit on its own
         values = []
         for rows in space.dim_tables:
             product = np.ones(len(rows), np.int64)
@@ -70,8 +72,8 @@ def operand_floor(space: Mapspace, depth: int, table, options, splits: SplitVect
     candidate keeper (see `bounds.serving_options`). None when the split vectors are not
     enumerable."""
     vectors = splits.at_depth[min(depth, space.n_levels)]
-    if vectors is None:
-        return None
+    if vectors is None or not splits.any_sharing:
+        return None             # no network shares: the per-tensor floor is the same
     arch, workload = space.arch, space.workload
     n, n_levels = len(table), space.n_levels
     decided = table.factors[:, 1:].prod(axis=1)                                     # (L, D, N)
