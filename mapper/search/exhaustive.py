@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MapperError
-from ..mapspace import Mapspace
+from ..mapspace import TEMPORAL, Mapspace
 from .objective import Objective
 from .result import Budget, Incumbent, SearchResult
 
@@ -15,9 +15,12 @@ def expansion_bound(space: Mapspace) -> int:
     """The most mappings one factor combination expands to (keep sets x stage counts x loop
     orders at every level): batches of factor combinations are sized by it, so that the rows
     priced together, and the time between budget checks, stay bounded."""
-    everything = frozenset(range(space.n_dims))
-    return int(np.prod([len(c.keeps) * len(c.stages) * max(1, len(space.orders_for(lv, everything)))
-                        for lv, c in enumerate(space.choices)]))
+    out = 1
+    for lv, choice in enumerate(space.choices):
+        column = space.slots.index((lv, TEMPORAL))
+        looping = frozenset(d for d, rows in enumerate(space.dim_tables) if len(rows) and rows[:, column].max() > 1)
+        out *= len(choice.keeps) * len(choice.stages) * max(1, len(space.orders_for(lv, looping)))
+    return out
 
 
 class SpaceTooLargeError(MapperError):

@@ -15,6 +15,7 @@ smallest bound of what was left unexplored gives a proven gap.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +42,7 @@ class Joint:
     cpsat_seconds: float = 2.0      # wall-clock cap on CP-SAT proposals (0: none)
     local_search: bool = True       # improve the warm start by moves around it before the walk
     incumbents: tuple = ()          # mappings from outside (a neighbouring shape's optimum, ...)
+    dives: int = 24                 # sampled dives down the tree before the walk, for incumbents
     name: str = "joint"
 
     def run(self, space: Mapspace, objective: Objective, progress=None) -> SearchResult:
@@ -68,6 +70,12 @@ class Joint:
             rounds = improve(space, incumbent, Budget(share))
             notes.append(f"local search: {rounds} improving round(s), {before:.6g} -> {incumbent.score:.6g}")
         walk = _Walk(space, objective, tree, incumbent, budget, self.chunk, progress)
+        walk.polish = self.local_search
+        if self.dives:
+            before = incumbent.score
+            share = Budget(None if self.time_limit is None else self.time_limit / 6)
+            done = walk.dive(tree.roots(), self.dives, share)
+            notes.append(f"{done} sampled dive(s): {before:.6g} -> {incumbent.score:.6g}")
         roots = tree.roots()
         table = tree.table(roots)
         root_bounds = lower_bound(space, objective, 0, table, evaluate_many(space.arch, space.workload, table),
@@ -142,6 +150,52 @@ class _Walk:
         self.budget, self.chunk, self.progress = budget, chunk, progress
         self.open_bounds: list[float] = []
         self.links = LinkBounds(space)
+        self.polish = False
+        self.polished_at = -np.inf
+
+    def dive(self, roots: Nodes, count: int, share: Budget, samples: int = 4_000) -> int:
+        """Up to `count` dives from the roots, each taking at every level the child of best bound
+        among `samples` drawn at random (seeded), down to a mapping that is offered; every new
+        incumbent is polished by local search. Returns the dives made."""
+        space, tree = self.space, self.tree
+        rng = np.random.default_rng(0)
+        made = 0
+        while made < count and not share.spent() and not self.budget.spent():
+            made += 1
+            node = roots.take(np.array([int(rng.integers(len(roots)))]))
+            while len(node) and node.depth < tree.leaf_depth:
+                total = int(tree.factor_children(node)[0])
+                draws = min(total, max(1, min(samples, self.chunk // tree.expansion(node.depth))))
+                picks = np.unique(rng.integers(0, total, size=draws))
+                children = tree.children_at(node, picks)
+                table = tree.table(children)
+                if children.depth >= tree.leaf_depth:
+                    rows = np.flatnonzero(space.valid_mask(table))
+                    if len(rows):
+                        before = self.incumbent.key
+                        self.incumbent.offer(table.take(rows))
+                        if self.polish and self.incumbent.key != before:
+                            self._polish(force=True)
+                    break
+                rows = np.flatnonzero(feasible(space, children.depth, table))
+                if not len(rows):
+                    break
+                table = table.take(rows)
+                costs = evaluate_many(space.arch, space.workload, table)
+                self.incumbent.evaluated += len(rows)
+                bound = lower_bound(space, self.objective, children.depth, table, costs, self.links)
+                node = children.take(rows[[int(np.argmin(bound))]])
+        return made
+
+    def _polish(self, force: bool = False) -> None:
+        """A short local search around a new incumbent the walk found (at most one second,
+        at most every few seconds): its neighbours often beat it, and the bound it sets prunes
+        the rest of the walk."""
+        now = time.perf_counter()
+        if now - self.polished_at < 5.0 and not force:
+            return
+        improve(self.space, self.incumbent, Budget(1.0), stop=self.budget.spent)
+        self.polished_at = time.perf_counter()
 
     def search(self, nodes: Nodes, bounds: np.ndarray | None = None) -> bool:
         """Depth-first over `nodes` (sorted by `bounds` when given), their children generated
@@ -166,7 +220,10 @@ class _Walk:
             if children.depth >= tree.leaf_depth:
                 rows = np.flatnonzero(space.valid_mask(table))
                 if len(rows):
+                    before = incumbent.key
                     incumbent.offer(table.take(rows))
+                    if self.polish and incumbent.key != before:
+                        self._polish()
                 if self.progress:
                     self.progress(incumbent.evaluated)
                 continue

@@ -25,15 +25,17 @@ PAIR_LIMIT = 100_000        # factor combinations priced per pair of dims
 EXPAND_LIMIT = 2_000_000    # rows when one dim's factorisations are crossed with every choice
 
 
-def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0) -> int:
-    """Improve `incumbent` in place; returns the number of rounds that found a better mapping."""
+def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0, stop=None) -> int:
+    """Improve `incumbent` in place; returns the number of rounds that found a better mapping.
+    `stop()`, when given, ends it early too (the caller's own budget)."""
     rng = np.random.default_rng(seed)
     improved = 0
-    while incumbent.table is not None and not budget.spent():
+    spent = budget.spent if stop is None else (lambda: budget.spent() or stop())
+    while incumbent.table is not None and not spent():
         before = incumbent.key
         _offer(space, incumbent, space.expand(incumbent.table.factors))
         for dims in [(d,) for d in range(space.n_dims)] + list(itertools.combinations(range(space.n_dims), 2)):
-            if budget.spent():
+            if spent():
                 break
             rows = factor_rows(space, incumbent.table)
             if rows is None:

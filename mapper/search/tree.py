@@ -97,11 +97,16 @@ class LevelTree:
         if depth == self.n_levels - 1:
             orders = 1
         else:
-            orders = max(len(self.space.orders_for(depth, frozenset(range(self.n_dims)))), 1)
+            orders = max(len(self.space.orders_for(depth, self.looping_dims(depth))), 1)
         if depth + 1 < self.n_levels:
             choice = self.space.choices[depth + 1]
             return orders * len(choice.stages) * len(choice.keeps)
         return orders
+
+    def looping_dims(self, level: int) -> frozenset[int]:
+        """Dims that may have a non-unit temporal loop at `level` (the per-dim tables say)."""
+        column = self.space.slots.index((level, TEMPORAL))
+        return frozenset(d for d, rows in enumerate(self.space.dim_tables) if len(rows) and rows[:, column].max() > 1)
 
     def factor_children(self, nodes: Nodes) -> np.ndarray:
         """Per node, how many ways level k's factors can be chosen (before orders and choices)."""
@@ -112,12 +117,16 @@ class LevelTree:
         """Children of the nodes: level k's factors (k = nodes.depth), its loop order, and level
         k+1's stages and keep set. Factor choices are numbered node by node; only those in
         [start, stop) are generated, so a caller can walk a huge expansion in slices."""
+        if stop is None:
+            stop = int(self.factor_children(nodes).sum())
+        return self.children_at(nodes, np.arange(start, stop, dtype=np.int64), first_order_only)
+
+    def children_at(self, nodes: Nodes, flat: np.ndarray, first_order_only: bool = False) -> Nodes:
+        """The children of the factor choices numbered `flat` (ascending), as `children` numbers them."""
         k, n_dims = nodes.depth, self.n_dims
         lo, count = self._child_ranges(nodes)
         per_node = count.prod(axis=1)
         ends = np.cumsum(per_node)
-        stop = int(ends[-1]) if stop is None else stop
-        flat = np.arange(start, stop, dtype=np.int64)
         parent = np.searchsorted(ends, flat, side="right")
         local = flat - (ends - per_node)[parent]
         groups = np.empty((len(parent), n_dims), np.int64)
