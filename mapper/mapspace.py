@@ -506,6 +506,18 @@ class Mapspace:
 
     # ------------------------------------------------------------------ enumeration and sampling
 
+    def looping_dims(self, level: int) -> frozenset[int]:
+        """Dims that may have a non-unit temporal loop at `level` (the per-dim tables say)."""
+        column = self.slots.index((level, TEMPORAL))
+        return frozenset(d for d, rows in enumerate(self.dim_tables) if len(rows) and rows[:, column].max() > 1)
+
+    def expansion_bound(self) -> int:
+        """The most mappings one factor combination expands to (keep sets x stage counts x loop
+        orders at every level): batches of factor combinations are sized by it, so that the
+        rows priced together stay bounded."""
+        return math.prod(len(c.keeps) * len(c.stages) * max(1, len(self.orders_for(lv, self.looping_dims(lv))))
+                         for lv, c in enumerate(self.choices))
+
     def combinations(self) -> int:
         """Size of the cross product of the per-dim tables (before coupled pruning)."""
         return math.prod(len(t) for t in self.dim_tables)

@@ -6,21 +6,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MapperError
-from ..mapspace import TEMPORAL, Mapspace
+from ..mapspace import Mapspace
 from .objective import Objective
 from .result import Budget, Incumbent, SearchResult
-
-
-def expansion_bound(space: Mapspace) -> int:
-    """The most mappings one factor combination expands to (keep sets x stage counts x loop
-    orders at every level): batches of factor combinations are sized by it, so that the rows
-    priced together, and the time between budget checks, stay bounded."""
-    out = 1
-    for lv, choice in enumerate(space.choices):
-        column = space.slots.index((lv, TEMPORAL))
-        looping = frozenset(d for d, rows in enumerate(space.dim_tables) if len(rows) and rows[:, column].max() > 1)
-        out *= len(choice.keeps) * len(choice.stages) * max(1, len(space.orders_for(lv, looping)))
-    return out
 
 
 class SpaceTooLargeError(MapperError):
@@ -43,7 +31,7 @@ class Exhaustive:
                 f"exhaustive search refuses {size:,} mappings (limit {self.limit:,}): use --strategy "
                 "joint, random or greedy, a tighter --mapspace, or raise the limit")
         incumbent, budget, complete = Incumbent(space, objective), Budget(self.time_limit), True
-        for table in space.tables(max(1_000, self.batch // expansion_bound(space)), stop=budget.spent):
+        for table in space.tables(max(1_000, self.batch // space.expansion_bound()), stop=budget.spent):
             incumbent.offer(table)
             if progress:
                 progress(incumbent.evaluated)

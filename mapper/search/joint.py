@@ -2,16 +2,19 @@
 
 The space is walked as a tree (`tree.py`): depth k decides level k-1's factors, spatial split
 and loop order and level k's stages and keeps, so every level is chosen knowing the ones above
-and bounded knowing what any choice below must still cost (`bounds.py`). Children are priced
-in vectorised batches, best bound first, depth first, so good incumbents come early; a subtree
-is dropped only when its bound exceeds the incumbent. Warm start: the greedy mapping, then
-CP-SAT proposals (`cpsat.py`: per-dim factorisation choices under fanout, capacity and occupancy
-constraints with a log-domain reuse objective, hinted with the greedy mapping), each expanded
-over its orders, keeps and stages and re-priced by the cost model.
+and bounded knowing what any choice below must still cost (`bounds.py`). Children are checked
+for capacity and fanout before they are priced, priced in vectorised slices of bounded rows,
+best bound first, depth first; a subtree is dropped only when its bound exceeds the incumbent.
+The innermost level's loop order changes no cost, so its nodes are complete mappings.
 
-When the walk finishes the result is proven optimal (the same mapping exhaustive search
-returns: both rank equally good mappings by the same keys). When the time limit stops it, the
-smallest bound of what was left unexplored gives a proven gap.
+The incumbent, which does the pruning, comes from (in this order) the greedy mapping, mappings
+given from outside (`incumbents`, admitted into the space by `warm.py`), CP-SAT proposals
+(`cpsat.py`), a local search around the best of these (`neighbourhood.py`), sampled dives down
+the tree (the best-bound child of a random sample at each level), and the walk itself; every
+new incumbent the dives or the walk find is polished by a short local search. All of them offer
+only members of the space, ranked by the same keys as exhaustive search, so the result when the
+walk finishes is proven optimal and is exactly the mapping exhaustive search returns. When the
+time limit stops it, the smallest bound of what was left unexplored gives a proven gap.
 """
 from __future__ import annotations
 
@@ -26,10 +29,10 @@ from ..mapspace import Mapspace
 from .bounds import LinkBounds, lower_bound
 from .greedy import Greedy
 from .neighbourhood import improve
-from .warm import admit
 from .objective import Objective
 from .result import Budget, Incumbent, SearchResult
 from .tree import LevelTree, Nodes, feasible
+from .warm import admit, factor_rows
 
 SLACK = 1e-9        # relative: bounds and scores are sums of the same terms in other orders
 
@@ -66,14 +69,14 @@ class Joint:
             notes.append(self._cpsat_proposals(space, objective, incumbent))
         if self.local_search and incumbent.table is not None:
             before = incumbent.score
-            share = None if self.time_limit is None else self.time_limit / 4
+            share = None if self.time_limit is None else self.time_limit / 8
             rounds = improve(space, incumbent, Budget(share))
             notes.append(f"local search: {rounds} improving round(s), {before:.6g} -> {incumbent.score:.6g}")
         walk = _Walk(space, objective, tree, incumbent, budget, self.chunk, progress)
         walk.polish = self.local_search
         if self.dives:
             before = incumbent.score
-            share = Budget(None if self.time_limit is None else self.time_limit / 6)
+            share = Budget(None if self.time_limit is None else self.time_limit / 10)
             done = walk.dive(tree.roots(), self.dives, share)
             notes.append(f"{done} sampled dive(s): {before:.6g} -> {incumbent.score:.6g}")
         roots = tree.roots()
@@ -106,7 +109,7 @@ class Joint:
         from .cpsat import propose          # OR-Tools is imported only here
         seconds = self.cpsat_seconds if self.time_limit is None else min(self.cpsat_seconds, self.time_limit / 4)
         factors = propose(space, seconds, favour_parallelism=objective.kind in ("edp", "cycles"),
-                          hint=self._rows_of(space, incumbent))
+                          hint=None if incumbent.table is None else factor_rows(space, incumbent.table))
         if factors is None:
             return "CP-SAT proposals skipped (padded extents)"
         before = incumbent.score
@@ -126,20 +129,6 @@ class Joint:
             incumbent.offer(table, mask=space.valid_mask(table))
         return (f"{len(admitted)} of {len(self.incumbents)} given incumbent(s) lie in the space"
                 + (f"; best {incumbent.score:.6g}" if incumbent.score < before else ""))
-
-    @staticmethod
-    def _rows_of(space, incumbent) -> list[int] | None:
-        """The incumbent's factorisation row per dim (a CP-SAT hint), if it has one."""
-        if incumbent.table is None:
-            return None
-        rows = []
-        for d, table in enumerate(space.dim_tables):
-            wanted = [incumbent.table.factors[lv, kind, d, 0] for lv, kind in space.slots]
-            match = np.flatnonzero((table == wanted).all(axis=1))
-            if not len(match):
-                return None
-            rows.append(int(match[0]))
-        return rows
 
 
 class _Walk:

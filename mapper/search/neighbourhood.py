@@ -17,7 +17,6 @@ import numpy as np
 
 from ..mapping import MappingTable
 from ..mapspace import Mapspace
-from .exhaustive import expansion_bound
 from .result import Budget, Incumbent
 from .warm import carried_orders, factor_rows
 
@@ -42,7 +41,7 @@ def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0
                 return improved
             varied = _vary(space, incumbent.table, rows, dims, rng)
             _offer(space, incumbent, varied)
-            if len(dims) == 1 and varied.factors.shape[-1] * expansion_bound(space) <= EXPAND_LIMIT:
+            if len(dims) == 1 and varied.factors.shape[-1] * space.expansion_bound() <= EXPAND_LIMIT:
                 _offer(space, incumbent, space.expand(varied.factors))
         if incumbent.key == before:
             break

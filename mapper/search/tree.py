@@ -97,16 +97,11 @@ class LevelTree:
         if depth == self.n_levels - 1:
             orders = 1
         else:
-            orders = max(len(self.space.orders_for(depth, self.looping_dims(depth))), 1)
+            orders = max(len(self.space.orders_for(depth, self.space.looping_dims(depth))), 1)
         if depth + 1 < self.n_levels:
             choice = self.space.choices[depth + 1]
             return orders * len(choice.stages) * len(choice.keeps)
         return orders
-
-    def looping_dims(self, level: int) -> frozenset[int]:
-        """Dims that may have a non-unit temporal loop at `level` (the per-dim tables say)."""
-        column = self.space.slots.index((level, TEMPORAL))
-        return frozenset(d for d, rows in enumerate(self.space.dim_tables) if len(rows) and rows[:, column].max() > 1)
 
     def factor_children(self, nodes: Nodes) -> np.ndarray:
         """Per node, how many ways level k's factors can be chosen (before orders and choices)."""
