@@ -10,9 +10,8 @@ runs twice more: without CP-SAT proposals and without the local search, to show 
 from __future__ import annotations
 
 import argparse
-import time
-import tracemalloc
 
+from benchlib import run_measured
 from mapper import load_arch, load_workload
 from mapper.load import load_constraints
 from mapper.mapspace import Mapspace
@@ -41,19 +40,6 @@ def _shown(score: float, unit: str, macs: int) -> str:
     return f"{score / macs:.4f}" if unit == "pJ/MAC" else f"{score:.4g}"
 
 
-def _run(strategy, space, objective):
-    tracemalloc.start()
-    start = time.perf_counter()
-    try:
-        result, error = strategy.run(space, objective), None
-    except Exception as exc:                      # a row, not a crash: the table goes on
-        result, error = None, f"{type(exc).__name__}: {str(exc)[:80]}"
-    seconds = time.perf_counter() - start
-    peak = tracemalloc.get_traced_memory()[1] / 2**20
-    tracemalloc.stop()
-    return result, error, seconds, peak
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=30.0)
@@ -74,10 +60,10 @@ def main() -> None:
         space = Mapspace(arch, workload, load_constraints(mapspace))
         objective = parse_objective(objective_name, arch)
         pruned = space.funnel().after["occupancy"]
-        greedy, error, _, _ = _run(Greedy(time_limit=args.time_limit), space, objective)
+        greedy, error, _, _ = run_measured(Greedy(time_limit=args.time_limit), space, objective)
         greedy_text = _shown(greedy.score, unit, workload.macs) if greedy else "error"
         for name, strategy in variants:
-            result, error, seconds, peak = _run(strategy, space, objective)
+            result, error, seconds, peak = run_measured(strategy, space, objective)
             head = f"{arch_name:9} {workload_name:22} {pruned:>9.2g} {greedy_text:>10} {name:9}"
             if result is None:
                 print(f"{head} {error}")

@@ -18,12 +18,11 @@ Timeloop's mapping lies in it. Other differences a ratio may carry: no bandwidth
 from __future__ import annotations
 
 import argparse
-import time
-import tracemalloc
 from pathlib import Path
 
 import yaml
 
+from benchlib import run_measured
 from mapper import evaluate, load_arch, load_mapping, load_workload
 from mapper.load import load_constraints
 from mapper.mapspace import Mapspace
@@ -31,20 +30,6 @@ from mapper.search import Greedy, Joint, parse_objective
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "tests" / "data" / "timeloop_designs.yaml"
-
-
-def _run(strategy, space, objective):
-    """(result, error text, seconds, peak MiB); an exception becomes the error text."""
-    tracemalloc.start()
-    start = time.perf_counter()
-    try:
-        result, error = strategy.run(space, objective), None
-    except Exception as exc:                      # a row, not a crash: the table goes on
-        result, error = None, f"{type(exc).__name__}: {str(exc)[:90]}"
-    seconds = time.perf_counter() - start
-    peak = tracemalloc.get_traced_memory()[1] / 2**20
-    tracemalloc.stop()
-    return result, error, seconds, peak
 
 
 def main() -> None:
@@ -77,10 +62,10 @@ def main() -> None:
         if args.no_greedy:
             head += f" {'-':>10} {'':>6}"
         else:
-            greedy, greedy_error, _, _ = _run(Greedy(time_limit=args.time_limit), space, objective)
+            greedy, greedy_error, _, _ = run_measured(Greedy(time_limit=args.time_limit), space, objective)
             head += (f" {greedy.evaluation.edp:>10.4g} {greedy.evaluation.edp / reported:>6.3f}" if greedy
                      else f" {'error':>10} {'':>6}")
-        result, error, seconds, peak = _run(Joint(time_limit=args.time_limit), space, objective)
+        result, error, seconds, peak = run_measured(Joint(time_limit=args.time_limit), space, objective)
         if result is None:
             print(f"{head} {'':>10} {'':>6} {'':>6} {'':>7} {seconds:>7.1f} {peak:>8.0f}  joint: {error}", flush=True)
         else:

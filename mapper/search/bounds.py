@@ -230,10 +230,7 @@ def serving_options(space: Mapspace, t: int, depth: int, table: MappingTable) ->
     tensor = workload.tensors[t]
     n_levels, n = len(arch.levels), len(table)
     wb = tensor.bytes_per_word
-    may_keep = [any(t in k for k in c.keeps) for c in space.choices]
-    must_keep = [all(t in k for k in c.keeps) for c in space.choices]
-    deepest = _deepest_keeper(space, t, depth, table)
-    deeper_must = [lv for lv in range(depth + 1, n_levels) if must_keep[lv]]
+    may_keep, deepest, deeper_must = _keepers(space, t, depth, table)
     compulsory = np.zeros(n)
     words = workload.tensor_words(t) * (1 if tensor.is_output or deeper_must else _refetches(space, t, depth, table))
     # (where an undecided level must keep t, `LinkBounds` already charges the parent's reads)
@@ -245,7 +242,7 @@ def serving_options(space: Mapspace, t: int, depth: int, table: MappingTable) ->
     out = []
     for lv in range(n_levels):
         if may_keep[lv]:
-            candidate = np.full(n, lv >= max(deeper_must)) if deeper_must else (lv > depth) | (lv == deepest)
+            candidate = _may_be_innermost(lv, depth, deepest, deeper_must)
             # an undecided keeper of an input is filled with every word at least once per copy
             # (no link bound covers t when no undecided level must keep it)
             level = arch.levels[lv]
@@ -275,6 +272,23 @@ def _refetches(space: Mapspace, t: int, depth: int, table: MappingTable) -> np.n
         if any(t in k for k in space.choices[lv].keeps):
             could_hold |= tile / spread * workload.tensors[t].bytes_per_word <= arch.levels[lv].capacity
     return np.where(could_hold, 1.0, repeats)
+
+
+def _keepers(space: Mapspace, t: int, depth: int, table: MappingTable):
+    """Which levels may keep t, the deepest decided keeper per node, and the undecided levels
+    that must keep t."""
+    may_keep = [any(t in k for k in c.keeps) for c in space.choices]
+    must_keep = [all(t in k for k in c.keeps) for c in space.choices]
+    deeper_must = [lv for lv in range(depth + 1, space.n_levels) if must_keep[lv]]
+    return may_keep, _deepest_keeper(space, t, depth, table), deeper_must
+
+
+def _may_be_innermost(lv: int, depth: int, deepest: np.ndarray, deeper_must: list[int]) -> np.ndarray:
+    """Per node, whether level lv can be t's innermost keeper: at or below the deepest level
+    that must keep it, else the deepest decided keeper or an undecided level."""
+    if deeper_must:
+        return np.full(len(deepest), lv >= max(deeper_must))
+    return (lv > depth) | (lv == deepest)
 
 
 def _deepest_keeper(space: Mapspace, t: int, depth: int, table: MappingTable) -> np.ndarray:
@@ -309,10 +323,7 @@ def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
     tensor = workload.tensors[t]
     n_levels, n = len(arch.levels), len(table)
     wb = tensor.bytes_per_word
-    may_keep = [any(t in k for k in c.keeps) for c in space.choices]
-    must_keep = [all(t in k for k in c.keeps) for c in space.choices]
-    deepest = _deepest_keeper(space, t, depth, table)
-    deeper_must = [lv for lv in range(depth + 1, n_levels) if must_keep[lv]]
+    may_keep, deepest, deeper_must = _keepers(space, t, depth, table)
     irrelevant = ~workload.relevance[t]
     words = math.prod(1 + sum(c * (max(space.extents[d]) - 1) for d, c in axis) for axis in tensor.axes)
     rmw = np.full(n, np.inf)
@@ -331,6 +342,6 @@ def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
         below = _sharing_fanout(arch, tensor, lv, n_levels)
         reads = np.maximum(0.0, workload.macs / below - words * np.minimum(sharing, level.instances))
         e = reads * (level.energy_read / level.block_size + wb * level.byte_energy_read)
-        candidate = np.full(n, lv >= max(deeper_must)) if deeper_must else (lv > depth) | (lv == deepest)
+        candidate = _may_be_innermost(lv, depth, deepest, deeper_must)
         rmw = np.where(candidate, np.minimum(rmw, e), rmw)
     return np.where(np.isfinite(rmw), rmw, 0.0)
