@@ -154,9 +154,11 @@ class _Walk:
             node = roots.take(np.array([int(rng.integers(len(roots)))]))
             while len(node) and node.depth < tree.leaf_depth:
                 total = int(tree.factor_children(node)[0])
-                draws = min(total, max(1, min(samples, self.chunk // tree.expansion(node.depth))))
+                # one loop order per factor choice (the smallest): the dive samples tilings and
+                # keeps widely; the local search then tries the other orders of what it finds
+                draws = min(total, max(1, min(samples, self.chunk // tree.expansion(node.depth, True))))
                 picks = np.unique(rng.integers(0, total, size=draws))
-                children = tree.children_at(node, picks)
+                children = tree.children_at(node, picks, first_order_only=True)
                 table = tree.table(children)
                 if children.depth >= tree.leaf_depth:
                     rows = np.flatnonzero(space.valid_mask(table))

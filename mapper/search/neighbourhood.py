@@ -4,7 +4,9 @@ Moves, each priced in one vectorised batch:
 - *choices*: the incumbent's factors with every keep set, stage count and loop order;
 - *one dim*: every factorisation of one dim, the rest of the mapping kept;
 - *two dims*: every pair of factorisations of two dims (sampled when the pair is large),
-  the rest kept, which trades tile extent between dims (the square-root law's move).
+  the rest kept, which trades tile extent between dims (the square-root law's move);
+- each of those factor moves again with every keep set and stage count (sampled to a bounded
+  number of rows), since keeping one more tensor at a level needs a smaller tile there.
 Loop orders are carried over by what the cost model sees of them (`orders.signature`), so every
 neighbour is a member of the space and ranks against exhaustive search's choice exactly.
 The walk repeats until a round finds nothing better or the budget ends. It proves nothing.
@@ -22,6 +24,7 @@ from .warm import carried_orders, factor_rows
 
 PAIR_LIMIT = 100_000        # factor combinations priced per pair of dims
 EXPAND_LIMIT = 2_000_000    # rows when one dim's factorisations are crossed with every choice
+CHOICE_LIMIT = 100_000      # rows when a factor move is crossed with every keep set and stage count
 
 
 def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0, stop=None) -> int:
@@ -41,6 +44,7 @@ def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0
                 return improved
             varied = _vary(space, incumbent.table, rows, dims, rng)
             _offer(space, incumbent, varied)
+            _offer(space, incumbent, _with_every_choice(space, varied, rng))
             if len(dims) == 1 and varied.factors.shape[-1] * space.expansion_bound() <= EXPAND_LIMIT:
                 _offer(space, incumbent, space.expand(varied.factors))
         if incumbent.key == before:
@@ -69,6 +73,25 @@ def _vary(space: Mapspace, table: MappingTable, rows: list[int], dims: tuple[int
     stages = np.repeat(table.stages, n, axis=-1)
     order, ok = carried_orders(space, table.order[..., 0], factors)
     return MappingTable(factors, order, keep, stages).take(np.flatnonzero(ok))
+
+
+def _with_every_choice(space: Mapspace, table: MappingTable, rng: np.random.Generator) -> MappingTable:
+    """The rows of `table` with every keep set and stage count at every level (loop orders as
+    they are), rows sampled so that at most EXPAND_LIMIT come out: keeping more at a level
+    needs a smaller tile there, so the two must move together."""
+    combos = list(itertools.product(*[itertools.product(range(len(c.keeps)), c.stages) for c in space.choices]))
+    if len(combos) == 1 or not len(table):
+        return table.take(np.zeros(0, np.int64))
+    n = min(len(table), max(1, CHOICE_LIMIT // len(combos)))
+    base = table.take(np.sort(rng.choice(len(table), n, replace=False)) if n < len(table) else np.arange(n))
+    keep = np.zeros((space.n_levels, len(space.workload.tensors), len(combos)), bool)
+    stages = np.ones((space.n_levels, len(combos)), np.int64)
+    for i, combo in enumerate(combos):
+        for lv, (k, stage) in enumerate(combo):
+            keep[lv, list(space.choices[lv].keeps[k]), i] = True
+            stages[lv, i] = stage
+    rows, choice = np.repeat(np.arange(n), len(combos)), np.tile(np.arange(len(combos)), n)
+    return MappingTable(base.factors[..., rows], base.order[..., rows], keep[..., choice], stages[..., choice])
 
 
 def _offer(space: Mapspace, incumbent: Incumbent, table: MappingTable) -> None:

@@ -90,11 +90,11 @@ class LevelTree:
         last = self.n_levels - 1
         return last if (self.column_level == last).sum() == 1 else self.n_levels
 
-    def expansion(self, depth: int) -> int:
+    def expansion(self, depth: int, first_order_only: bool = False) -> int:
         """The most children one factor choice of a depth-`depth` node expands to (loop orders
         of level `depth` times the next level's stage and keep options): slices of factor
         choices are sized by it so that the rows priced together stay bounded."""
-        if depth == self.n_levels - 1:
+        if depth == self.n_levels - 1 or first_order_only:
             orders = 1
         else:
             orders = max(len(self.space.orders_for(depth, self.space.looping_dims(depth))), 1)
