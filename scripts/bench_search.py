@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 
-from benchlib import run_measured
+from benchlib import joint_variants, run_measured
 from mapper import load_arch, load_workload
 from mapper.load import load_constraints
 from mapper.mapspace import Mapspace
-from mapper.search import Greedy, Joint, parse_objective
+from mapper.search import Greedy, parse_objective
 
 # (arch, workload, mapspace, objective, what the score is shown as)
 CASES = [
@@ -46,11 +46,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="run the cases whose arch/workload contain this")
     parser.add_argument("--ablation", action="store_true", help="also without CP-SAT, without local search")
     args = parser.parse_args()
-    variants = [("joint", Joint(time_limit=args.time_limit))]
-    if args.ablation:
-        variants += [("no-cpsat", Joint(time_limit=args.time_limit, cpsat_seconds=0)),
-                     ("no-local", Joint(time_limit=args.time_limit, local_search=False)),
-                     ("neither", Joint(time_limit=args.time_limit, cpsat_seconds=0, local_search=False))]
+    variants = joint_variants(args.time_limit, args.ablation)
     print(f"{'arch':9} {'workload':22} {'pruned':>9} {'greedy':>10} {'variant':9} {'joint':>10} "
           f"{'to best':>7} {'total':>7} {'proven':>6} {'gap':>7} {'priced':>11} {'peak MiB':>8}")
     for arch_name, workload_name, mapspace, objective_name, unit in CASES:

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import yaml
 
-from benchlib import run_measured
+from benchlib import joint_variants, run_measured
 from mapper import evaluate, load_arch, load_mapping, load_workload
 from mapper.load import load_constraints
 from mapper.mapspace import Mapspace
-from mapper.search import Greedy, Joint, parse_objective
+from mapper.search import Greedy, parse_objective
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "tests" / "data" / "timeloop_designs.yaml"
@@ -37,12 +37,13 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--only", default="", help="run the designs whose name contains this")
     parser.add_argument("--no-greedy", action="store_true", help="skip the greedy column")
+    parser.add_argument("--ablation", action="store_true", help="also without CP-SAT, without local search")
     args = parser.parse_args()
     with open(REFERENCE) as f:
         designs = yaml.safe_load(f)["designs"]
     print(f"EDP in pJ x cycles; joint and greedy with the EDP objective, --time-limit {args.time_limit:g} s")
     print(f"{'design':25} {'timeloop':>10} {'eval TL map':>11} {'/TL':>6} {'greedy':>10} {'/TL':>6} "
-          f"{'joint':>10} {'/TL':>6} {'proven':>6} {'gap':>7} {'seconds':>7} {'peak MiB':>8}")
+          f"{'variant':9} {'joint':>10} {'/TL':>6} {'proven':>6} {'gap':>7} {'seconds':>7} {'peak MiB':>8}")
     for case in designs:
         name = case["design"]
         if args.only and args.only not in name:
@@ -65,13 +66,15 @@ def main() -> None:
             greedy, greedy_error, _, _ = run_measured(Greedy(time_limit=args.time_limit), space, objective)
             head += (f" {greedy.evaluation.edp:>10.4g} {greedy.evaluation.edp / reported:>6.3f}" if greedy
                      else f" {'error':>10} {'':>6}")
-        result, error, seconds, peak = run_measured(Joint(time_limit=args.time_limit), space, objective)
-        if result is None:
-            print(f"{head} {'':>10} {'':>6} {'':>6} {'':>7} {seconds:>7.1f} {peak:>8.0f}  joint: {error}", flush=True)
-        else:
+        for variant, strategy in joint_variants(args.time_limit, args.ablation):
+            result, error, seconds, peak = run_measured(strategy, space, objective)
+            if result is None:
+                print(f"{head} {variant:9} {'':>10} {'':>6} {'':>6} {'':>7} {seconds:>7.1f} {peak:>8.0f}"
+                      f"  joint: {error}", flush=True)
+                continue
             edp = result.evaluation.edp
             gap = "" if result.optimal or result.gap is None else f"{result.gap:.1%}"
-            print(f"{head} {edp:>10.4g} {edp / reported:>6.3f} {str(result.optimal):>6} {gap:>7} "
+            print(f"{head} {variant:9} {edp:>10.4g} {edp / reported:>6.3f} {str(result.optimal):>6} {gap:>7} "
                   f"{seconds:>7.1f} {peak:>8.0f}", flush=True)
         if greedy_error:
             print(f"{'':25} greedy: {greedy_error}", flush=True)

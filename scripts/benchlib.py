@@ -18,3 +18,15 @@ def run_measured(strategy, space, objective):
     peak = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
     return result, error, seconds, peak
+
+
+def joint_variants(time_limit: float, ablation: bool) -> list:
+    """(name, strategy): the joint search, and with `ablation` the same without CP-SAT
+    proposals, without the local search (and its polish of new incumbents), and without both."""
+    from mapper.search import Joint
+    out = [("joint", Joint(time_limit=time_limit))]
+    if ablation:
+        out += [("no-cpsat", Joint(time_limit=time_limit, cpsat_seconds=0)),
+                ("no-local", Joint(time_limit=time_limit, local_search=False)),
+                ("neither", Joint(time_limit=time_limit, cpsat_seconds=0, local_search=False))]
+    return out

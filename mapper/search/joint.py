@@ -152,7 +152,7 @@ class _Walk:
         while made < count and not share.spent() and not self.budget.spent():
             made += 1
             node = roots.take(np.array([int(rng.integers(len(roots)))]))
-            while len(node) and node.depth < tree.leaf_depth:
+            while len(node) and node.depth < tree.leaf_depth and not share.spent():
                 total = int(tree.factor_children(node)[0])
                 # one loop order per factor choice (the smallest): the dive samples tilings and
                 # keeps widely; the local search then tries the other orders of what it finds
@@ -165,7 +165,7 @@ class _Walk:
                     if len(rows):
                         before = self.incumbent.key
                         self.incumbent.offer(table.take(rows))
-                        if self.polish and self.incumbent.key != before:
+                        if self.polish and self.incumbent.key != before and not share.spent():
                             self._polish(force=True)
                     break
                 rows = np.flatnonzero(feasible(space, children.depth, table))
