@@ -67,10 +67,10 @@ class SplitVectors:
 
 
 def operand_floor(space: Mapspace, depth: int, table, options, splits: SplitVectors) -> np.ndarray | None:
-    """min over split vectors of sum over tensors of min over candidate keepers of the energy
-    served; `options[t]` lists (level, candidate mask, at-deepest mask, compulsory energy) per
-    candidate keeper (see `bounds.serving_options`). None when the split vectors are not
-    enumerable."""
+    """Per node: the minimum over split vectors of the sum over tensors of the minimum over
+    candidate innermost keepers (`options[t]`, see `bounds.ServingOption`) of what that keeper
+    serves per MAC, its compulsory traffic and the fills of its copies. None when the split
+    vectors are not enumerable or no network shares (the per-tensor floor is then as good)."""
     vectors = splits.at_depth[min(depth, space.n_levels)]
     if vectors is None or not splits.any_sharing:
         return None             # no network shares: the per-tensor floor is the same
