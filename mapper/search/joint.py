@@ -159,24 +159,34 @@ class _Walk:
                 draws = min(total, max(1, min(samples, self.chunk // tree.expansion(node.depth, True))))
                 picks = np.unique(rng.integers(0, total, size=draws))
                 children = tree.children_at(node, picks, first_order_only=True)
-                table = tree.table(children)
-                if children.depth >= tree.leaf_depth:
-                    rows = np.flatnonzero(space.valid_mask(table))
-                    if len(rows):
-                        before = self.incumbent.key
-                        self.incumbent.offer(table.take(rows))
-                        if self.polish and self.incumbent.key != before and not share.spent():
-                            self._polish(force=True)
+                priced = self._price(children, force_polish=not share.spent())
+                if priced is None or not len(priced[0]):
                     break
-                rows = np.flatnonzero(feasible(space, children.depth, table))
-                if not len(rows):
-                    break
-                table = table.take(rows)
-                costs = evaluate_many(space.arch, space.workload, table)
-                self.incumbent.evaluated += len(rows)
-                bound = lower_bound(space, self.objective, children.depth, table, costs, self.links)
+                rows, bound = priced
                 node = children.take(rows[[int(np.argmin(bound))]])
         return made
+
+    def _price(self, children: Nodes, force_polish: bool = False):
+        """Complete mappings are offered to the incumbent (a new best is polished): None.
+        Partial ones are checked for capacity and fanout (no pricing needed, and it rules out
+        most), then priced and bounded: (rows that fit, their bounds)."""
+        space, tree = self.space, self.tree
+        table = tree.table(children)
+        if children.depth >= tree.leaf_depth:
+            rows = np.flatnonzero(space.valid_mask(table))
+            if len(rows):
+                before = self.incumbent.key
+                self.incumbent.offer(table.take(rows))
+                if self.polish and self.incumbent.key != before:
+                    self._polish(force=force_polish)
+            return None
+        rows = np.flatnonzero(feasible(space, children.depth, table))
+        if not len(rows):
+            return rows, np.zeros(0)
+        table = table.take(rows)
+        costs = evaluate_many(space.arch, space.workload, table)
+        self.incumbent.evaluated += len(rows)
+        return rows, lower_bound(space, self.objective, children.depth, table, costs, self.links)
 
     def _polish(self, force: bool = False) -> None:
         """A short local search around a new incumbent the walk found (at most one second,
@@ -193,7 +203,7 @@ class _Walk:
         in slices of at most about `chunk` rows (factor choices times the orders and choices
         each expands to); False when the budget ran out, after recording the smallest bound
         left unexplored."""
-        space, objective, tree, incumbent = self.space, self.objective, self.tree, self.incumbent
+        tree, incumbent = self.tree, self.incumbent
         ends = np.cumsum(tree.factor_children(nodes))
         step = max(1, self.chunk // tree.expansion(nodes.depth))
         position = 0
@@ -207,25 +217,12 @@ class _Walk:
             stop = int(min(ends[-1], position + step))
             children = tree.children(nodes, position, stop)
             position = stop
-            table = tree.table(children)
-            if children.depth >= tree.leaf_depth:
-                rows = np.flatnonzero(space.valid_mask(table))
-                if len(rows):
-                    before = incumbent.key
-                    incumbent.offer(table.take(rows))
-                    if self.polish and incumbent.key != before:
-                        self._polish()
+            priced = self._price(children)
+            if priced is None:
                 if self.progress:
                     self.progress(incumbent.evaluated)
                 continue
-            # capacity and fanout first: they need no pricing and rule out most children
-            rows = np.flatnonzero(feasible(space, children.depth, table))
-            if not len(rows):
-                continue
-            table = table.take(rows)
-            costs = evaluate_many(space.arch, space.workload, table)
-            incumbent.evaluated += len(rows)
-            bound = lower_bound(space, objective, children.depth, table, costs, self.links)
+            rows, bound = priced
             keep = np.flatnonzero(bound <= incumbent.score * (1 + SLACK))
             keep = keep[np.argsort(bound[keep], kind="stable")]
             if len(keep) and not self.search(children.take(rows[keep]), bound[keep]):
