@@ -84,3 +84,14 @@ def test_a_spent_budget_still_gives_a_complete_valid_mapping(arch, workload, map
     assert_valid(space, result)
     assert not result.complete and not result.optimal
     assert any("time limit" in note for note in result.notes)
+
+
+def test_a_dead_end_below_a_choice_backs_up_instead_of_failing():
+    # Timeloop's output-stationary design: one-word registers under a dummy level that keeps
+    # nothing. Ranked by its rule alone, shared_glb would leave pe_spad a tile no completion fits;
+    # the tree now rules such tiles out (smallest extents below) and the descent backs up past
+    # the few dead ends that remain (spatial fanout), so greedy returns a valid mapping.
+    name = "timeloop-simple_output_stationary"
+    space = Mapspace(load_arch(name), load_workload(f"{name}-problem"), load_constraints(name))
+    result = Greedy(time_limit=60).run(space, parse_objective("edp", space.arch))
+    assert_valid(space, result)

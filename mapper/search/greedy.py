@@ -15,7 +15,10 @@ will hold (with level k's loop order), the one that
      the largest, squarest tile that fits the capacity wins),
   3. then holds the largest tile at level k+1,
   4. then the fixed content order (so the choice is deterministic),
-and fix it before looking further down. Only tiles that fit level k+1 count. At the innermost
+and fix it before looking further down. Only tiles that fit level k+1 count. When no choice at
+a level leaves anything that fits (a dead end: fanout or factor constraints below that the
+tile above cannot meet), the descent backs up one level and takes that level's next choice in
+the rule's order (at most `ALTERNATIVES` per level, `MAX_BACKTRACKS` in all); the notes say so. At the innermost
 level the remaining split is chosen by the search objective. Where a level has many loop
 orders (more than `max_orders`, e.g. the seven loops of a convolution), the factors are chosen
 first with one representative order, then the order by the same rule. Choices below never revise the
@@ -42,6 +45,8 @@ from .tree import LevelTree, Nodes, feasible
 RULE_NOTE = ("top-down: every tensor kept where it fits, the largest spatial split, then the fewest "
              "bytes into the next level, then the largest tile, one level at a time")
 QUICK_LOOK_WINDOWS = 64      # a hurried level looks at this many evenly spread runs of choices
+ALTERNATIVES = 8             # ranked choices a level offers when the level below dead-ends
+MAX_BACKTRACKS = 64          # dead ends tolerated before the descent gives up
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,9 @@ class Greedy:
         descent = _Descent(self, space, objective, budget)
         descent.run()
         notes = [RULE_NOTE]
+        if descent.backtracks:
+            notes.append(f"{descent.backtracks} dead end(s) below a choice made it take the next choice "
+                         "of the level above")
         if descent.hurried_from is not None:
             notes.append(f"the time limit cut the search at level {descent.hurried_from}: it took the best "
                          "choice priced so far there and a quick look at each level below")
@@ -75,24 +83,42 @@ class _Descent:
         self.incumbent = Incumbent(space, objective)
         self.hurried_from: str | None = None
         self.decided: list[str] = []
+        self.backtracks = 0
+        self.dead_level = 0
 
     def run(self) -> None:
-        nodes = self.tree.roots().take(np.array([0]))      # the unpadded extents; level 0 keeps all
+        root = self.tree.roots().take(np.array([0]))      # the unpadded extents; level 0 keeps all
+        if not self._descend(root, 1):
+            raise InfeasibleError(self._dead_end(self.dead_level))
+
+    def _descend(self, parent: Nodes, depth: int) -> bool:
+        """Choose level depth-1 and everything below; False at a dead end (nothing below fits)."""
+        if depth > self.tree.n_levels:
+            return True
         everything = frozenset(range(self.space.n_dims))
-        for depth in range(1, self.tree.n_levels + 1):
-            many_orders = len(self.space.orders_for(depth - 1, everything)) > self.greedy.max_orders
-            nodes = self.choose(nodes, depth, first_order_only=many_orders or self.hurried)
+        many_orders = len(self.space.orders_for(depth - 1, everything)) > self.greedy.max_orders
+        for rank, node in enumerate(self.choose(parent, depth, first_order_only=many_orders or self.hurried)):
+            if rank and self.backtracks >= MAX_BACKTRACKS:
+                return False
+            self.backtracks += rank > 0
             if many_orders and not self.hurried:
-                nodes = self.choose(nodes, depth, reorder=True)
+                node = next(self.choose(node, depth, reorder=True))
             self.decided.append(self.space.arch.levels[depth - 1].name)
+            if self._descend(node, depth + 1):
+                return True
+            self.decided.pop()
+        self.dead_level = max(self.dead_level, depth - 1)
+        return False
 
     @property
     def hurried(self) -> bool:
         return self.hurried_from is not None
 
-    def choose(self, parent: Nodes, depth: int, first_order_only: bool = False, reorder: bool = False) -> Nodes:
-        """The child of `parent` the greedy rule picks for level depth-1 (by the objective at the
-        last level): the first tier of level depth's keeps and stages that fits anything."""
+    def choose(self, parent: Nodes, depth: int, first_order_only: bool = False, reorder: bool = False):
+        """The children of `parent` the greedy rule ranks first for level depth-1 (by the
+        objective at the last level), best first: the first tier of level depth's keeps and
+        stages that fits anything, then the next tiers, up to `ALTERNATIVES` from each. Lazy:
+        a runner-up is priced only when the level below dead-ends."""
         tiers = [self._same_choice_as(parent, depth)] if reorder else self._tiers(depth)
         for wanted in tiers:
             best, finished = None, False
@@ -103,9 +129,8 @@ class _Descent:
             if best is None and not finished:
                 # the quick look can miss the few choices that fit: walk them all before giving up
                 best, finished = self._best_child(parent, depth, wanted, True, reorder, "patient")
-            if best is not None:
-                return best
-        raise InfeasibleError(self._dead_end(depth - 1))
+            for row in range(0 if best is None else len(best)):
+                yield best.take(np.array([row]))
 
     def _tiers(self, depth: int) -> list[tuple[frozenset[int], int] | None]:
         """(keep options, stage count) of level `depth` to try, in the rule's order: keep sets
@@ -145,26 +170,22 @@ class _Descent:
         the largest tiles below, often none that fit."""
         width = max(1, self.greedy.slice // QUICK_LOOK_WINDOWS)
         starts = np.unique(np.linspace(0, total - width, QUICK_LOOK_WINDOWS).astype(np.int64))
-        parts = [self.tree.children(parent, int(s), int(s) + width, first_order_only=first_order_only)
-                 for s in starts]
-        return Nodes(parts[0].depth, np.concatenate([p.groups for p in parts]),
-                     np.concatenate([p.orders for p in parts], axis=-1),
-                     np.concatenate([p.stages for p in parts], axis=-1),
-                     np.concatenate([p.keeps for p in parts], axis=-1))
+        return _stack([self.tree.children(parent, int(s), int(s) + width, first_order_only=first_order_only)
+                       for s in starts])
 
     def _best_child(self, parent: Nodes, depth: int, wanted, first_order_only: bool, reorder: bool,
                     how: str) -> tuple[Nodes | None, bool]:
-        """The best child whose level-depth keeps and stages are in `wanted` (None when none fits),
+        """The best few children (best first, at most `ALTERNATIVES`) whose level-depth keeps and stages are in `wanted` (None when none fits),
         and whether every child was looked at. A "walk" stops when the budget runs out and
         keeps the best of the slices priced so far; a "quick look" prices one spread slice; a
         "patient" walk ignores the budget."""
         space = self.space
-        best_key, best = None, None
+        kept: list = []                  # (key, child), the best few so far, best first
         total = 1 if reorder else int(self.tree.factor_children(parent)[0])
         finished = how != "quick look" or total <= self.greedy.slice
         for children in self._slices(parent, depth, first_order_only, reorder, how):
             if how == "walk" and self._out_of_time(depth):
-                return best, False
+                return (_stack([node for _, node in kept]) if kept else None), False
             if wanted is not None:
                 keep_options, stage = wanted
                 children = children.take(np.flatnonzero(np.isin(children.keeps[depth], list(keep_options))
@@ -184,10 +205,10 @@ class _Descent:
                 keys = self._level_keys(depth, table, costs)
             if not len(rows):
                 continue
-            row = rows[np.lexsort([k[rows] for k in keys][::-1])[0]]
-            key = tuple(k[row].item() for k in keys)
-            if best_key is None or key < best_key:
-                best_key, best = key, children.take(np.array([row]))
+            ranked = rows[np.lexsort([k[rows] for k in keys][::-1])[:ALTERNATIVES]]
+            found = [(tuple(k[row].item() for k in keys), children.take(np.array([row]))) for row in ranked]
+            kept = sorted(kept + found, key=lambda pair: pair[0])[:ALTERNATIVES]
+        best = None if not kept else _stack([node for _, node in kept])
         return best, finished
 
     def _out_of_time(self, depth: int) -> bool:
@@ -211,3 +232,11 @@ class _Descent:
         return (f"greedy: after fixing {', '.join(self.decided) or 'nothing'}, no choice at level "
                 f"{self.space.arch.levels[level].name} leaves a mapping that fits (a top-down choice cannot "
                 "be revised; the joint search can)")
+
+
+def _stack(parts: list[Nodes]) -> Nodes:
+    """Nodes of one depth, concatenated."""
+    return Nodes(parts[0].depth, np.concatenate([p.groups for p in parts]),
+                 np.concatenate([p.orders for p in parts], axis=-1),
+                 np.concatenate([p.stages for p in parts], axis=-1),
+                 np.concatenate([p.keeps for p in parts], axis=-1))

@@ -44,6 +44,7 @@ class LevelTree:
         self.columns = sorted(range(len(space.slots)), key=lambda k: space.slots[k])
         self.column_level = np.array([space.slots[k][0] for k in self.columns])
         self.rows, self.starts = [], []
+        self._smallest: dict[tuple[int, int, int], np.ndarray] = {}
         for table in space.dim_tables:
             data = np.concatenate([table.prod(axis=1, keepdims=True), table[:, self.columns]], axis=1)
             data = data[np.lexsort(data.T[::-1])]
@@ -150,14 +151,44 @@ class LevelTree:
         fits_fanout = (level_above[1:].prod(axis=1) <= fanout).all(axis=0)
         if lv >= self.n_levels:
             return fits_fanout[:, None]
-        spans = self.spans(nodes)
         choice = space.choices[lv]
-        words = [np.prod([1 + sum(c * (spans[d] - 1) for d, c in axis) for axis in tensor.axes], axis=0)
-                 * tensor.bytes_per_word for tensor in space.workload.tensors]
-        footprint = np.stack([sum((words[t] for t in keep), np.zeros(len(nodes))) for keep in choice.keeps])
+        footprint = self._footprints(lv, self.spans(nodes), choice.keeps)
         capacity = space.arch.levels[lv].capacity
         fits = np.stack([footprint * s <= capacity for s in choice.stages])        # (S, K, N)
-        return fits.reshape(-1, len(nodes)).T & fits_fanout[:, None]
+        return fits.reshape(-1, len(nodes)).T & (fits_fanout & self._deeper_levels_can_fit(nodes))[:, None]
+
+    def _footprints(self, lv: int, spans: np.ndarray, keeps) -> np.ndarray:
+        """(keep options, N) bytes each keep option of level `lv` holds, given the dims' spans."""
+        words = [np.prod([1 + sum(c * (spans[d] - 1) for d, c in axis) for axis in tensor.axes], axis=0)
+                 * tensor.bytes_per_word for tensor in self.space.workload.tensors]
+        return np.stack([sum((words[t] for t in keep), np.zeros(spans.shape[1])) for keep in keeps])
+
+    def _deeper_levels_can_fit(self, nodes: Nodes) -> np.ndarray:
+        """(N,) False where some level below `nodes.depth` cannot hold even the smallest tile any
+        completion of the node leaves it (per dim the smallest extent among the node's factor
+        rows, which the dims reach independently), in its smallest keep set and stage count:
+        such a node has no mapping below it. This is what stops a top-down choice from leaving
+        a tile that a one-word register under a dummy level can never take."""
+        ok = np.ones(len(nodes), bool)
+        for lv in range(nodes.depth + 1, self.n_levels):
+            choice = self.space.choices[lv]
+            if any(not keep for keep in choice.keeps):
+                continue
+            spans = np.stack([self._smallest_extents(d, nodes.depth, lv)[nodes.groups[:, d]]
+                              for d in range(self.n_dims)])
+            least = self._footprints(lv, spans, choice.keeps).min(axis=0) * min(choice.stages)
+            ok &= least <= self.space.arch.levels[lv].capacity
+        return ok
+
+    def _smallest_extents(self, d: int, depth: int, level: int) -> np.ndarray:
+        """Per group of dim d at `depth`, the smallest extent level `level` holds among its rows."""
+        key = (d, depth, level)
+        if key not in self._smallest:
+            rows = self.rows[d]
+            outer = 1 + np.flatnonzero(self.column_level < level)
+            extent = rows[:, 0] // rows[:, outer].prod(axis=1)
+            self._smallest[key] = np.minimum.reduceat(extent, self.starts[d][depth])
+        return self._smallest[key]
 
     def reorder(self, nodes: Nodes) -> Nodes:
         """The same nodes with every order class of their last decided level."""
