@@ -140,3 +140,27 @@ def test_bounds_never_exceed_a_mapping_below_them():
         bound = lower_bound(space, objective, min(depth, space.n_levels), node,
                             evaluate_many(arch, workload, node), links)[0]
         assert bound <= cost * (1 + 1e-9), depth
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_every_node_bound_is_below_every_mapping_under_it(data):
+    """The bounds of a mapping's prefixes (every depth) never exceed its cost, on random spaces
+    with bypass at every level: what the pruning's soundness rests on, checked node by node
+    (the innermost level's floor, with its keep sets open, included)."""
+    from mapper.search.bounds import LinkBounds, lower_bound
+    workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=64))
+    arch = data.draw(archs(min_levels=3, max_levels=4))
+    space = Mapspace(arch, workload, Constraints(levels=BYPASS_EVERYWHERE))
+    objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
+    sample = space.sample(200, np.random.default_rng(data.draw(st.integers(0, 1000))))
+    if not len(sample):
+        return
+    costs = evaluate_many(arch, workload, sample)
+    score = {"edp": costs.edp, "energy": costs.energy_pj, "cycles": costs.cycles}[objective.kind]
+    links = LinkBounds(space)
+    for depth in range(space.n_levels + 1):
+        node = _prefix_table(space, sample, depth)
+        bound = lower_bound(space, objective, min(depth, space.n_levels), node,
+                            evaluate_many(arch, workload, node), links)
+        assert (bound <= score * (1 + 1e-9)).all(), depth

@@ -10,7 +10,8 @@ What is still open is bounded below by what every completion must pay: the compu
 operand read (or output update and read-modify-write) per MAC at the innermost level keeping
 each tensor, divided by the largest multicast the fanout below it allows; for each undecided
 level, the cheapest traffic into it over every tile that fits it (`LinkBounds`); MAC energy;
-leakage over the bounded cycles.
+leakage over the bounded cycles. A second bound on the same open traffic enumerates the
+innermost level's keep sets, tiles and splits (`innermost_floor.py`); the larger one is used.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ..cost import Costs
 from ..mapping import MappingTable
 from ..mapspace import Mapspace
 from .objective import Objective
+from .innermost_floor import InnermostFloor
 from .operand_floor import SplitVectors, serve_energy, operand_floor
 
 
@@ -49,6 +51,7 @@ class LinkBounds:
                                for j in range(1, space.n_levels)]
         self.units = [self._units(space, lv, max_combinations) for lv in range(space.n_levels)]
         self.splits = SplitVectors(space)
+        self.innermost = InnermostFloor(space, self.splits)
 
     @staticmethod
     def _units(space: Mapspace, lv: int, max_combinations: int) -> int:
@@ -186,8 +189,9 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
                 child_stages = np.take_along_axis(table.stages, np.maximum(child, 0)[None], axis=0)[0]
                 exposed[lv] += np.where(passing_known & (child_stages == 1), moved, 0)
             child = np.where(kept, lv, child)
-        if tensor.is_output:
-            energy += read_modify_write(space, t, depth, table, links)
+    decided = energy.copy()             # MACs and the traffic the decided levels fix
+    energy += sum(read_modify_write(space, t, depth, table, links) for t, tensor in enumerate(tensors)
+                  if tensor.is_output)
     # what the innermost keepers serve the compute units, over the splits still open
     options = [serving_options(space, t, depth, table) for t in range(len(tensors))]
     floor = operand_floor(space, depth, table, options, links.splits) if links is not None else None
@@ -196,6 +200,12 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
     energy += floor
     if links is not None:
         energy += sum(links.energy[depth + 1:])
+        # another bound on the same open traffic, from the innermost level's choices (keep
+        # sets, tiles that fit, splits): the larger of two valid bounds is one
+        innermost = links.innermost.floor(depth, [_deepest_keeper(space, t, depth, table)
+                                                  for t in range(len(tensors))])
+        if innermost is not None:
+            energy = np.maximum(energy, decided + innermost)
 
     bandwidth = np.array([lv.bandwidth for lv in arch.levels])[:, None]
     level_time = np.maximum(compute, (known_bytes - exposed) / bandwidth) + exposed / bandwidth

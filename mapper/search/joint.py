@@ -8,7 +8,8 @@ best bound first, depth first; a subtree is dropped only when its bound exceeds 
 The innermost level's loop order changes no cost, so its nodes are complete mappings.
 
 The incumbent, which does the pruning, comes from (in this order) the greedy mapping, mappings
-given from outside (`incumbents`, admitted into the space by `warm.py`), CP-SAT proposals
+given from outside (`incumbents`, admitted into the space by `warm.py`), the same search on a
+smaller shape carried back (`coarse.py`, large spaces only), CP-SAT proposals
 (`cpsat.py`), a local search around the best of these (`neighbourhood.py`), sampled dives down
 the tree (the best-bound child of a random sample at each level), and the walk itself; every
 new incumbent the dives or the walk find is polished by a short local search. All of them offer
@@ -19,7 +20,7 @@ time limit stops it, the smallest bound of what was left unexplored gives a prov
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from ..cost import evaluate_many
 from ..mapping import to_table
 from ..mapspace import Mapspace
 from .bounds import LinkBounds, lower_bound
+from .coarse import coarse_incumbent
 from .greedy import Greedy
 from .neighbourhood import improve
 from .objective import Objective
@@ -35,6 +37,9 @@ from .tree import LevelTree, Nodes, feasible
 from .warm import admit, factor_rows
 
 SLACK = 1e-9        # relative: bounds and scores are sums of the same terms in other orders
+COARSE_SHARE = 0.25         # of the time limit, for the coarse shape's search
+COARSE_MIN_SECONDS = 1.0    # below this a coarse search finds too little to be worth it
+COARSE_MIN_SPACE = 2e6      # pruned mappings below which the walk alone is quick
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,7 @@ class Joint:
     local_search: bool = True       # improve the warm start by moves around it before the walk
     incumbents: tuple = ()          # mappings from outside (a neighbouring shape's optimum, ...)
     dives: int = 24                 # sampled dives down the tree before the walk, for incumbents
+    coarse: bool = True             # start from a smaller shape's answer (`coarse.py`) on large spaces
     name: str = "joint"
 
     def run(self, space: Mapspace, objective: Objective, progress=None) -> SearchResult:
@@ -65,6 +71,8 @@ class Joint:
                 notes.append(f"no warm start: {exc}")
         if self.incumbents:
             notes.append(self._outside_incumbents(space, incumbent))
+        if self._worth_a_coarse_start(funnel):
+            notes.append(self._coarse_start(space, objective, incumbent))
         if self.cpsat_seconds:
             notes.append(self._cpsat_proposals(space, objective, incumbent))
         if self.local_search and incumbent.table is not None:
@@ -120,6 +128,26 @@ class Joint:
                 + ("improved the incumbent to " + f"{incumbent.score:.6g}" if incumbent.score < before
                    else "none beat the incumbent"))
 
+
+    def _worth_a_coarse_start(self, funnel) -> bool:
+        """Only with a time limit (its share must be worth a search) and on spaces too large to
+        walk quickly anyway."""
+        return (self.coarse and self.time_limit is not None
+                and self.time_limit * COARSE_SHARE >= COARSE_MIN_SECONDS
+                and funnel.after.get("occupancy", funnel.size) > COARSE_MIN_SPACE)
+
+    def _coarse_start(self, space, objective, incumbent) -> str:
+        """Offer the answer of the same search on a smaller shape, within a share of the time.
+        One step only: a shape shrunk twice is usually small enough to fit where the real one
+        does not, and its answer has another structure."""
+        inner = replace(self, time_limit=self.time_limit * COARSE_SHARE, incumbents=(), coarse=False)
+        table, note = coarse_incumbent(space, objective, inner)
+        if table is None:
+            return note
+        before = incumbent.score
+        incumbent.offer(table, mask=space.valid_mask(table))
+        return note + (f"; carried here: {incumbent.score:.6g}" if incumbent.score < before
+                       else "; carried here it does not beat the incumbent")
 
     def _outside_incumbents(self, space, incumbent) -> str:
         """Offer the given mappings, each first made a member of the space (`admit`)."""

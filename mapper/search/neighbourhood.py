@@ -23,7 +23,7 @@ from .result import Budget, Incumbent
 from .warm import carried_orders, factor_rows
 
 PAIR_LIMIT = 100_000        # factor combinations priced per pair of dims
-EXPAND_LIMIT = 2_000_000    # rows when one dim's factorisations are crossed with every choice
+EXPAND_LIMIT = 500_000      # rows when one dim's factorisations are crossed with every choice
 CHOICE_LIMIT = 100_000      # rows when a factor move is crossed with every keep set and stage count
 
 
@@ -44,8 +44,10 @@ def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0
                 return improved
             varied = _vary(space, incumbent.table, rows, dims, rng)
             _offer(space, incumbent, varied)
-            _offer(space, incumbent, _with_every_choice(space, varied, rng))
-            if len(dims) == 1 and varied.factors.shape[-1] * space.expansion_bound() <= EXPAND_LIMIT:
+            if not spent():        # each batch takes a while: the budget is asked between them
+                _offer(space, incumbent, _with_every_choice(space, varied, rng))
+            if (len(dims) == 1 and not spent()
+                    and varied.factors.shape[-1] * space.expansion_bound() <= EXPAND_LIMIT):
                 _offer(space, incumbent, space.expand(varied.factors))
         if incumbent.key == before:
             break
