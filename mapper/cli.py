@@ -58,8 +58,9 @@ def _run_search(args, strategy_name: str):
     warm = tuple(load_mapping(path, arch, workload) for path in getattr(args, "warm_start", None) or ())
     strategy = make_strategy(strategy_name, time_limit=args.time_limit, seed=args.seed,
                              samples=args.samples, cpsat_seconds=args.cpsat_seconds, incumbents=warm)
+    # disable=None: no bar when stderr is not a terminal (scripts, sweeps, logs)
     with tqdm(desc=strategy_name, unit=" mappings", unit_scale=True, delay=1.0, file=sys.stderr,
-              leave=False) as bar:
+              leave=False, disable=None) as bar:
         def progress(evaluated):
             bar.update(evaluated - bar.n)
         result = strategy.run(space, objective, progress)
