@@ -103,7 +103,9 @@ def mapping_from_dict(data, arch: Arch, workload: Workload, where: Where) -> Map
 
     padded = False
     if isinstance(data, dict) and "mapping" in data:
-        fields(data, where, ("mapping",), ("arch", "workload", "padded"))
+        # `cost` and `search` are what `evaluate --json` and `search --json` print beside the
+        # mapping: that output reads back as a mapping file
+        fields(data, where, ("mapping",), ("arch", "workload", "padded", "cost", "search"))
         padded = data.get("padded", False)
         if not isinstance(padded, bool):
             raise (where / "padded").error("expected true (dims may be padded) or false")

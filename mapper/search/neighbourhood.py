@@ -44,8 +44,10 @@ def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0
                 return improved
             varied = _vary(space, incumbent.table, rows, dims, rng)
             _offer(space, incumbent, varied)
-            _offer(space, incumbent, _with_every_choice(space, varied, rng))
-            if len(dims) == 1 and varied.factors.shape[-1] * space.expansion_bound() <= EXPAND_LIMIT:
+            if not spent():         # each offer may take a while: look at the budget between them
+                _offer(space, incumbent, _with_every_choice(space, varied, rng))
+            if len(dims) == 1 and varied.factors.shape[-1] * space.expansion_bound() <= EXPAND_LIMIT \
+                    and not spent():
                 _offer(space, incumbent, space.expand(varied.factors))
         if incumbent.key == before:
             break
