@@ -70,7 +70,7 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False):
         objective = parse_objective(args.objective, arch)
         warm = tuple(load_mapping(path, arch, workload) for path in getattr(args, "warm_start", None) or ())
         strategy = make_strategy(strategy_name, time_limit=time_limit or TIME_LIMIT_DEFAULT, seed=args.seed,
-                                 samples=args.max_evaluations or args.samples,
+                                 samples=10**12 if args.max_evaluations else args.samples,
                                  cpsat_seconds=args.cpsat_seconds, incumbents=warm)
         # disable=None: no bar when stderr is not a terminal (scripts, sweeps, logs)
         with tqdm(desc=strategy_name, unit=" mappings", unit_scale=True, delay=1.0, file=sys.stderr,

@@ -55,7 +55,7 @@ class Joint:
         tree = LevelTree(space)
         incumbent = Incumbent(space, objective)
         notes = []
-        if self.warm_start:
+        if self.warm_start and not budget.spent():
             try:
                 share = None if self.time_limit is None else self.time_limit / 3
                 warm = Greedy(time_limit=share).run(space, objective)
