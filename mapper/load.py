@@ -6,6 +6,7 @@ so a user can fix the input without reading code.
 from __future__ import annotations
 
 import math
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -23,9 +24,12 @@ PRESET_KINDS = ("archs", "workloads", "mapspace", "mappings")
 
 
 def preset_dirs(kind: str) -> list[Path]:
-    """Where presets of a kind live: the checkout's top-level folder, or the installed copy."""
-    here = Path(__file__).resolve().parent
-    return [d for d in (here.parent / kind, here / "presets" / kind) if d.is_dir()]
+    """Where presets of a kind live: the checkout's top-level folder (a source tree), and the
+    package data `mapper/presets/<kind>` of an installed wheel, found through importlib.resources."""
+    checkout = Path(__file__).resolve().parent.parent / kind
+    dirs = [checkout] if (checkout.parent / "pyproject.toml").is_file() and checkout.is_dir() else []
+    installed = resources.files("mapper").joinpath("presets", kind)     # wheels unpack as files
+    return dirs + ([Path(str(installed))] if installed.is_dir() else [])
 
 
 def preset_names(kind: str) -> list[str]:
@@ -34,13 +38,17 @@ def preset_names(kind: str) -> list[str]:
 
 def resolve(kind: str, name_or_path: str | Path) -> Path:
     """A path to an existing file, or the name of a bundled preset of this kind."""
-    path = Path(name_or_path)
-    if path.is_file():
-        return path
-    for directory in preset_dirs(kind):
-        candidate = directory / f"{name_or_path}.yaml"
-        if candidate.is_file():
-            return candidate
+    try:
+        path = Path(name_or_path)
+        if path.is_file():
+            return path
+        for directory in preset_dirs(kind):
+            candidate = directory / f"{name_or_path}.yaml"
+            if candidate.is_file():
+                return candidate
+    except (OSError, ValueError) as exc:        # a name too long for the file system, a NUL byte
+        raise SpecError(str(name_or_path), "", "not a usable file name "
+                        f"({getattr(exc, 'strerror', None) or exc})") from None
     known = ", ".join(preset_names(kind)) or "none"
     raise SpecError(str(name_or_path), "", f"no such file, and no {kind[:-1]} preset of that name "
                     f"(presets: {known})")
