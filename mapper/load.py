@@ -1,5 +1,9 @@
 """The only module that reads YAML: files or preset names -> validated spec objects.
 
+Data flows one way: YAML (here) -> validated specs (`spec`) -> mappings (`mapping`) -> cost.
+The shape checks this module and `mapping` share live in `validate`, so `mapping` never
+imports the loader (no import circle).
+
 Every check names the file and the key path (`levels[2].capacity`) and says what was expected,
 so a user can fix the input without reading code.
 """
@@ -11,14 +15,16 @@ from pathlib import Path
 
 import yaml
 
+from .cost import footprint_bytes
 from .einsum import parse_einsum
 from .errors import SpecError, shown
-from .limits import (MAX_COEFFICIENT, MAX_DIM_SPLITS, MAX_DIMS, MAX_FILE_BYTES, MAX_INSTANCES, MAX_INT,
-                     MAX_LEVELS, MAX_MACS, MAX_NAME, MAX_STAGES, MAX_TENSORS, MAX_TEXT,
-                     MAX_YAML_DEPTH, MAX_YAML_NODES)
+from .limits import (MAX_COEFFICIENT, MAX_DIMS, MAX_FILE_BYTES, MAX_INSTANCES, MAX_LEVELS, MAX_MACS,
+                     MAX_STAGES, MAX_TENSORS, MAX_YAML_DEPTH, MAX_YAML_NODES)
+from .mapping import mapping_from_dict, to_table
 from .spec import Arch, Compute, GpuFacts, Level, Tensor, Workload
 from .units import (Where, parse_bandwidth, parse_bytes, parse_dtype_bits, parse_energy,
                     parse_frequency)
+from .validate import fields, name_list, name_text, positive_int, text
 
 PRESET_KINDS = ("archs", "workloads", "mapspace", "mappings")
 
@@ -140,50 +146,6 @@ def read_yaml(path: Path):
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}" if mark else ""
         raise SpecError(str(path), line, f"invalid YAML ({getattr(exc, 'problem', None) or exc})") from None
-
-
-def fields(data, where: Where, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
-    """Check that `data` is a mapping with all `required` keys and nothing unknown."""
-    if not isinstance(data, dict):
-        raise where.error(f"expected a mapping with keys {', '.join(required + optional)}, "
-                          f"got {type(data).__name__}")
-    unknown = [k for k in data if k not in required + optional]
-    if unknown:
-        raise (where / unknown[0]).error(
-            f"unknown key; expected one of {', '.join(required + optional)}")
-    missing = [k for k in required if k not in data]
-    if missing:
-        raise (where / missing[0]).error("required key is missing")
-    return data
-
-
-def positive_int(value, where: Where, what: str = "a positive integer", limit: int = MAX_INT) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise where.error(f"expected {what}, got {shown(value)}")
-    if value > limit:
-        raise where.error(f"{value:,} is above the limit {limit:,} this tool handles")
-    return value
-
-
-def text(value, where: Where, limit: int = MAX_TEXT) -> str:
-    if not isinstance(value, str):
-        raise where.error(f"expected a string, got {shown(value)}")
-    if len(value) > limit:
-        raise where.error(f"a string of {len(value):,} characters, above the limit of {limit:,}")
-    return value
-
-
-def name_text(value, where: Where) -> str:
-    """A name (of a spec, level, dim or tensor): a non-empty string of at most MAX_NAME chars."""
-    if not isinstance(value, str) or not value.strip():
-        raise where.error(f"expected a name, got {shown(value)}")
-    return text(value, where, MAX_NAME)
-
-
-def name_list(value, where: Where) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise where.error(f"expected a list of names, got {shown(value)}")
-    return [name_text(v, where / i) for i, v in enumerate(value)]
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -377,9 +339,6 @@ def load_mapping(name_or_path, arch: Arch, workload: Workload):
 
 
 def mapping_from_checked_dict(data, arch: Arch, workload: Workload, where: Where):
-    from .cost import footprint_bytes
-    from .mapping import mapping_from_dict, to_table
-
     mapping = mapping_from_dict(data, arch, workload, where)
     table = to_table([mapping], len(workload.dims), len(workload.tensors))
     used = footprint_bytes(arch, workload, table)[0]

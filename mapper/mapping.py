@@ -15,6 +15,7 @@ import numpy as np
 from .spec import Arch, Workload
 from .errors import shown
 from .units import Where
+from .validate import fields, name_list, positive_int
 
 AXES = ("x", "y")
 
@@ -99,7 +100,6 @@ def mapping_from_dict(data, arch: Arch, workload: Workload, where: Where) -> Map
 
     Capacity is checked by the caller with the cost model's footprints (see `load.load_mapping`).
     """
-    from .load import fields, positive_int, name_list   # the YAML helpers live with the loader
 
     padded = False
     if isinstance(data, dict) and "mapping" in data:
