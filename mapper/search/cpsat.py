@@ -166,14 +166,14 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
 
 
 def _wall_seconds(time_limit: float) -> float:
-    """The solver's wall-clock cap: within the command's time limit; under an evaluation budget
+    """The solver's wall-clock cap: within the command's time limit (half of what is left); under an evaluation budget
     (`--max-evaluations`) only the deterministic budget binds, so the proposals do not depend
     on the machine's load."""
     from .result import stops
     if stops.per_evaluation is not None:
         return max(60.0, 10 * time_limit)
-    if stops.deadline is not None:
-        return max(0.01, min(time_limit, stops.deadline - time.perf_counter()))
+    if stops.deadline is not None:      # at most half of what is left: the walk needs the rest
+        return max(0.01, min(time_limit, (stops.deadline - time.perf_counter()) / 2))
     return time_limit
 
 

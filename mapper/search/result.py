@@ -99,7 +99,7 @@ class Budget:
         return max(0.0, min(left)) if left else None
 
 
-FINISH_RESERVE_S, FINISH_RESERVE_FRACTION = 0.3, 0.05
+FINISH_RESERVE_S, FINISH_RESERVE_FRACTION = 0.5, 0.08
 
 
 def seconds_since_start() -> float:
