@@ -28,14 +28,7 @@ def _mapspace_file(constraints: Constraints) -> str:
 
 def check_together(arch: Arch, workload: Workload, constraints: Constraints | None = None) -> None:
     constraints = constraints or Constraints()
-    tensors = [t.name for t in workload.tensors]
-    for i, level in enumerate(arch.levels):
-        for name in sorted(level.keeps or ()):
-            if name not in tensors:
-                role = f" ('{name}' is a role: `keeps` takes tensor names)" if name in ROLES else ""
-                raise SpecError(_arch_file(arch), f"levels[{i}].keeps",
-                                f"no tensor {name!r} in workload {workload.name} (tensors: "
-                                f"{', '.join(tensors)}){role}")
+    check_keeps(arch, workload)
     if constraints.align_to_native:
         for name, size in arch.compute.native_shape:
             if size > 1 and name not in workload.dims:
@@ -45,6 +38,19 @@ def check_together(arch: Arch, workload: Workload, constraints: Constraints | No
                                 "`align_to_native: false` in the mapspace file")
     _check_constraints(arch, workload, constraints)
     _check_splits(arch, workload, constraints)
+
+
+def check_keeps(arch: Arch, workload: Workload) -> None:
+    """Every tensor a level's `keeps` names is a tensor of the workload (else the level would
+    silently hold nothing of it)."""
+    tensors = [t.name for t in workload.tensors]
+    for i, level in enumerate(arch.levels):
+        for name in sorted(level.keeps or ()):
+            if name not in tensors:
+                role = f" ('{name}' is a role: `keeps` takes tensor names)" if name in ROLES else ""
+                raise SpecError(_arch_file(arch), f"levels[{i}].keeps",
+                                f"no tensor {name!r} in workload {workload.name} (tensors: "
+                                f"{', '.join(tensors)}){role}")
 
 
 def _check_constraints(arch: Arch, workload: Workload, constraints: Constraints) -> None:

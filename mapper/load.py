@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from .bind import check_keeps
 from .cost import footprint_bytes
 from .einsum import parse_einsum
 from .errors import SpecError, shown
@@ -339,6 +340,7 @@ def load_mapping(name_or_path, arch: Arch, workload: Workload):
 
 
 def mapping_from_checked_dict(data, arch: Arch, workload: Workload, where: Where):
+    check_keeps(arch, workload)
     mapping = mapping_from_dict(data, arch, workload, where)
     table = to_table([mapping], len(workload.dims), len(workload.tensors))
     used = footprint_bytes(arch, workload, table)[0]
