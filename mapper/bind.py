@@ -35,7 +35,7 @@ def check_together(arch: Arch, workload: Workload, constraints: Constraints | No
                 raise SpecError(_arch_file(arch), f"compute.native_shape.{name}",
                                 f"workload {workload.name} has no dim {name!r} (dims: "
                                 f"{', '.join(workload.dims)}); rename its dims to match, or set "
-                                "`align_to_native: false` in the mapspace file")
+                                "`align_to_native: false` in the mapspace file (`--mapspace unaligned`)")
     _check_constraints(arch, workload, constraints)
     _check_splits(arch, workload, constraints)
 

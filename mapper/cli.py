@@ -115,7 +115,10 @@ def _started_ago(args) -> float:
     """Seconds of the command's time limit already spent: the interpreter's start-up, when
     this process is the `mapper` command itself (not a caller of `main` in a longer process)."""
     from .search.result import seconds_since_start
-    return seconds_since_start() if getattr(args, "own_process", False) else 0.0
+    if not getattr(args, "own_process", False) or getattr(args, "startup_counted", False):
+        return 0.0
+    args.startup_counted = True         # `compare`: its second search has its own full limit
+    return seconds_since_start()
 
 
 def _search_json(args, result, arch, workload) -> dict:
