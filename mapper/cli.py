@@ -6,7 +6,8 @@ reserved for bugs.
 from __future__ import annotations
 
 import argparse
-import json
+import os
+import signal
 import sys
 import time
 
@@ -15,7 +16,11 @@ from .errors import MapperError
 from .load import (PRESET_KINDS, load_arch, load_constraints, load_mapping, load_workload,
                    preset_names)
 from .mapspace import Mapspace
-from .report import evaluation_json, evaluation_text, funnel_text, search_json, search_text
+from .report import (evaluation_json, evaluation_text, funnel_text, search_json, search_text,
+                     strict_json)
+
+TIME_LIMIT_DEFAULT = 60.0
+INTERRUPTED = 130           # exit status after Ctrl-C (128 + SIGINT), as shells report it
 
 
 def _evaluate(args) -> int:
@@ -24,7 +29,7 @@ def _evaluate(args) -> int:
     mapping = load_mapping(args.mapping, arch, workload)
     ev = evaluate(arch, workload, mapping)
     if args.json:
-        print(json.dumps(evaluation_json(arch, workload, mapping, ev), indent=2))
+        print(strict_json(evaluation_json(arch, workload, mapping, ev)))
     else:
         print(evaluation_text(arch, workload, mapping, ev))
     return 0
@@ -38,9 +43,9 @@ def _mapspace(args) -> int:
     funnel = space.require_nonempty(space.funnel(exact_limit=args.exact_limit))
     seconds = time.perf_counter() - start
     if args.json:
-        print(json.dumps({"arch": arch.name, "workload": workload.name,
-                          "constraints": space.constraints.name, "mapspace": funnel.to_json(),
-                          "seconds": seconds}, indent=2))
+        print(strict_json({"arch": arch.name, "workload": workload.name,
+                           "constraints": space.constraints.name, "mapspace": funnel.to_json(),
+                           "seconds": seconds}))
     else:
         print(f"{workload.name} on {arch.name}, mapspace '{space.constraints.name}'")
         print(funnel_text(funnel))
@@ -48,42 +53,106 @@ def _mapspace(args) -> int:
     return 0
 
 
-def _run_search(args, strategy_name: str):
+def _run_search(args, strategy_name: str, after_interrupt: bool = False):
     from tqdm import tqdm
     from .search import make_strategy, parse_objective
-    arch = load_arch(args.arch)
-    workload = load_workload(args.workload)
-    space = Mapspace(arch, workload, load_constraints(args.mapspace))
-    objective = parse_objective(args.objective, arch)
-    warm = tuple(load_mapping(path, arch, workload) for path in getattr(args, "warm_start", None) or ())
-    strategy = make_strategy(strategy_name, time_limit=args.time_limit, seed=args.seed,
-                             samples=args.samples, cpsat_seconds=args.cpsat_seconds, incumbents=warm)
-    with tqdm(desc=strategy_name, unit=" mappings", unit_scale=True, delay=1.0, file=sys.stderr,
-              leave=False) as bar:
-        def progress(evaluated):
-            bar.update(evaluated - bar.n)
-        result = strategy.run(space, objective, progress)
+    from .search.result import stops
+    time_limit = args.time_limit
+    if time_limit is None:
+        time_limit = None if args.max_evaluations else TIME_LIMIT_DEFAULT
+    # the clock starts before the specs are read: building the mapspace counts
+    stops.reset(time_limit, args.max_evaluations, since=_started_ago(args))
+    stops.interrupted = after_interrupt     # compare: a Ctrl-C in its first search ends both
+    with _keep_best_on_ctrl_c(stops):
+        arch = load_arch(args.arch)
+        workload = load_workload(args.workload)
+        space = Mapspace(arch, workload, load_constraints(args.mapspace))
+        objective = parse_objective(args.objective, arch)
+        warm = tuple(load_mapping(path, arch, workload) for path in getattr(args, "warm_start", None) or ())
+        strategy = make_strategy(strategy_name, time_limit=time_limit or TIME_LIMIT_DEFAULT, seed=args.seed,
+                                 samples=10**12 if args.max_evaluations else args.samples,
+                                 cpsat_seconds=args.cpsat_seconds, incumbents=warm)
+        # disable=None: no bar when stderr is not a terminal (scripts, sweeps, logs)
+        with tqdm(desc=strategy_name, unit=" mappings", unit_scale=True, delay=1.0, file=sys.stderr,
+                  leave=False, disable=None) as bar:
+            def progress(evaluated):
+                bar.update(evaluated - bar.n)
+            result = strategy.run(space, objective, progress)
+    if stops.interrupted:
+        result.notes.append("interrupted (Ctrl-C): the best mapping found so far")
+        result.complete = False
     return arch, workload, result
+
+
+class _keep_best_on_ctrl_c:
+    """While a search runs, a first Ctrl-C asks every strategy to stop at its next budget check
+    and return its best so far; a second one aborts."""
+
+    def __init__(self, stops):
+        self.stops = stops
+
+    def _handler(self, signum, frame):
+        if self.stops.interrupted:
+            raise KeyboardInterrupt
+        self.stops.interrupted = True
+        print("mapper: interrupted: finishing with the best mapping so far (Ctrl-C again to abort)",
+              file=sys.stderr, flush=True)
+
+    def __enter__(self):
+        try:
+            self.previous = signal.signal(signal.SIGINT, self._handler)
+        except ValueError:          # not the main thread: leave Ctrl-C alone
+            self.previous = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        return False
+
+
+def _started_ago(args) -> float:
+    """Seconds of the command's time limit already spent: the interpreter's start-up, when
+    this process is the `mapper` command itself (not a caller of `main` in a longer process)."""
+    from .search.result import seconds_since_start
+    if not getattr(args, "own_process", False) or getattr(args, "startup_counted", False):
+        return 0.0
+    args.startup_counted = True         # `compare`: its second search has its own full limit
+    return seconds_since_start()
+
+
+def _search_json(args, result, arch, workload) -> dict:
+    out = search_json(result, arch, workload)
+    if args.max_evaluations:     # reproducible output: nothing that depends on the wall clock
+        for key in ("seconds", "seconds_to_best"):
+            out["search"].pop(key, None)
+    return out
+
+
+def _status(args) -> int:
+    from .search.result import stops
+    return INTERRUPTED if stops.interrupted else 0
 
 
 def _search(args) -> int:
     arch, workload, result = _run_search(args, args.strategy)
     if args.json:
-        print(json.dumps(search_json(result, arch, workload), indent=2))
+        print(strict_json(_search_json(args, result, arch, workload)))
     else:
         print(search_text(result, arch, workload))
-    return 0
+    return _status(args)
 
 
 def _compare(args) -> int:
     from .compare import compare_text, compare_json
     arch, workload, greedy = _run_search(args, "greedy")
-    _, _, joint = _run_search(args, "joint")
+    from .search.result import stops
+    _, _, joint = _run_search(args, "joint", after_interrupt=stops.interrupted)
     if args.json:
-        print(json.dumps(compare_json(greedy, joint, arch, workload), indent=2))
+        print(strict_json(compare_json(greedy, joint, arch, workload)))
     else:
         print(compare_text(greedy, joint, arch, workload))
-    return 0
+    return _status(args)
 
 
 def _search_options(parser, strategy: bool):
@@ -93,10 +162,15 @@ def _search_options(parser, strategy: bool):
     if strategy:
         parser.add_argument("--strategy", default="joint", choices=["joint", "greedy", "exhaustive", "random"])
     parser.add_argument("--objective", default="edp", help="edp, energy, cycles or bytes:LEVEL")
-    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds (default 60)")
-    parser.add_argument("--seed", type=int, default=0, help="random strategy seed")
-    parser.add_argument("--samples", type=int, default=200_000, help="random strategy draws")
-    parser.add_argument("--cpsat-seconds", type=float, default=2.0,
+    parser.add_argument("--time-limit", type=_seconds, default=None,
+                        help="seconds of wall clock for the whole command, reading the specs and "
+                             "building the mapspace included (default 60)")
+    parser.add_argument("--max-evaluations", type=_count, default=None, metavar="N",
+                        help="stop after about N mappings priced instead of on the wall clock: the "
+                             "result is independent of machine load (reproducible sweeps)")
+    parser.add_argument("--seed", type=_count0, default=0, help="random strategy seed")
+    parser.add_argument("--samples", type=_count, default=200_000, help="random strategy draws")
+    parser.add_argument("--cpsat-seconds", type=_seconds0, default=2.0,
                         help="joint: wall-clock cap on CP-SAT proposals before the tree search (0: none)")
     parser.add_argument("--warm-start", action="append", metavar="MAPPING",
                         help="joint: start from this mapping (file or preset; repeatable)")
@@ -114,6 +188,7 @@ def _presets(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mapper", description=(
         "Find and price mappings of tensor computations onto memory hierarchies."))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("evaluate", help="price one mapping, level by level and tensor by tensor")
     ev.add_argument("arch", help="architecture YAML file or preset name (see `mapper presets`)")
@@ -131,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     ms.add_argument("arch")
     ms.add_argument("workload")
     ms.add_argument("--mapspace", default=None, help="mapspace constraints file or preset (default: default)")
-    ms.add_argument("--exact-limit", type=int, default=3_000_000,
+    ms.add_argument("--exact-limit", type=_count, default=3_000_000,
                     help="count exactly up to this many factor combinations, else estimate by sampling")
     ms.add_argument("--json", action="store_true")
     ms.set_defaults(run=_mapspace)
@@ -140,13 +215,62 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _number(kind, low: float, inclusive: bool, what: str):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text[:40]!r}") from None
+        if value != value or value in (float("inf"), float("-inf")) or value < low \
+                or (value == low and not inclusive) or value > 10**9:
+            raise argparse.ArgumentTypeError(f"expected {what} up to 1e9, got {text[:40]!r}")
+        return value
+    return parse
+
+
+_seconds = _number(float, 0.0, False, "a number of seconds > 0")
+_seconds0 = _number(float, 0.0, True, "a number of seconds >= 0")
+_count = _number(int, 1, True, "a positive integer")
+_count0 = _number(int, 0, True, "an integer >= 0")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("mapper")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.own_process = argv is None        # the `mapper` command itself: its start-up counts
+    from .search.result import stops
+    stops.reset()
     try:
-        return args.run(args)
+        status = args.run(args)
+        sys.stdout.flush()
+        return status
     except MapperError as exc:
+        from .search.result import stops
+        if stops.interrupted:        # Ctrl-C before any mapping was found: nothing to print
+            print("mapper: interrupted before a valid mapping was found", file=sys.stderr)
+            return INTERRUPTED
         print(f"mapper: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("mapper: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:
+        # the reader went away (`mapper presets | head`): stop quietly; point stdout at devnull
+        # so the interpreter's final flush does not complain either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141                # 128 + SIGPIPE, as a shell reports a writer stopped by a closed pipe
+    except OSError as exc:
+        if exc.filename is not None:      # reading a file is a spec problem, reported by load
+            raise
+        print(f"mapper: error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ class Constraints:
     min_utilization: float = 0.0     # fraction of compute units the spatial split must use
     min_occupancy: int = 1           # GPU: resident blocks per SM
     levels: tuple[tuple[str, LevelConstraints], ...] = field(default_factory=tuple)
+    file: str = field(default="", compare=False)     # where it was read from, for error messages
 
     def for_level(self, names: tuple[str, ...], index: int) -> LevelConstraints:
         aliases = {names[index], "every"}

@@ -1,8 +1,29 @@
 """The project's small error hierarchy.
 
 Every error a user can cause carries a message that names the file, the key path inside it
-and what was expected, so the CLI can print it on one line and exit with status 2.
+and what was expected, so the CLI can print it on one line and exit with status 2. Messages
+never echo a huge input back: values are shown through `shown` and every part is clipped.
 """
+import reprlib
+
+MAX_PART = 300          # characters of a file name, key path or explanation kept in a message
+
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = 60
+_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 6
+_repr.maxlevel = 3
+
+
+def shown(value) -> str:
+    """A short repr of user input for an error message (long strings, deep or aliased YAML
+    structures cut with '...')."""
+    return _repr.repr(value)
+
+
+def clipped(text: str, limit: int = MAX_PART) -> str:
+    """One line of at most `limit` characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 class MapperError(Exception):
@@ -14,8 +35,8 @@ class SpecError(MapperError):
 
     def __init__(self, where: str, path: str, expected: str):
         self.where, self.path, self.expected = where, path, expected
-        location = f"{where}: {path}" if path else where
-        super().__init__(f"{location}: {expected}")
+        location = f"{clipped(where)}: {clipped(path)}" if path else clipped(where)
+        super().__init__(f"{location}: {clipped(expected, 2 * MAX_PART)}")
 
 
 class InfeasibleError(MapperError):

@@ -64,3 +64,12 @@ def sample_factorizations(n: int, k: int, count: int, rng: np.random.Generator) 
         cuts = np.concatenate([np.full((count, 1), -1), bars, np.full((count, 1), e + k - 1)], axis=1)
         out *= p ** (np.diff(cuts, axis=1) - 1)
     return out
+
+
+def smooth_numbers(low: int, high: int, primes: tuple[int, ...] = (2, 3, 5, 7)) -> list[int]:
+    """Numbers in [low, high] whose prime factors are all in `primes`, ascending. Built from
+    the primes' powers (a few thousand numbers below 2^31), not by factorising the range."""
+    out = [1]
+    for p in primes:
+        out = [n * p**e for n in out for e in range(high.bit_length() + 1) if n * p**e <= high]
+    return sorted(n for n in out if n >= low)

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .spec import Arch, Workload
+from .errors import shown
 from .units import Where
+from .validate import fields, name_list, positive_int
 
 AXES = ("x", "y")
 
@@ -98,11 +100,12 @@ def mapping_from_dict(data, arch: Arch, workload: Workload, where: Where) -> Map
 
     Capacity is checked by the caller with the cost model's footprints (see `load.load_mapping`).
     """
-    from .load import fields, positive_int, name_list   # the YAML helpers live with the loader
 
     padded = False
     if isinstance(data, dict) and "mapping" in data:
-        fields(data, where, ("mapping",), ("arch", "workload", "padded"))
+        # `cost` and `search` are what `evaluate --json` and `search --json` print beside the
+        # mapping: that output reads back as a mapping file
+        fields(data, where, ("mapping",), ("arch", "workload", "padded", "cost", "search"))
         padded = data.get("padded", False)
         if not isinstance(padded, bool):
             raise (where / "padded").error("expected true (dims may be padded) or false")
@@ -117,7 +120,7 @@ def mapping_from_dict(data, arch: Arch, workload: Workload, where: Where) -> Map
         w = where / i
         fields(entry, w, ("level",), ("loops", "spatial", "keep", "bypass", "stages"))
         if entry["level"] not in names:
-            raise (w / "level").error(f"no level {entry['level']!r} in arch {arch.name} "
+            raise (w / "level").error(f"no level {shown(entry['level'])} in arch {arch.name} "
                                       f"(levels: {', '.join(names)})")
         lv = names.index(entry["level"])
         if lv <= last:
@@ -133,7 +136,7 @@ def mapping_from_dict(data, arch: Arch, workload: Workload, where: Where) -> Map
     def loop(item, w: Where, spatial: bool):
         fields(item, w, ("dim", "bound"), ("axis",) if spatial else ())
         if item["dim"] not in dims:
-            raise (w / "dim").error(f"no dim {item['dim']!r} in workload {workload.name} "
+            raise (w / "dim").error(f"no dim {shown(item['dim'])} in workload {workload.name} "
                                     f"(dims: {', '.join(dims)})")
         d = dims.index(item["dim"])
         bound = positive_int(item["bound"], w / "bound", "a positive integer bound")
@@ -142,7 +145,7 @@ def mapping_from_dict(data, arch: Arch, workload: Workload, where: Where) -> Map
             return d, bound
         axis = item.get("axis", "x")
         if axis not in AXES:
-            raise (w / "axis").error(f"expected 'x' or 'y', got {axis!r}")
+            raise (w / "axis").error(f"expected 'x' or 'y', got {shown(axis)}")
         return d, bound, AXES.index(axis)
 
     levels = []
@@ -158,7 +161,7 @@ def mapping_from_dict(data, arch: Arch, workload: Workload, where: Where) -> Map
         for j, d in enumerate(seen):
             if seen.index(d) != j:
                 raise (w / "loops" / j / "dim").error(
-                    f"dim {dims[d]!r} appears twice among this level's temporal loops; "
+                    f"dim {shown(dims[d])} appears twice among this level's temporal loops; "
                     "a level has at most one temporal loop per dim")
         spatial = tuple(loop(item, w / "spatial" / j, True) for j, item in enumerate(spatial_raw))
         fanout = arch.fanout(lv)
@@ -177,13 +180,13 @@ def mapping_from_dict(data, arch: Arch, workload: Workload, where: Where) -> Map
             bypass = name_list(entry["bypass"], w / "bypass")
             for name in bypass:
                 if name not in tensor_names:
-                    raise (w / "bypass").error(f"no tensor {name!r} (tensors: {', '.join(tensor_names)})")
+                    raise (w / "bypass").error(f"no tensor {shown(name)} (tensors: {', '.join(tensor_names)})")
             keep_names = [t for t in allowed if t not in bypass]
         else:
             keep_names = allowed
         for name in keep_names:
             if name not in tensor_names:
-                raise (w / "keep").error(f"no tensor {name!r} (tensors: {', '.join(tensor_names)})")
+                raise (w / "keep").error(f"no tensor {shown(name)} (tensors: {', '.join(tensor_names)})")
             if name not in allowed:
                 raise (w / "keep").error(f"level {level.name} may not keep {name} "
                                          f"(it keeps: {', '.join(allowed) or 'nothing'})")
@@ -196,10 +199,13 @@ def mapping_from_dict(data, arch: Arch, workload: Workload, where: Where) -> Map
         levels.append(LevelMapping(temporal, spatial,
                                    frozenset(tensor_names.index(n) for n in keep_names), stages))
     for d, name in enumerate(dims):
+        if padded and product[d] > 2 * workload.sizes[d]:
+            raise where.error(f"the bounds of dim {name!r} multiply to {product[d]:,}, more than twice "
+                              f"its size {workload.sizes[d]:,} (the most padding this tool handles)")
         if product[d] < workload.sizes[d] or (product[d] > workload.sizes[d] and not padded):
             hint = "" if padded or product[d] < workload.sizes[d] else \
                 " (to pad the dim, say `padded: true` beside `mapping:`)"
-            raise where.error(f"the bounds of dim {name!r} multiply to {product[d]}, "
+            raise where.error(f"the bounds of dim {shown(name)} multiply to {product[d]}, "
                               f"but its size is {workload.sizes[d]}{hint}")
     return Mapping(tuple(levels))
 

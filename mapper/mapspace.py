@@ -27,7 +27,8 @@ import numpy as np
 
 from .constraints import ROLES, Constraints, LevelConstraints
 from .errors import InfeasibleError, SpecError
-from .factors import enumerate_factorizations, prime_factorization
+from .bind import check_together
+from .factors import enumerate_factorizations, smooth_numbers
 from .mapping import MappingTable
 from .orders import is_stationary, order_classes, signature
 from .spec import Arch, Workload
@@ -79,6 +80,7 @@ class Mapspace:
         self.arch, self.workload = arch, workload
         self.constraints = constraints or Constraints()
         self.n_levels, self.n_dims = len(arch.levels), len(workload.dims)
+        check_together(arch, workload, self.constraints)     # names across the files, sizes
         self.level_constraints = [self.constraints.for_level(arch.level_names, lv)
                                   for lv in range(self.n_levels)]
 
@@ -719,5 +721,5 @@ def padded_extents(size: int, max_padding: float, limit: int = 8) -> tuple[int, 
     numbers up to size * (1 + max_padding), closest first; at most `limit` of them, so a dim
     of 6144 or 4099 stays a handful of candidates."""
     top = int(size * (1 + max_padding))
-    smooth = [e for e in range(size + 1, top + 1) if max(p for p, _ in prime_factorization(e)) <= 7]
+    smooth = smooth_numbers(size + 1, top)      # listed directly: a range of 10^8 is not scanned
     return (size,) + tuple(sorted(smooth)[: limit - 1])

@@ -38,9 +38,21 @@ def order_classes(workload: Workload, dims: frozenset[int]) -> tuple[tuple[int, 
 
 @lru_cache(maxsize=None)
 def _classes(workload: Workload, dims: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    if any(t.has_sliding_axis for t in workload.tensors):
+        # the full order is part of every signature (see `signature`): each order is its own class
+        return tuple(itertools.permutations(dims))
+    indexing = [t.dims for t in workload.tensors]      # `signature`, with the tensors' dims hoisted
     seen, out = set(), []
     for order in itertools.permutations(dims):
-        sig = signature(workload, order)
+        parts = []
+        for tensor_dims in indexing:
+            inner = []
+            for d in reversed(order):
+                if d in tensor_dims:
+                    break
+                inner.append(d)
+            parts.append(frozenset(inner))
+        sig = tuple(parts)
         if sig not in seen:
             seen.add(sig)
             out.append(order)

@@ -4,6 +4,7 @@ Nothing here computes costs; it only lays out what `cost.evaluate` returned.
 """
 from __future__ import annotations
 
+import json
 import math
 
 from .cost import Evaluation
@@ -185,3 +186,26 @@ def search_text(result, arch: Arch, workload: Workload) -> str:
     parts = [head + ("\n" + notes if notes else ""), mapping_text(arch, workload, result.mapping, ev),
              evaluation_text(arch, workload, result.mapping, ev), funnel_text(result.funnel)]
     return "\n\n".join(parts)
+
+
+def strict_json(data) -> str:
+    """JSON that every reader accepts: no NaN or Infinity (json.dumps writes them by default).
+    An infinite value (an unlimited capacity, an unbounded gap) becomes the string "inf" or
+    "-inf", and NaN becomes null."""
+    return json.dumps(_finite(data), indent=2, allow_nan=False)
+
+
+def _finite(value):
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return {key: _finite(v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if hasattr(value, "item") and hasattr(value, "dtype"):      # a numpy scalar
+        return _finite(value.item())
+    return value

@@ -47,6 +47,7 @@ class Workload:
     tensors: tuple[Tensor, ...]          # the output first, then the inputs in einsum order
     description: str = ""
     source: str = ""
+    file: str = field(default="", compare=False)     # where it was read from, for error messages
 
     @property
     def macs(self) -> int:
@@ -147,6 +148,7 @@ class Arch:
     compute: Compute
     gpu: GpuFacts | None = None
     description: str = ""
+    file: str = field(default="", compare=False)     # where it was read from, for error messages
 
     @property
     def level_names(self) -> tuple[str, ...]:

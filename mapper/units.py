@@ -10,17 +10,28 @@ import math
 import re
 from dataclasses import dataclass
 
-from .errors import SpecError
+from .errors import SpecError, shown
+from .limits import MAX_BITS, MAX_BYTES, MAX_CLOCK, MAX_ENERGY, MAX_RATE, MIN_CLOCK
 
 UNLIMITED = math.inf
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _QUANTITY = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-z/]*)\s*$")
 
-BYTE_UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-              "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-RATE_UNITS = {"b/s": 1, "kb/s": 1e3, "mb/s": 1e6, "gb/s": 1e9, "tb/s": 1e12,
-              "kib/s": 2**10, "mib/s": 2**20, "gib/s": 2**30, "tib/s": 2**40}
+# Sizes are case-sensitive: `B` is a byte and `b` a bit (so `Gb/s` is gigabits per second);
+# decimal prefixes k (or K), M, G, T; binary prefixes Ki, Mi, Gi, Ti. The words byte(s) and
+# bit(s) are accepted too. A lower-case `m` would be milli, so `mb` or `mB` is refused.
+_PREFIXES = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+             "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+_BASES = {"B": 1.0, "byte": 1.0, "bytes": 1.0, "b": 0.125, "bit": 0.125, "bits": 0.125}
+BYTE_UNITS = {p + b: scale * per for p, scale in _PREFIXES.items() for b, per in _BASES.items()
+              if not (p and b[1:])}          # prefixes go with the symbols only (KiB, Gb)
+BYTE_UNITS[""] = 1                           # a bare number is bytes
+RATE_UNITS = {f"{unit}/s": scale for unit, scale in BYTE_UNITS.items() if unit}
+PER_CYCLE_UNITS = {f"{base}/{clock}": per for base, per in _BASES.items() for clock in ("cycle", "clk")}
+PER_CYCLE_UNITS[""] = 1                      # a bare number is bytes per cycle
+BYTE_HINT = ("units are case-sensitive: B = byte, b = bit; prefixes k, M, G, T (decimal) or "
+             "Ki, Mi, Gi, Ti (binary), e.g. '64 KiB', '3.35 TB/s', '100 Gb/s', '64 B/cycle'")
 FREQ_UNITS = {"": 1, "hz": 1, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 ENERGY_UNITS = {"": 1, "pj": 1, "fj": 1e-3, "nj": 1e3, "uj": 1e6}
 DTYPE_BITS = {"int4": 4, "fp4": 4, "int8": 8, "uint8": 8, "fp8": 8, "int16": 16, "fp16": 16,
@@ -44,72 +55,93 @@ class Where:
 
 
 def _split(value, where: Where, what: str) -> tuple[float, str]:
+    """The number and the unit (case kept) of a quantity; the number is finite."""
     if isinstance(value, bool):
-        raise where.error(f"expected {what}, got {value!r}")
+        raise where.error(f"expected {what}, got {shown(value)}")
     if isinstance(value, (int, float)):
-        return float(value), ""
-    if isinstance(value, str):
-        match = _QUANTITY.match(value)
-        if match:
-            return float(match.group(1)), match.group(2).lower()
-    raise where.error(f"expected {what}, got {value!r}")
+        number, unit = value, ""
+    elif isinstance(value, str) and len(value) <= 100 and (match := _QUANTITY.match(value)):
+        number, unit = match.group(1), match.group(2)
+    else:
+        raise where.error(f"expected {what}, got {shown(value)}")
+    try:
+        number = float(number)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise where.error(f"expected {what} (a finite number), got {shown(value)}")
+    return number, unit
 
 
-def _positive(number: float, where: Where, what: str) -> float:
-    if not number > 0 or math.isinf(number):
-        raise where.error(f"expected {what} > 0, got {number:g}")
+def _within(number: float, where: Where, what: str, high: float, low: float = 0.0,
+            low_inclusive: bool = False) -> float:
+    if not (number >= low if low_inclusive else number > low) or not math.isfinite(number):
+        raise where.error(f"expected {what} {'>=' if low_inclusive else '>'} {low:g}, got {number:g}")
+    if number > high:
+        raise where.error(f"{what} of {number:g} is above the limit of {high:g} this tool handles")
     return number
 
 
+def _unlimited(value) -> bool:
+    return isinstance(value, str) and value.strip().lower() in ("unlimited", "inf")
+
+
 def parse_bytes(value, where: Where, allow_unlimited: bool = True) -> float:
-    """Bytes (`228 KiB`, `50 MB`, `64`); `unlimited` -> inf."""
-    if allow_unlimited and isinstance(value, str) and value.strip().lower() in ("unlimited", "inf"):
+    """Bytes (`228 KiB`, `50 MB`, `512 Kib` = 64 KiB, `64`); `unlimited` -> inf."""
+    if allow_unlimited and _unlimited(value):
         return UNLIMITED
-    what = "a size such as '64 KiB' or 'unlimited'"
+    what = "a size such as '64 KiB'" + (" or 'unlimited'" if allow_unlimited else "")
     number, unit = _split(value, where, what)
     if unit not in BYTE_UNITS:
-        raise where.error(f"expected {what}; unknown unit {unit!r}")
-    return _positive(number * BYTE_UNITS[unit], where, "a size")
+        raise where.error(f"unknown unit {shown(unit)} in {shown(value)}; {BYTE_HINT}")
+    return _within(number * BYTE_UNITS[unit], where, "a size in bytes", MAX_BYTES)
 
 
 def parse_bandwidth(value, where: Where, clock_hz: float) -> float:
-    """Bandwidth in bytes per cycle (`64 B/cycle`, `3.35 TB/s`, a bare number = B/cycle)."""
-    if isinstance(value, str) and value.strip().lower() in ("unlimited", "inf"):
+    """Bandwidth in bytes per cycle (`64 B/cycle`, `3.35 TB/s`, `100 Gb/s`, a bare number =
+    B/cycle)."""
+    if _unlimited(value):
         return UNLIMITED
     what = "a bandwidth such as '3.35 TB/s' or '64 B/cycle'"
     number, unit = _split(value, where, what)
-    if unit in ("", "b/cycle", "b/clk"):
-        per_cycle = number
+    if unit in PER_CYCLE_UNITS:
+        per_cycle = number * PER_CYCLE_UNITS[unit]
     elif unit in RATE_UNITS:
         per_cycle = number * RATE_UNITS[unit] / clock_hz
     else:
-        raise where.error(f"expected {what}; unknown unit {unit!r}")
-    return _positive(per_cycle, where, "a bandwidth")
+        raise where.error(f"unknown unit {shown(unit)} in {shown(value)}; {BYTE_HINT}")
+    return _within(per_cycle, where, "a bandwidth in bytes per cycle", MAX_RATE)
 
 
 def parse_frequency(value, where: Where) -> float:
     what = "a frequency such as '1.98 GHz'"
     number, unit = _split(value, where, what)
-    if unit not in FREQ_UNITS:
-        raise where.error(f"expected {what}; unknown unit {unit!r}")
-    return _positive(number * FREQ_UNITS[unit], where, "a frequency")
+    if unit.lower() not in FREQ_UNITS:
+        raise where.error(f"expected {what}; unknown unit {shown(unit)}")
+    hz = number * FREQ_UNITS[unit.lower()]
+    if not hz > 0:
+        raise where.error(f"expected a frequency > 0, got {shown(value)}")
+    if not MIN_CLOCK <= hz <= MAX_CLOCK:
+        raise where.error(f"frequency {hz:g} Hz is outside the range this tool handles "
+                          f"({MIN_CLOCK:g} Hz to {MAX_CLOCK:g} Hz)")
+    return hz
 
 
 def parse_energy(value, where: Where) -> float:
     """Energy in pJ (`0.5 pJ`, `30 fJ`, a bare number = pJ); may be zero."""
     what = "an energy such as '0.5 pJ'"
     number, unit = _split(value, where, what)
-    if unit not in ENERGY_UNITS:
-        raise where.error(f"expected {what}; unknown unit {unit!r}")
-    if number < 0:
-        raise where.error(f"expected an energy >= 0, got {value!r}")
-    return number * ENERGY_UNITS[unit]
+    if unit.lower() not in ENERGY_UNITS:
+        raise where.error(f"expected {what}; unknown unit {shown(unit)}")
+    return _within(number * ENERGY_UNITS[unit.lower()], where, "an energy in pJ", MAX_ENERGY,
+                   low_inclusive=True)
 
 
 def parse_dtype_bits(value, where: Where) -> int:
     """Bits per element: a dtype name (`bf16`) or a positive integer number of bits."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_BITS:
         return value
     if isinstance(value, str) and value.lower() in DTYPE_BITS:
         return DTYPE_BITS[value.lower()]
-    raise where.error(f"expected a dtype ({', '.join(DTYPE_BITS)}) or a number of bits, got {value!r}")
+    raise where.error(f"expected a dtype ({', '.join(DTYPE_BITS)}) or a number of bits "
+                      f"from 1 to {MAX_BITS}, got {shown(value)}")

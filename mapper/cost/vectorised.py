@@ -285,8 +285,18 @@ def _distinct_children(arch: Arch, tensor, nest: _Nest, parent: int, child: int)
     return count
 
 
+class _Priced:
+    """How many mappings `evaluate_many` has priced in this process: the clock of an evaluation
+    budget (`search.result.stops`)."""
+    count = 0
+
+
+PRICED = _Priced()
+
+
 def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     """Price every mapping of `table`; see the module docstring for the semantics."""
+    PRICED.count += len(table)
     nest = _Nest(workload, table)
     n_levels, n = nest.n_levels, nest.n
     loads = _loads(workload, nest)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+import time
+
 import numpy as np
 from ortools.sat.python import cp_model
 
@@ -151,7 +153,8 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
     # a deterministic-time budget keeps the proposals reproducible while the wall-clock
     # `time_limit` does not bind first
     solver.parameters.max_deterministic_time = deterministic_time
-    solver.parameters.max_time_in_seconds = time_limit
+    solver.parameters.max_time_in_seconds = _wall_seconds(time_limit)
+    solver.parameters.catch_sigint_signal = False   # Ctrl-C is the CLI's: it keeps the best so far
     solver.parameters.num_workers = 1      # deterministic under the seed
     solver.parameters.random_seed = seed
     collector = _Collector(rows, max_solutions)
@@ -160,6 +163,18 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
         return np.zeros((n_levels, 3, space.n_dims, 0), np.int64)
     index = np.array(collector.solutions, np.int64).T                                # (D, S)
     return space.assemble([t[i] for t, i in zip(space.dim_tables, index)])
+
+
+def _wall_seconds(time_limit: float) -> float:
+    """The solver's wall-clock cap: within the command's time limit (half of what is left); under an evaluation budget
+    (`--max-evaluations`) only the deterministic budget binds, so the proposals do not depend
+    on the machine's load."""
+    from .result import stops
+    if stops.per_evaluation is not None:
+        return max(60.0, 10 * time_limit)
+    if stops.deadline is not None:      # at most half of what is left: the walk needs the rest
+        return max(0.01, min(time_limit, (stops.deadline - time.perf_counter()) / 2))
+    return time_limit
 
 
 def _product(model, factors, name):

@@ -32,7 +32,7 @@ from .coarse import coarse_incumbent
 from .greedy import Greedy
 from .neighbourhood import improve
 from .objective import Objective
-from .result import Budget, Incumbent, SearchResult
+from .result import Budget, Incumbent, SearchResult, stops
 from .tree import LevelTree, Nodes, feasible
 from .warm import admit, factor_rows
 
@@ -61,7 +61,7 @@ class Joint:
         tree = LevelTree(space)
         incumbent = Incumbent(space, objective)
         notes = []
-        if self.warm_start:
+        if self.warm_start and not budget.spent():
             try:
                 share = None if self.time_limit is None else self.time_limit / 3
                 warm = Greedy(time_limit=share).run(space, objective)
@@ -73,7 +73,7 @@ class Joint:
             notes.append(self._outside_incumbents(space, incumbent))
         if self._worth_a_coarse_start(funnel):
             notes.append(self._coarse_start(space, objective, incumbent))
-        if self.cpsat_seconds:
+        if self.cpsat_seconds and not budget.spent():
             notes.append(self._cpsat_proposals(space, objective, incumbent))
         if self.local_search and incumbent.table is not None:
             before = incumbent.score
@@ -220,11 +220,11 @@ class _Walk:
         """A short local search around a new incumbent the walk found (at most one second,
         at most every few seconds): its neighbours often beat it, and the bound it sets prunes
         the rest of the walk."""
-        now = time.perf_counter()
+        now = stops.clock()      # the budget clock: evaluations under --max-evaluations
         if now - self.polished_at < 5.0 and not force:
             return
         improve(self.space, self.incumbent, Budget(1.0), stop=self.budget.spent)
-        self.polished_at = time.perf_counter()
+        self.polished_at = stops.clock()
 
     def search(self, nodes: Nodes, bounds: np.ndarray | None = None) -> bool:
         """Depth-first over `nodes` (sorted by `bounds` when given), their children generated

@@ -1,6 +1,7 @@
 """The outcome of a search and the incumbent every strategy keeps while it runs."""
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -80,10 +81,86 @@ class Incumbent:
 
 
 class Budget:
-    """A wall-clock limit; `None` means none."""
+    """A limit on one search step, in seconds; `None` means none. Every budget is also spent
+    once the command's stop arrives (`stops`: its whole time limit, an evaluation budget, or
+    Ctrl-C), so each strategy winds down at its next check and returns its best so far."""
 
     def __init__(self, seconds: float | None):
-        self.deadline = None if seconds is None else time.perf_counter() + seconds
+        self.deadline = None if seconds is None else stops.clock() + seconds
 
     def spent(self) -> bool:
+        return stops.stopped() or (self.deadline is not None and stops.clock() > self.deadline)
+
+    def remaining(self) -> float | None:
+        """Seconds left (on the budget clock) before this budget or the command's limit ends."""
+        left = [d - stops.clock() for d in (self.deadline,) if d is not None]
+        if stops.deadline is not None:
+            left.append(stops.deadline - time.perf_counter())
+        return max(0.0, min(left)) if left else None
+
+
+FINISH_RESERVE_S, FINISH_RESERVE_FRACTION = 0.5, 0.08
+
+
+def seconds_since_start() -> float:
+    """Seconds since this process started (Linux: /proc), else 0."""
+    try:
+        with open("/proc/self/stat") as stat:
+            started = int(stat.read().rsplit(")", 1)[1].split()[19])     # clock ticks after boot
+        with open("/proc/uptime") as uptime:
+            now = float(uptime.read().split()[0])
+        return max(0.0, now - started / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class _Stops:
+    """Process-wide: what ends every search of the running command.
+
+    - `deadline`: the wall-clock end of the command's `--time-limit`, set before the specs are
+      read, so building the mapspace counts against it;
+    - `per_evaluation`: with `--max-evaluations N`, budgets are measured on a clock that
+      advances by this many seconds per mapping the cost model prices, not by the wall clock,
+      so every decision a strategy takes on its budget (and so its result) is independent of
+      machine load; the time limit then means N mappings;
+    - `interrupted`: set by Ctrl-C (the CLI's SIGINT handler).
+    """
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self, seconds: float | None = None, max_evaluations: int | None = None,
+              since: float = 0.0) -> None:
+        """`since`: seconds of the limit already used (the interpreter's start-up, for the CLI).
+        The searches stop a little before the limit (FINISH_RESERVE), keeping time to price the
+        best mapping, print it and exit within it."""
+        from ..cost import vectorised
+        self.deadline = None
+        if seconds is not None and not max_evaluations:
+            reserve = min(FINISH_RESERVE_S, FINISH_RESERVE_FRACTION * seconds)
+            self.deadline = time.perf_counter() + seconds - since - reserve
+        self.per_evaluation = None
+        self.max_evaluations = max_evaluations
+        self.priced_at_start = vectorised.PRICED.count
+        if max_evaluations:
+            self.per_evaluation = (seconds or 60.0) / max_evaluations
+        self.interrupted = False
+
+    def priced(self) -> int:
+        from ..cost import vectorised
+        return vectorised.PRICED.count - self.priced_at_start
+
+    def clock(self) -> float:
+        if self.per_evaluation is None:
+            return time.perf_counter()
+        return self.priced() * self.per_evaluation
+
+    def stopped(self) -> bool:
+        if self.interrupted:
+            return True
+        if self.max_evaluations is not None:
+            return self.priced() >= self.max_evaluations
         return self.deadline is not None and time.perf_counter() > self.deadline
+
+
+stops = _Stops()

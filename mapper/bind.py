@@ -1,0 +1,102 @@
+"""Checks that an architecture, a workload and mapspace constraints fit together.
+
+Each file is validated alone by `load`; what one file names in another (the tensors an
+architecture's levels keep, the dims of its native op shape, the level names, dims and tensors
+of a mapspace file) can only be checked once the three meet. A typo there would otherwise
+change the search silently (a level keeping nothing, a constraint ignored), so each is refused
+with the file and key path. Sizes the engine cannot split in bounded memory are refused here
+too, with the limit named.
+"""
+from __future__ import annotations
+
+from .constraints import ROLES, Constraints
+from .errors import SpecError
+from .factors import count_factorizations
+from .limits import MAX_DIM_SPLITS
+from .spec import Arch, Workload
+
+LEVEL_ALIASES = ("outermost", "innermost", "every")
+
+
+def _arch_file(arch: Arch) -> str:
+    return arch.file or f"arch {arch.name}"
+
+
+def _mapspace_file(constraints: Constraints) -> str:
+    return constraints.file or f"mapspace {constraints.name}"
+
+
+def check_together(arch: Arch, workload: Workload, constraints: Constraints | None = None) -> None:
+    constraints = constraints or Constraints()
+    check_keeps(arch, workload)
+    if constraints.align_to_native:
+        for name, size in arch.compute.native_shape:
+            if size > 1 and name not in workload.dims:
+                raise SpecError(_arch_file(arch), f"compute.native_shape.{name}",
+                                f"workload {workload.name} has no dim {name!r} (dims: "
+                                f"{', '.join(workload.dims)}); rename its dims to match, or set "
+                                "`align_to_native: false` in the mapspace file (`--mapspace unaligned`)")
+    _check_constraints(arch, workload, constraints)
+    _check_splits(arch, workload, constraints)
+
+
+def check_keeps(arch: Arch, workload: Workload) -> None:
+    """Every tensor a level's `keeps` names is a tensor of the workload (else the level would
+    silently hold nothing of it)."""
+    tensors = [t.name for t in workload.tensors]
+    for i, level in enumerate(arch.levels):
+        for name in sorted(level.keeps or ()):
+            if name not in tensors:
+                role = f" ('{name}' is a role: `keeps` takes tensor names)" if name in ROLES else ""
+                raise SpecError(_arch_file(arch), f"levels[{i}].keeps",
+                                f"no tensor {name!r} in workload {workload.name} (tensors: "
+                                f"{', '.join(tensors)}){role}")
+
+
+def _check_constraints(arch: Arch, workload: Workload, constraints: Constraints) -> None:
+    where = _mapspace_file(constraints)
+    tensors = [t.name for t in workload.tensors]
+    for key, lc in constraints.levels:
+        path = f"levels.{key}"
+        if key not in arch.level_names and key not in LEVEL_ALIASES:
+            raise SpecError(where, path, f"no level {key!r} in arch {arch.name} (levels: "
+                            f"{', '.join(arch.level_names)}; or {', '.join(LEVEL_ALIASES)})")
+
+        def dim(name, field):
+            if name not in workload.dims:
+                raise SpecError(where, f"{path}.{field}", f"no dim {name!r} in workload "
+                                f"{workload.name} (dims: {', '.join(workload.dims)})")
+
+        def tensor(name, field):
+            if name not in tensors and name not in ROLES:
+                raise SpecError(where, f"{path}.{field}", f"no tensor {name!r} in workload "
+                                f"{workload.name} (tensors: {', '.join(tensors)}; roles: {', '.join(ROLES)})")
+
+        for field in ("temporal", "spatial", "tile"):
+            for name, _ in getattr(lc, field):
+                dim(name, field)
+        for name in lc.order or ():
+            dim(name, "order")
+        if lc.order is not None and sorted(lc.order) != sorted(workload.dims):
+            raise SpecError(where, f"{path}.order", f"expected every dim once ({', '.join(workload.dims)})")
+        for order in lc.forbid:
+            for name in order:
+                dim(name, "forbid")
+        for name in lc.keep or ():
+            tensor(name, "keep")
+        if lc.stationary is not None:
+            tensor(lc.stationary, "stationary")
+
+
+def _check_splits(arch: Arch, workload: Workload, constraints: Constraints) -> None:
+    """Each dim's table lists every way to split it over the slots; refuse one too long."""
+    from .mapspace import padded_extents
+    slots = len(arch.levels) + sum((fx > 1) + (fy > 1) for fx, fy in map(arch.fanout, range(len(arch.levels))))
+    for d, size in enumerate(workload.sizes):
+        extents = padded_extents(size, constraints.max_padding) if constraints.imperfect else (size,)
+        count = sum(count_factorizations(e, slots) for e in extents)
+        if count > MAX_DIM_SPLITS:
+            raise SpecError(workload.file or f"workload {workload.name}", f"sizes.{workload.dims[d]}",
+                            f"{size:,} has about {count:,} ways to split over the {slots} loop slots "
+                            f"of {arch.name}, above the limit of {MAX_DIM_SPLITS:,} this tool "
+                            "handles (a size with fewer prime factors, or fewer levels)")

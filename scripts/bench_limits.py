@@ -1,0 +1,69 @@
+"""Budgets and memory of the largest preset searches, run as a user runs them.
+
+Each case is one `mapper search ... --time-limit T --json` process (the checkout's code), so
+the figures include reading the specs, building the mapspace and printing: the wall seconds
+from start to exit against the limit (the budget holds when they stay within 10% or 0.5 s of
+it), and the process's peak resident memory (ru_maxrss, the interpreter and numpy included).
+
+    python3 scripts/bench_limits.py [--time-limit 5] [--strategies joint,greedy,random,exhaustive]
+                                    [--cases eyeriss:conv-resnet50-conv3,...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ["eyeriss:conv-resnet50-conv3", "eyeriss:conv-resnet50-conv1", "tpu:conv-resnet50-conv3",
+         "tpu:conv-alexnet-conv3", "h100:gemm-16384", "h100:gemm-4096"]
+STRATEGIES = ["joint", "greedy", "random", "exhaustive"]
+
+
+def run_case(arch: str, workload: str, strategy: str, limit: float) -> dict:
+    command = [sys.executable, "-m", "mapper", "search", arch, workload, "--strategy", strategy,
+               "--time-limit", str(limit), "--json"]
+    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, cwd=ROOT, stdout=out_file, stderr=err_file)
+        _, status, usage = os.wait4(process.pid, 0)       # this child's own peak memory
+        wall = time.perf_counter() - start
+        out_file.seek(0), err_file.seek(0)
+        out, err = out_file.read(), err_file.read()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    peak_mib = usage.ru_maxrss / 1024
+    row = {"arch": arch, "workload": workload, "strategy": strategy, "limit": limit,
+           "wall": wall, "over": wall - limit, "peak_mib": peak_mib, "rc": process.returncode}
+    if process.returncode == 0:
+        search = json.loads(out)["search"]
+        row.update(optimal=search["optimal"], gap=search["gap"], evaluated=search["evaluated"])
+    else:
+        row["error"] = err.decode(errors="replace").strip().splitlines()[-1][:100] if err else ""
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-limit", type=float, default=5.0)
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--cases", default=",".join(CASES))
+    args = parser.parse_args()
+    print(f"{'case':34} {'strategy':10} {'limit':>5} {'wall':>6} {'over':>6} {'peak MiB':>8}  result")
+    for case in args.cases.split(","):
+        arch, workload = case.split(":")
+        for strategy in args.strategies.split(","):
+            row = run_case(arch, workload, strategy, args.time_limit)
+            holds = row["wall"] <= max(1.1 * row["limit"], row["limit"] + 0.5)
+            result = (f"optimal={row['optimal']} gap={row['gap']} evaluated={row['evaluated']:,}"
+                      if row["rc"] == 0 else f"rc={row['rc']} {row['error']}")
+            print(f"{case:34} {strategy:10} {row['limit']:5.1f} {row['wall']:6.2f} {row['over']:+6.2f} "
+                  f"{row['peak_mib']:8.0f}  {'holds' if holds else 'OVER '} {result}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

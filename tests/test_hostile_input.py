@@ -1,0 +1,289 @@
+"""Hostile input: every bad spec ends in one line naming the file, exit status 2, in time.
+
+Property-based (hypothesis): valid architecture, workload, mapping and mapspace files are
+mutated at a random key path (wrong types, missing and unknown keys, zero, negative, 2^64,
+non-finite and non-integer numbers, unit garbage, unicode and very long strings, duplicate
+names), or replaced whole (empty, binary, not a mapping, deep nesting, alias bombs, python tags,
+duplicate keys), and einsums are written from a garbage alphabet. Each is run through the CLI's
+entry function in-process (fast) under a time limit. The property: either success with strict
+JSON on stdout (no NaN, no Infinity), or exit status 2 with exactly one stderr line
+`mapper: error: FILE: ...` naming one of the input files; never a traceback, a Python warning
+or a hang.
+
+The default run tries about 700 inputs in well under a minute; set HOSTILE_EXAMPLES=N to run N
+per test (the larger run by hand).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import os
+import re
+import signal
+import tempfile
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mapper.cli import main
+
+EXAMPLES = int(os.environ.get("HOSTILE_EXAMPLES", "0"))
+TIME_LIMIT_S = 20           # per input: far above what a refusal takes (milliseconds)
+TRIED = {"inputs": 0}
+NOT_ABOUT_A_FILE = r"^mapper: error: (no mapping of .* fits|exhaustive search refuses|\w+ search found no valid)"
+
+
+def _settings(default: int):
+    return settings(max_examples=EXAMPLES or default, deadline=None, derandomize=not EXAMPLES,
+                    suppress_health_check=list(HealthCheck), database=None)
+
+
+ARCH = {
+    "name": "toy", "clock": "1 GHz",
+    "levels": [
+        {"name": "DRAM", "capacity": "unlimited", "bandwidth": "64 B/cycle", "block_size": 8,
+         "energy": {"read": "512 pJ", "write": "512 pJ", "update": "512 pJ"}, "max_stages": 2},
+        {"name": "GlobalBuffer", "capacity": "64 KiB", "bandwidth": "64 B/cycle", "block_size": 8,
+         "energy": {"read": "16 pJ", "write": "16 pJ", "update": "16 pJ"}, "max_stages": 2,
+         "keeps": ["A", "B", "Z"]},
+        {"name": "RegisterFile", "capacity": "64 B", "energy": {"read": 0.5, "write": 0.5, "update": 0.5},
+         "instances": 256, "mesh": [16, 16]},
+    ],
+    "compute": {"name": "MAC", "instances": 256, "mesh": [16, 16], "macs_per_cycle": 1, "energy": "1 pJ",
+                "native_shape": {"m": 1, "n": 1, "k": 1}},
+}
+WORKLOAD = {"name": "gemm-32", "einsum": "Z[m,n] += A[m,k] * B[k,n]", "sizes": {"m": 32, "n": 32, "k": 32},
+            "dtype": "int8", "dtypes": {"Z": "int32"}}
+MAPPING = {"arch": "toy", "workload": "gemm-32", "padded": False, "mapping": [
+    {"level": "DRAM", "loops": [{"dim": "m", "bound": 2}]},
+    {"level": "GlobalBuffer", "loops": [{"dim": "k", "bound": 4}, {"dim": "n", "bound": 2}],
+     "spatial": [{"dim": "m", "bound": 16, "axis": "x"}, {"dim": "n", "bound": 16, "axis": "y"}],
+     "keep": ["A", "B", "Z"], "stages": 1},
+    {"level": "RegisterFile", "loops": [{"dim": "k", "bound": 8}], "bypass": ["Z"]},
+]}
+MAPSPACE = {"name": "hostile", "factors": "perfect", "max_padding": 0.125, "align_to_native": True,
+            "min_utilization": 0.0, "min_occupancy": 1, "levels": {
+                "GlobalBuffer": {"temporal": {"k": {"min": 1, "max": 32, "multiple_of": 1}},
+                                 "order": ["m", "n", "k"], "stages": [1, 2], "bypass": True},
+                "innermost": {"stationary": "weight", "forbid": [["k", "m", "n"]], "keep": ["A", "B"],
+                              "tile": {"k": 8}, "spatial": {"m": {"max": 16}}},
+            }}
+
+NASTY_NUMBERS = [0, -1, -2**64, 2**31, 2**63, 2**64, 10**400, 0.5, -0.0, 1e308, 1e-320,
+                 float("nan"), float("inf"), float("-inf")]
+NASTY_STRINGS = ["", " ", "64 XB", "1e400 KiB", "-5 B", "nan", "inf", "-inf", "64 kb", "64 mB",
+                 "10 Gb/s", "10 gb/s", "8 Kib", "3 bits", "64 KiBytes", "½ KiB", "0x40", "1_000",
+                 "unlimited", "output", "input", "weight", "ü😀", "x" * 5000, "a" * 129, "\x00",
+                 "Z[m,n] += A[m,k]", "GlobalBuffer", "DRAM", "m", "k", "A", "Z"]
+
+
+def hostile_values():
+    scalar = st.one_of(st.none(), st.booleans(), st.sampled_from(NASTY_NUMBERS),
+                       st.integers(min_value=-2**70, max_value=2**70),
+                       st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(NASTY_STRINGS),
+                       st.text(max_size=12))
+    return st.one_of(scalar, st.lists(scalar, max_size=3),
+                     st.dictionaries(st.one_of(st.text(max_size=6), st.sampled_from(["name", "min", "dim"])),
+                                     scalar, max_size=3))
+
+
+def _paths(node, prefix=()):
+    yield prefix
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _paths(value, prefix + (key,))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _paths(value, prefix + (i,))
+
+
+def _get(node, path):
+    for key in path:
+        node = node[key]
+    return node
+
+
+@st.composite
+def mutated(draw, base: dict):
+    """`base` changed at one or a few key paths: replaced, deleted, an unknown key added, a
+    name duplicated."""
+    doc = copy.deepcopy(base)
+    for _ in range(draw(st.integers(1, 3))):
+        paths = [p for p in _paths(doc) if p]
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        parent, key = _get(doc, path[:-1]), path[-1]
+        action = draw(st.sampled_from(["replace", "replace", "replace", "delete", "add", "duplicate"]))
+        if action == "replace":
+            parent[key] = draw(hostile_values())
+        elif action == "delete":
+            del parent[key]
+        elif action == "add" and isinstance(parent, dict):
+            parent[draw(st.sampled_from(["colour", "Name", "keep", "levels", "ü", "x" * 300]))] = draw(hostile_values())
+        elif action == "duplicate" and isinstance(parent, list):
+            parent.append(copy.deepcopy(parent[key]))
+    return doc
+
+
+RAW_FILES = [
+    "", "\n", "---\n...\n", "42\n", "- 1\n- 2\n", "just a string\n", "null\n", "[[[[]]]]\n",
+    "[" * 5000 + "]" * 5000 + "\n", "{a: " * 3000 + "1" + "}" * 3000 + "\n",
+    "name: !!python/object/apply:os.system ['echo pwned']\n",
+    "name: !!python/name:os.system\n",
+    "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+    "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+    "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+    "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nname: *g\n",
+    "name: x\nname: y\n", "name: [unclosed\n", "\t- tab\n", "key: value\n  bad indent: 1\n",
+    "? [a, b]\n: 1\n", "name: x\n---\nname: y\n", "%YAML 9.9\n---\nname: x\n", "\ufeffname: x\n",
+    "name: \x07bell\n", "n: " + "9" * 5000 + "\n",
+]
+
+
+def raw_files():
+    return st.one_of(st.sampled_from(RAW_FILES), st.binary(max_size=200),
+                     st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass")))
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout()
+
+
+def run_cli(argv: list[str], files: list[Path]) -> None:
+    """Run the CLI in-process; assert the hostile-input property."""
+    TRIED["inputs"] += 1
+    out, err = io.StringIO(), io.StringIO()
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT_S)
+    try:
+        with warnings.catch_warnings(record=True) as caught, \
+                contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            warnings.simplefilter("always")
+            status = main(argv)
+    except _Timeout:
+        pytest.fail(f"no answer within {TIME_LIMIT_S} s: mapper {' '.join(argv)}")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not caught, f"warnings: {[str(w.message) for w in caught]}"
+    lines = err.getvalue().splitlines()
+    if status == 0:
+        assert not lines, lines
+        json.loads(out.getvalue(), parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+        return
+    assert status == 2, (status, err.getvalue()[-2000:])
+    assert len(lines) == 1, err.getvalue()[-2000:]
+    line = lines[0]
+    assert line.startswith("mapper: error: ") and "Traceback" not in line, line
+    assert len(line) <= 2000, f"{len(line)} characters"
+    names_a_file = any(line.startswith(f"mapper: error: {f}") for f in map(str, files))
+    # a valid spec may still give an empty space or one too large for exhaustive search:
+    # those errors are about the search, not a file
+    assert names_a_file or re.search(NOT_ABOUT_A_FILE, line), line
+
+
+@pytest.fixture(scope="module")
+def folder():
+    with tempfile.TemporaryDirectory() as name:
+        yield Path(name)
+
+
+def _write(folder: Path, name: str, doc) -> Path:
+    path = folder / name
+    if isinstance(doc, bytes):
+        path.write_bytes(doc)
+    elif isinstance(doc, str):
+        path.write_text(doc)
+    else:
+        path.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False))
+    return path
+
+
+def _base_files(folder: Path):
+    return (_write(folder, "arch.yaml", ARCH), _write(folder, "workload.yaml", WORKLOAD),
+            _write(folder, "mapping.yaml", MAPPING), _write(folder, "mapspace.yaml", MAPSPACE))
+
+
+def test_the_bases_are_valid(folder):
+    arch, workload, mapping, mapspace = _base_files(folder)
+    for argv in (["evaluate", str(arch), str(workload), str(mapping), "--json"],
+                 ["mapspace", str(arch), str(workload), "--mapspace", str(mapspace), "--json"]):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(argv) == 0
+        json.loads(out.getvalue())
+
+
+KINDS = ("arch", "workload", "mapping", "mapspace")
+BASES = dict(zip(KINDS, (ARCH, WORKLOAD, MAPPING, MAPSPACE)))
+
+
+def _argv(kind: str, files: dict[str, Path]) -> list[str]:
+    if kind == "mapspace":
+        return ["mapspace", str(files["arch"]), str(files["workload"]), "--mapspace", str(files["mapspace"]),
+                "--json"]
+    return ["evaluate", str(files["arch"]), str(files["workload"]), str(files["mapping"]), "--json"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@_settings(100)
+@given(data=st.data())
+def test_mutated_specs(folder, kind, data):
+    files = dict(zip(KINDS, _base_files(folder)))
+    files[kind] = _write(folder, f"bad-{kind}.yaml", data.draw(mutated(BASES[kind]), label=kind))
+    run_cli(_argv(kind, files), list(files.values()))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@_settings(40)
+@given(raw=raw_files())
+def test_broken_files(folder, kind, raw):
+    files = dict(zip(KINDS, _base_files(folder)))
+    files[kind] = _write(folder, f"raw-{kind}.yaml", raw if isinstance(raw, bytes) else raw.encode())
+    run_cli(_argv(kind, files), list(files.values()))
+
+
+EINSUM_ALPHABET = "ZABmnkpqrs[],+*= 0123456789_-()"
+
+
+@_settings(120)
+@given(einsum=st.one_of(st.text(EINSUM_ALPHABET, max_size=40),
+                        st.sampled_from(["Z[m,n] += A[m,k] * B[k,n] * C[n]", "Z[] += A[m]", "Z[m] += Z[m]",
+                                         "Z[m] += A[m] * ", "Z[m,m] += A[m,m]", "Z[0*m] += A[m]",
+                                         "Z[m+m] += A[m]", "Z[a,b,c,d,e,f,g,h,i] += A[a,b,c,d,e,f,g,h,i]",
+                                         "Z[m] += A[" + "m+" * 2000 + "m]", "Z[m]+=A[m]*B[m]*C[m]*D[m]*E[m]"
+                                         "*F[m]*G[m]*H[m]*I[m]"])),
+       sizes=st.dictionaries(st.sampled_from(list("mnkpqrsabcdefghi")), st.sampled_from([1, 2, 3, 7, 2**31 - 1]),
+                             min_size=1, max_size=6))
+def test_einsum_garbage(folder, einsum, sizes):
+    files = dict(zip(KINDS, _base_files(folder)))
+    files["workload"] = _write(folder, "einsum.yaml", {"name": "e", "einsum": einsum, "sizes": sizes,
+                                                       "dtype": "int8"})
+    run_cli(["mapspace", str(files["arch"]), str(files["workload"]), "--json"], list(files.values()))
+
+
+@_settings(25)
+@given(data=st.data())
+def test_mutated_arch_searches(folder, data):
+    """A search (not only a load) on a mutated architecture: refused, or a result in time."""
+    files = dict(zip(KINDS, _base_files(folder)))
+    files["arch"] = _write(folder, "search-arch.yaml", data.draw(mutated(ARCH)))
+    strategy = data.draw(st.sampled_from(["greedy", "random", "joint", "exhaustive"]))
+    run_cli(["search", str(files["arch"]), str(files["workload"]), "--strategy", strategy,
+             "--time-limit", "1", "--samples", "2000", "--json"], list(files.values()))
+
+
+def test_report_how_many_inputs_were_tried():
+    print(f"\nhostile inputs tried: {TRIED['inputs']}")
+    assert TRIED["inputs"] > 0 or os.environ.get("PYTEST_XDIST_WORKER")
