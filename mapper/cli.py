@@ -13,7 +13,7 @@ import time
 
 from .cost import evaluate
 from .errors import MapperError
-from .load import (PRESET_KINDS, load_arch, load_constraints, load_mapping, load_workload,
+from .load import (PRESET_KINDS, load_arch, load_constraints, load_mapping, load_warm_start, load_workload,
                    preset_names)
 from .mapspace import Mapspace
 from .report import (evaluation_json, evaluation_text, funnel_text, search_json, search_text,
@@ -68,7 +68,7 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False):
         workload = load_workload(args.workload)
         space = Mapspace(arch, workload, load_constraints(args.mapspace))
         objective = parse_objective(args.objective, arch)
-        warm = tuple(load_mapping(path, arch, workload) for path in getattr(args, "warm_start", None) or ())
+        warm = tuple(load_warm_start(path, arch, workload) for path in getattr(args, "warm_start", None) or ())
         strategy = make_strategy(strategy_name, time_limit=time_limit or TIME_LIMIT_DEFAULT, seed=args.seed,
                                  samples=10**12 if args.max_evaluations else args.samples,
                                  cpsat_seconds=args.cpsat_seconds, incumbents=warm)
@@ -173,7 +173,8 @@ def _search_options(parser, strategy: bool):
     parser.add_argument("--cpsat-seconds", type=_seconds0, default=2.0,
                         help="joint: wall-clock cap on CP-SAT proposals before the tree search (0: none)")
     parser.add_argument("--warm-start", action="append", metavar="MAPPING",
-                        help="joint: start from this mapping (file or preset; repeatable)")
+                        help="joint: start from this mapping (file or preset; repeatable); a mapping of "
+                             "another shape of the same einsum is carried to this one")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 

@@ -339,9 +339,53 @@ def load_mapping(name_or_path, arch: Arch, workload: Workload):
     return mapping_from_checked_dict(read_yaml(path), arch, workload, Where(str(path)))
 
 
+def load_warm_start(name_or_path, arch: Arch, workload: Workload):
+    """A mapping file to start a search from: of this workload, or of another shape of the same
+    einsum (a neighbouring shape's optimum), then carried to this one (`search.warm.rescale`:
+    the outermost loops grow or shrink by each dim's ratio)."""
+    from dataclasses import replace
+    from .search.warm import rescale
+    path = resolve("mappings", name_or_path)
+    data = read_yaml(path)
+    shape = _mapping_shape(data, workload)
+    if shape is None or shape == tuple(workload.sizes):
+        return mapping_from_checked_dict(data, arch, workload, Where(str(path)))
+    source = replace(workload, sizes=shape)
+    carried = rescale(mapping_from_dict(data, arch, source, Where(str(path))), source, workload)
+    if carried is None:
+        sizes = ", ".join(f"{d}={a}->{b}" for d, a, b in zip(workload.dims, shape, workload.sizes) if a != b)
+        raise Where(str(path)).error(f"this mapping is of another shape ({sizes}) and does not carry over: "
+                                     "each size must be a whole multiple or divisor of the other, "
+                                     "absorbed by the outermost loops")
+    check_fits(carried, arch, workload, Where(str(path)))
+    return carried
+
+
+def _mapping_shape(data, workload: Workload) -> tuple[int, ...] | None:
+    """Per dim, the product of a mapping file's loop bounds; None when the file is not plain
+    enough to read that way (the full reader then says what is wrong)."""
+    try:
+        product = dict.fromkeys(workload.dims, 1)
+        for level in data["mapping"]:
+            for loop in list(level.get("loops") or []) + list(level.get("spatial") or []):
+                bound = loop["bound"]
+                if loop["dim"] not in product or not isinstance(bound, int) or bound < 1:
+                    return None
+                product[loop["dim"]] *= bound
+        return tuple(product[d] for d in workload.dims)
+    except (KeyError, TypeError, AttributeError):
+        return None
+
+
 def mapping_from_checked_dict(data, arch: Arch, workload: Workload, where: Where):
     check_keeps(arch, workload)
     mapping = mapping_from_dict(data, arch, workload, where)
+    check_fits(mapping, arch, workload, where)
+    return mapping
+
+
+def check_fits(mapping, arch: Arch, workload: Workload, where: Where) -> None:
+    """Every level's kept tiles, times its stages, within its capacity."""
     table = to_table([mapping], len(workload.dims), len(workload.tensors))
     used = footprint_bytes(arch, workload, table)[0]
     for lv, level in enumerate(arch.levels):
@@ -350,7 +394,6 @@ def mapping_from_checked_dict(data, arch: Arch, workload: Workload, where: Where
             raise (where / level.name).error(
                 f"the kept tiles ({', '.join(kept)}) x {mapping.levels[lv].stages} stage(s) take "
                 f"{used[lv]:.0f} B, above the level's capacity of {level.capacity:.0f} B")
-    return mapping
 
 
 # ----------------------------------------------------------------------------- mapspace constraints

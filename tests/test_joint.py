@@ -164,3 +164,20 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
         bound = lower_bound(space, objective, min(depth, space.n_levels), node,
                             evaluate_many(arch, workload, node), links)
         assert (bound <= score * (1 + 1e-9)).all(), depth
+
+
+def test_cli_warm_start_of_another_shape_is_carried_over(capsys, tmp_path):
+    import json
+    from mapper.cli import main
+    assert main(["search", "pe-array", "gemm-1024-int8", "--objective", "energy", "--warm-start", "toy-gemm-256-os",
+                 "--time-limit", "10", "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["search"]["notes"]
+    assert any("1 of 1 given incumbent" in note for note in notes)
+    # 256 -> 1000 is not a whole ratio: refused, naming the file and the sizes
+    odd = tmp_path / "odd.yaml"
+    odd.write_text("mapping:\n  - level: DRAM\n    loops: [{dim: m, bound: 256}, {dim: n, bound: 256}, {dim: k, bound: 256}]\n"
+                   "  - level: GlobalBuffer\n  - level: RegisterFile\n")
+    (tmp_path / "w.yaml").write_text('name: w\neinsum: "Z[m,n] += A[m,k] * B[k,n]"\nsizes: {m: 1000, n: 256, k: 256}\ndtype: int8\n')
+    assert main(["search", "toy", str(tmp_path / "w.yaml"), "--warm-start", str(odd), "--time-limit", "5"]) == 2
+    error = capsys.readouterr().err
+    assert "odd.yaml" in error and "m=256->1000" in error
