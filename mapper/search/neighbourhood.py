@@ -23,8 +23,9 @@ from .result import Budget, Incumbent
 from .warm import carried_orders, factor_rows
 
 PAIR_LIMIT = 100_000        # factor combinations priced per pair of dims
-EXPAND_LIMIT = 500_000      # rows when one dim's factorisations are crossed with every choice
+EXPAND_LIMIT = 2_000_000    # rows when one dim's factorisations are crossed with every choice
 CHOICE_LIMIT = 100_000      # rows when a factor move is crossed with every keep set and stage count
+BATCH_ROWS = 50_000         # rows priced between two looks at the budget
 
 
 def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0, stop=None) -> int:
@@ -46,9 +47,8 @@ def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0
             _offer(space, incumbent, varied)
             if not spent():        # each batch takes a while: the budget is asked between them
                 _offer(space, incumbent, _with_every_choice(space, varied, rng))
-            if (len(dims) == 1 and not spent()
-                    and varied.factors.shape[-1] * space.expansion_bound() <= EXPAND_LIMIT):
-                _offer(space, incumbent, space.expand(varied.factors))
+            if len(dims) == 1 and varied.factors.shape[-1] * space.expansion_bound() <= EXPAND_LIMIT:
+                _offer_expanded(space, incumbent, varied.factors, spent)
         if incumbent.key == before:
             break
         improved += 1
@@ -94,6 +94,16 @@ def _with_every_choice(space: Mapspace, table: MappingTable, rng: np.random.Gene
             stages[lv, i] = stage
     rows, choice = np.repeat(np.arange(n), len(combos)), np.tile(np.arange(len(combos)), n)
     return MappingTable(base.factors[..., rows], base.order[..., rows], keep[..., choice], stages[..., choice])
+
+
+def _offer_expanded(space: Mapspace, incumbent: Incumbent, factors: np.ndarray, spent) -> None:
+    """Every mapping of the given factor rows (all orders, keeps and stages), priced in slices
+    of about BATCH_ROWS with the budget asked between them."""
+    step = max(1, BATCH_ROWS // space.expansion_bound())
+    for start in range(0, factors.shape[-1], step):
+        if spent():
+            return
+        _offer(space, incumbent, space.expand(factors[..., start:start + step]))
 
 
 def _offer(space: Mapspace, incumbent: Incumbent, table: MappingTable) -> None:
