@@ -19,10 +19,18 @@ from .report import evaluation_json, evaluation_text, funnel_text, search_json, 
 
 
 def _evaluate(args) -> int:
-    arch = load_arch(args.arch)
-    workload = load_workload(args.workload)
-    mapping = load_mapping(args.mapping, arch, workload)
+    from .timeloop.commands import load_inputs, print_notes, write_export
+    imported = load_inputs(args.arch, args.workload, args.mapping, args.ert)
+    if imported is not None:
+        print_notes(imported)
+        arch, workload, mapping = imported.arch, imported.workload, imported.mapping
+    else:
+        arch = load_arch(args.arch)
+        workload = load_workload(args.workload)
+        mapping = load_mapping(args.mapping, arch, workload)
     ev = evaluate(arch, workload, mapping)
+    if args.export_timeloop:
+        write_export(args.export_timeloop, mapping, arch, workload, imported)
     if args.json:
         print(json.dumps(evaluation_json(arch, workload, mapping, ev), indent=2))
     else:
@@ -51,8 +59,15 @@ def _mapspace(args) -> int:
 def _run_search(args, strategy_name: str):
     from tqdm import tqdm
     from .search import make_strategy, parse_objective
-    arch = load_arch(args.arch)
-    workload = load_workload(args.workload)
+    from .timeloop.commands import load_inputs, print_notes
+    imported = load_inputs(args.arch, args.workload, None, getattr(args, "ert", None))
+    if imported is not None:
+        print_notes(imported)
+        arch, workload = imported.arch, imported.workload
+    else:
+        arch = load_arch(args.arch)
+        workload = load_workload(args.workload)
+    args.imported = imported
     space = Mapspace(arch, workload, load_constraints(args.mapspace))
     objective = parse_objective(args.objective, arch)
     warm = tuple(load_mapping(path, arch, workload) for path in getattr(args, "warm_start", None) or ())
@@ -68,6 +83,9 @@ def _run_search(args, strategy_name: str):
 
 def _search(args) -> int:
     arch, workload, result = _run_search(args, args.strategy)
+    if args.export_timeloop:
+        from .timeloop.commands import write_export
+        write_export(args.export_timeloop, result.mapping, arch, workload, args.imported)
     if args.json:
         print(json.dumps(search_json(result, arch, workload), indent=2))
     else:
@@ -101,6 +119,18 @@ def _search_options(parser, strategy: bool):
     parser.add_argument("--warm-start", action="append", metavar="MAPPING",
                         help="joint: start from this mapping (file or preset; repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--ert", default=None, metavar="FILE",
+                        help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")
+    if strategy:
+        parser.add_argument("--export-timeloop", metavar="FILE",
+                            help="write the best mapping as a Timeloop mapping file")
+
+
+def _import_timeloop(args) -> int:
+    from .timeloop.commands import import_command
+    for path in import_command(args.files, args.output, args.ert):
+        print(path)
+    return 0
 
 
 def _presets(args) -> int:
@@ -120,7 +150,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("workload", help="workload YAML file or preset name")
     ev.add_argument("mapping", help="mapping YAML file or preset name")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
+    ev.add_argument("--ert", default=None, metavar="FILE",
+                    help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")
+    ev.add_argument("--export-timeloop", metavar="FILE", help="write the mapping as a Timeloop mapping file")
     ev.set_defaults(run=_evaluate)
+    it = sub.add_parser("import-timeloop", help="translate Timeloop files into this tool's YAML")
+    it.add_argument("files", nargs="+", help="Timeloop architecture, problem, mapping, constraint, ERT files")
+    it.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write the YAML into")
+    it.add_argument("--ert", default=None, metavar="FILE", help="ERT file (default: one beside the arch)")
+    it.set_defaults(run=_import_timeloop)
     se = sub.add_parser("search", help="find the best mapping (and prove it optimal where possible)")
     _search_options(se, strategy=True)
     se.set_defaults(run=_search)

@@ -340,7 +340,11 @@ def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str
     if ignored:
         notes.append(f"{where.file}: attributes read by Accelergy only, not by the cost model: "
                      f"{', '.join(sorted(ignored))}")
-    notes.extend(approximated)
+    limited = [a.split(" ", 1)[1] for a in approximated if a.startswith("BANDWIDTH ")]
+    notes.extend(a for a in approximated if not a.startswith("BANDWIDTH "))
+    if limited:
+        notes.append(f"{where.file}: read/write/shared bandwidths of {', '.join(limited)} not applied "
+                     "(unlimited here; a mapping Timeloop reports unthrottled has the same cycles)")
     data = {"name": name, "description": f"imported from Timeloop ({where.file}, v{version})",
             "clock": f"{clock:.6g} Hz", "levels": levels,
             "compute": {"name": compute.name, "instances": compute.instances,
@@ -411,9 +415,7 @@ def _storage_level(comp: Component, ert: dict, word_bits: int, word_bytes: float
             f"{word_bits}-bit words (capacity counted in words, as Timeloop checks it)")
     bandwidths = [k for k in ("read_bandwidth", "write_bandwidth", "shared_bandwidth") if k in a]
     if bandwidths:
-        approximated.append(
-            f"{comp.where.file}: {comp.name}: {', '.join(bandwidths)} not applied (unlimited here; "
-            "a mapping Timeloop reports without throttling has the same cycles)")
+        approximated.append(f"BANDWIDTH {comp.name}")
     for key in a:
         if key not in ESTIMATION_ONLY:
             ignored.add(key)
