@@ -59,18 +59,11 @@ def _mapspace(args) -> int:
 def _run_search(args, strategy_name: str):
     from tqdm import tqdm
     from .search import make_strategy, parse_objective
-    from .timeloop.commands import load_inputs, print_notes
-    imported = load_inputs(args.arch, args.workload, None, getattr(args, "ert", None))
-    if imported is not None:
-        print_notes(imported)
-        arch, workload = imported.arch, imported.workload
-    else:
-        arch = load_arch(args.arch)
-        workload = load_workload(args.workload)
-    args.imported = imported
-    space = Mapspace(arch, workload, load_constraints(args.mapspace))
+    from .timeloop.commands import search_inputs   # also reads Timeloop files
+    arch, workload, constraints, warm, args.imported = search_inputs(args)
+    args.warm_mappings = warm
+    space = Mapspace(arch, workload, constraints)
     objective = parse_objective(args.objective, arch)
-    warm = tuple(load_mapping(path, arch, workload) for path in getattr(args, "warm_start", None) or ())
     strategy = make_strategy(strategy_name, time_limit=args.time_limit, seed=args.seed,
                              samples=args.samples, cpsat_seconds=args.cpsat_seconds, incumbents=warm)
     with tqdm(desc=strategy_name, unit=" mappings", unit_scale=True, delay=1.0, file=sys.stderr,
@@ -86,6 +79,9 @@ def _search(args) -> int:
     if args.export_timeloop:
         from .timeloop.commands import write_export
         write_export(args.export_timeloop, result.mapping, arch, workload, args.imported)
+    if args.warm_start and not args.json:
+        from .timeloop.commands import reference_lines
+        print(reference_lines(args, arch, workload, result), file=sys.stderr)
     if args.json:
         print(json.dumps(search_json(result, arch, workload), indent=2))
     else:

@@ -320,7 +320,7 @@ def constraints_from_dict(data, where: Where):
     for key, lv in raw_levels.items():
         w = where / "levels" / key
         fields(lv, w, (), ("temporal", "spatial", "tile", "order", "stationary", "forbid", "stages",
-                           "keep", "bypass"))
+                           "keep", "bypass", "spatial_x", "spatial_y"))
         forbid = lv.get("forbid") or []
         if not isinstance(forbid, list):
             raise (w / "forbid").error("expected a list of loop orders, each a list of dims, outermost first")
@@ -345,7 +345,9 @@ def constraints_from_dict(data, where: Where):
             stationary=stationary, stages=stages,
             forbid=tuple(tuple(name_list(o, w / "forbid" / i)) for i, o in enumerate(forbid)),
             keep=tuple(name_list(lv["keep"], w / "keep")) if "keep" in lv else None,
-            bypass=bypass)))
+            bypass=bypass,
+            spatial_x=_ranges(lv.get("spatial_x"), w / "spatial_x"),
+            spatial_y=_ranges(lv.get("spatial_y"), w / "spatial_y"))))
     min_util = data.get("min_utilization", 0.0)
     if isinstance(min_util, bool) or not isinstance(min_util, (int, float)) or not 0 <= min_util <= 1:
         raise (where / "min_utilization").error(f"expected a fraction between 0 and 1, got {min_util!r}")

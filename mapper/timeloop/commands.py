@@ -29,11 +29,14 @@ def _is_timeloop(arg) -> bool:
         return False
 
 
-def load_inputs(arch_arg, workload_arg, mapping_arg=None, ert=None) -> Imported | None:
-    """Specs from arguments any of which may be Timeloop files; None if none is."""
+def load_inputs(arch_arg, workload_arg, mapping_arg=None, ert=None, extra=()) -> Imported | None:
+    """Specs from arguments any of which may be Timeloop files; None if none is.
+    `extra`: further files that join the Timeloop set if they are Timeloop files (constraints)."""
     from ..load import load_arch, load_mapping, load_workload
     args = [a for a in (arch_arg, workload_arg, mapping_arg) if a is not None]
     timeloop = [a for a in args if _is_timeloop(a)]
+    if timeloop:
+        timeloop += [a for a in extra if a is not None and _is_timeloop(a)]
     if not timeloop:
         return None
     parts = read_parts(list(dict.fromkeys(timeloop)) + ([ert] if ert else []))
@@ -92,3 +95,58 @@ def import_command(files, out_dir, ert=None) -> list[Path]:
                         + yaml.safe_dump(data, sort_keys=False, width=120))
         written.append(path)
     return written
+
+
+def imported_constraints(imported: Imported, name: str = "timeloop"):
+    """The mapspace of Timeloop's constraints (inline v0.4 ones and any constraints file read)."""
+    from ..load import constraints_from_dict
+    data = tl_constraints.translate(imported.arch_ctx, imported.arch, imported.workload,
+                                    imported.notes, name)
+    return constraints_from_dict(data, Where(f"{name} (translated Timeloop constraints)"))
+
+
+def search_inputs(args):
+    """arch, workload, constraints, warm-start mappings and the import (or None) for a search.
+
+    Any of the arch, workload, --mapspace and --warm-start files may be a Timeloop file; with a
+    Timeloop architecture and no --mapspace of this project's format, the mapspace is Timeloop's
+    constraints."""
+    from ..load import load_arch, load_constraints, load_mapping, load_workload
+    from ..load import mapping_from_checked_dict
+    from .mapping import translate as translate_mapping
+    imported = load_inputs(args.arch, args.workload, None, getattr(args, "ert", None),
+                           extra=[args.mapspace])
+    if imported is None:
+        arch, workload = load_arch(args.arch), load_workload(args.workload)
+        constraints = load_constraints(args.mapspace)
+    else:
+        arch, workload = imported.arch, imported.workload
+        if imported.arch_ctx is not None and (args.mapspace is None or _is_timeloop(args.mapspace)):
+            constraints = imported_constraints(imported)
+        else:
+            constraints = load_constraints(args.mapspace)
+        print_notes(imported)
+    warm = []
+    for path in getattr(args, "warm_start", None) or ():
+        if _is_timeloop(path):
+            data = read_timeloop_yaml(Path(path))
+            where = Where(str(path))
+            ctx = imported.arch_ctx if imported else None
+            entries = translate_mapping(data["mapping"], where, arch, workload, ctx, [])
+            warm.append(mapping_from_checked_dict(entries, arch, workload, where))
+        else:
+            warm.append(load_mapping(path, arch, workload))
+    return arch, workload, constraints, tuple(warm), imported
+
+
+def reference_lines(args, arch, workload, result) -> str:
+    """The search's result beside the energy of each warm-start mapping (e.g. Timeloop's own)."""
+    from ..cost import evaluate
+    warm = args.warm_mappings
+    ev = result.evaluation
+    lines = [f"search result: {ev.energy_pj:,.1f} pJ, {ev.cycles:,.0f} cycles, EDP {ev.edp:.4g}"]
+    for path, mapping in zip(args.warm_start, warm):
+        ref = evaluate(arch, workload, mapping)
+        lines.append(f"reference {path}: {ref.energy_pj:,.1f} pJ, {ref.cycles:,.0f} cycles, EDP {ref.edp:.4g}"
+                     f" (search: energy x{ev.energy_pj / ref.energy_pj:.3f}, EDP x{ev.edp / ref.edp:.3f})")
+    return "\n".join(lines)

@@ -35,7 +35,8 @@ def translate(ctx: ArchImport, arch: Arch, workload: Workload, notes: list[str],
                                       "keep, bypass)")
         level = ctx.fold[target]
         if kind in ("dataspace", "bypass", "datatype"):
-            constrained_keep.add(level)
+            if target not in ctx.folded:     # a folded dummy's "bypass all" says nothing of its parent
+                constrained_keep.add(level)
             continue
         entry = levels.setdefault(level, {})
         factors = {d: f for d, f in parse_factors(t.get("factors", []), w / "factors").items() if d in dims}
@@ -56,9 +57,13 @@ def translate(ctx: ArchImport, arch: Arch, workload: Workload, notes: list[str],
         if factors:
             entry.setdefault("spatial", {}).update(factors)
         fanout = arch.fanout(names.index(level))
-        if "split" in t and fanout[0] > 1 and fanout[1] > 1:
-            notes.append(f"{w.file}: {target}: `split` (which mesh axis each dim uses) not expressible "
-                         "here; either axis is allowed")
+        if "split" in t and "permutation" in t and fanout[0] > 1 and fanout[1] > 1:
+            # the permutation's first `split` dims may only use mesh x, the others only y
+            perm = [d for d in parse_permutation(t["permutation"], dims + _others(t), w / "permutation")
+                    if d in dims]
+            split = int(t["split"])
+            for pos, d in enumerate(perm):
+                entry.setdefault("spatial_y" if pos < split else "spatial_x", {})[d] = 1
     for i, level in enumerate(arch.levels[1:], start=1):
         if level.keeps == frozenset():
             # a kept dummy fanout level: Timeloop's front end gives it no temporal loops
