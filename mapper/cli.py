@@ -20,7 +20,8 @@ from .report import evaluation_json, evaluation_text, funnel_text, search_json, 
 
 def _evaluate(args) -> int:
     from .timeloop.commands import load_inputs, print_notes, write_export
-    imported = load_inputs(args.arch, args.workload, args.mapping, args.ert)
+    imported = load_inputs(args.arch, args.workload, args.mapping, args.ert,
+                           timeloop_rules=args.timeloop_rules)
     if imported is not None:
         print_notes(imported)
         arch, workload, mapping = imported.arch, imported.workload, imported.mapping
@@ -28,6 +29,9 @@ def _evaluate(args) -> int:
         arch = load_arch(args.arch)
         workload = load_workload(args.workload)
         mapping = load_mapping(args.mapping, arch, workload)
+        if args.timeloop_rules:
+            from .timeloop.commands import with_timeloop_rules
+            arch = with_timeloop_rules(arch)
     ev = evaluate(arch, workload, mapping)
     if args.export_timeloop:
         write_export(args.export_timeloop, mapping, arch, workload, imported)
@@ -117,6 +121,7 @@ def _search_options(parser, strategy: bool):
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--ert", default=None, metavar="FILE",
                         help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")
+    parser.add_argument("--timeloop-rules", action="store_true", help="count with Timeloop's rules where they differ: multicast found one fanout at a time, leakage of utilized instances only")
     if strategy:
         parser.add_argument("--export-timeloop", metavar="FILE",
                             help="write the best mapping as a Timeloop mapping file")
@@ -124,7 +129,7 @@ def _search_options(parser, strategy: bool):
 
 def _import_timeloop(args) -> int:
     from .timeloop.commands import import_command
-    for path in import_command(args.files, args.output, args.ert):
+    for path in import_command(args.files, args.output, args.ert, args.timeloop_rules):
         print(path)
     return 0
 
@@ -149,11 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--ert", default=None, metavar="FILE",
                     help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")
     ev.add_argument("--export-timeloop", metavar="FILE", help="write the mapping as a Timeloop mapping file")
+    ev.add_argument("--timeloop-rules", action="store_true", help="count with Timeloop's rules where they differ: multicast found one fanout at a time, leakage of utilized instances only")
     ev.set_defaults(run=_evaluate)
     it = sub.add_parser("import-timeloop", help="translate Timeloop files into this tool's YAML")
     it.add_argument("files", nargs="+", help="Timeloop architecture, problem, mapping, constraint, ERT files")
     it.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write the YAML into")
     it.add_argument("--ert", default=None, metavar="FILE", help="ERT file (default: one beside the arch)")
+    it.add_argument("--timeloop-rules", action="store_true", help="write `model:` with Timeloop's counting rules into the arch")
     it.set_defaults(run=_import_timeloop)
     se = sub.add_parser("search", help="find the best mapping (and prove it optimal where possible)")
     _search_options(se, strategy=True)

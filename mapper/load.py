@@ -196,7 +196,7 @@ def _flag(data, key: str, where: Where) -> bool:
 
 
 def arch_from_dict(data, where: Where) -> Arch:
-    fields(data, where, ("name", "clock", "levels", "compute"), ("description", "gpu"))
+    fields(data, where, ("name", "clock", "levels", "compute"), ("description", "gpu", "model"))
     clock = parse_frequency(data["clock"], where / "clock")
     raw_levels = data["levels"]
     if not isinstance(raw_levels, list) or not raw_levels:
@@ -244,9 +244,16 @@ def arch_from_dict(data, where: Where) -> Arch:
                        registers_per_sm=positive_int(g["registers_per_sm"], gw / "registers_per_sm"),
                        max_blocks_per_sm=positive_int(g.get("max_blocks_per_sm", 32), gw / "max_blocks_per_sm"),
                        max_threads_per_sm=positive_int(g.get("max_threads_per_sm", 2048), gw / "max_threads_per_sm"))
+    model = data.get("model") or {}
+    fields(model, where / "model", (), ("multicast", "leakage"))
+    rules = {"multicast": ("pooled", "per_fanout"), "leakage": ("all", "utilized")}
+    for key, allowed in rules.items():
+        if model.get(key, allowed[0]) not in allowed:
+            raise (where / "model" / key).error(f"expected {' or '.join(allowed)}, got {model[key]!r}")
     return Arch(name=text(data["name"], where / "name"), clock_hz=clock, levels=levels,
                 compute=compute, gpu=gpu,
-                description=text(data.get("description", ""), where / "description"))
+                description=text(data.get("description", ""), where / "description"),
+                multicast=model.get("multicast", "pooled"), leakage=model.get("leakage", "all"))
 
 
 

@@ -147,6 +147,9 @@ class Arch:
     compute: Compute
     gpu: GpuFacts | None = None
     description: str = ""
+    # Counting rules where Timeloop's differ from this project's (arch YAML `model:`):
+    multicast: str = "pooled"      # or "per_fanout": identical tiles are found one fanout at a time
+    leakage: str = "all"           # or "utilized": only instances the mapping uses leak
 
     @property
     def level_names(self) -> tuple[str, ...]:

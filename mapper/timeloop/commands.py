@@ -29,7 +29,8 @@ def _is_timeloop(arg) -> bool:
         return False
 
 
-def load_inputs(arch_arg, workload_arg, mapping_arg=None, ert=None, extra=()) -> Imported | None:
+def load_inputs(arch_arg, workload_arg, mapping_arg=None, ert=None, extra=(),
+                timeloop_rules: bool = False) -> Imported | None:
     """Specs from arguments any of which may be Timeloop files; None if none is.
     `extra`: further files that join the Timeloop set if they are Timeloop files (constraints)."""
     from ..load import load_arch, load_mapping, load_workload
@@ -42,7 +43,7 @@ def load_inputs(arch_arg, workload_arg, mapping_arg=None, ert=None, extra=()) ->
     parts = read_parts(list(dict.fromkeys(timeloop)) + ([ert] if ert else []))
     arch = None if parts.architecture is not None else load_arch(arch_arg)
     workload = None if parts.problem is not None else load_workload(workload_arg)
-    imported = build(parts, arch=arch, workload=workload)
+    imported = build(parts, arch=arch, workload=workload, timeloop_rules=timeloop_rules)
     if mapping_arg is not None and parts.mapping is None:
         imported.mapping = load_mapping(mapping_arg, imported.arch, imported.workload)
     if mapping_arg is not None and imported.mapping is None:
@@ -64,10 +65,16 @@ def write_export(path, mapping, arch, workload, imported: Imported | None) -> No
     Path(path).write_text(header + yaml.safe_dump(data, sort_keys=False, width=120))
 
 
-def import_command(files, out_dir, ert=None) -> list[Path]:
+def with_timeloop_rules(arch):
+    import dataclasses
+    from .design import TIMELOOP_RULES
+    return dataclasses.replace(arch, **TIMELOOP_RULES)
+
+
+def import_command(files, out_dir, ert=None, timeloop_rules: bool = False) -> list[Path]:
     """Translate Timeloop files into this project's YAML in out_dir; returns the files written."""
     parts = read_parts(list(files) + ([ert] if ert else []))
-    imported = build(parts)
+    imported = build(parts, timeloop_rules=timeloop_rules)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     notes = imported.notes
@@ -114,10 +121,13 @@ def search_inputs(args):
     from ..load import load_arch, load_constraints, load_mapping, load_workload
     from ..load import mapping_from_checked_dict
     from .mapping import translate as translate_mapping
+    rules = getattr(args, "timeloop_rules", False)
     imported = load_inputs(args.arch, args.workload, None, getattr(args, "ert", None),
-                           extra=[args.mapspace])
+                           extra=[args.mapspace], timeloop_rules=rules)
     if imported is None:
         arch, workload = load_arch(args.arch), load_workload(args.workload)
+        if rules:
+            arch = with_timeloop_rules(arch)
         constraints = load_constraints(args.mapspace)
     else:
         arch, workload = imported.arch, imported.workload

@@ -8,6 +8,7 @@ the normal loader, so there is one validation path.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,8 +145,13 @@ class Imported:
     notes: list[str] = field(default_factory=list)
 
 
-def build(parts: Parts, arch=None, workload=None, check_mapping: bool = True) -> Imported:
-    """Translate the parts found; `arch` / `workload` are this project's, when not from Timeloop."""
+TIMELOOP_RULES = {"multicast": "per_fanout", "leakage": "utilized"}
+
+
+def build(parts: Parts, arch=None, workload=None, check_mapping: bool = True,
+          timeloop_rules: bool = False) -> Imported:
+    """Translate the parts found; `arch` / `workload` are this project's, when not from Timeloop.
+    `timeloop_rules`: count with Timeloop's rules where they differ (arch `model:`)."""
     from ..load import arch_from_dict, mapping_from_checked_dict, workload_from_dict
     notes = parts.notes
     ert = None
@@ -181,7 +187,11 @@ def build(parts: Parts, arch=None, workload=None, check_mapping: bool = True) ->
         ctx = tl_arch.translate(raw, aw, ert, tensors, constraint_targets(parts), notes,
                                 design_name(parts.arch_path, "timeloop-arch"))
         arch_dict = ctx.data
+        if timeloop_rules:
+            arch_dict["model"] = dict(TIMELOOP_RULES)
         arch = arch_from_dict(arch_dict, Where(aw.file))
+    elif arch is not None and timeloop_rules:
+        arch = dataclasses.replace(arch, **TIMELOOP_RULES)
     if arch is None:
         raise SpecError("timeloop import", "", "no architecture given")
     mapping = None
