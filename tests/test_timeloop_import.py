@@ -265,3 +265,17 @@ def test_timeloop_rules_scalar_and_vectorised_agree_on_random_mappings():
 def dataclasses_replace(arch):
     import dataclasses
     return dataclasses.replace(arch, multicast="pooled", leakage="all")
+
+
+def test_timeloop_spellings():
+    from mapper.timeloop.yamlio import parse_factors, parse_permutation, split_range
+    w = Where("x.yaml")
+    expected = {"R": 3, "P": 16}
+    for text in ("R=3 P=16", "R=3,P=16", "R3 P16", ["R=3", "P=16"]):
+        assert parse_factors(text, w) == expected
+    assert parse_permutation("RPK", ["K", "R", "P"], w) == ["R", "P", "K"]
+    assert parse_permutation("H2 W K", ["W", "H2", "K"], w) == ["H2", "W", "K"]
+    assert parse_permutation("HHW", ["H", "HH", "W"], w) == ["HH", "W"]      # longest name first
+    assert split_range("PE[0..15]") == ("PE", 16) and split_range("DRAM[1..1]") == ("DRAM", 1)
+    with pytest.raises(Exception, match="does not start with a dim"):
+        parse_permutation("RX", ["R", "P"], w)
