@@ -13,7 +13,7 @@ import time
 
 from .cost import evaluate
 from .errors import MapperError
-from .load import (PRESET_KINDS, load_arch, load_constraints, load_mapping, load_warm_start, load_workload,
+from .load import (PRESET_KINDS, load_arch, load_constraints, load_mapping, load_workload,
                    preset_names)
 from .mapspace import Mapspace
 from .report import (evaluation_json, evaluation_text, funnel_text, search_json, search_text,
@@ -24,10 +24,22 @@ INTERRUPTED = 130           # exit status after Ctrl-C (128 + SIGINT), as shells
 
 
 def _evaluate(args) -> int:
-    arch = load_arch(args.arch)
-    workload = load_workload(args.workload)
-    mapping = load_mapping(args.mapping, arch, workload)
+    from .timeloop.commands import load_inputs, print_notes, write_export
+    imported = load_inputs(args.arch, args.workload, args.mapping, args.ert,
+                           timeloop_rules=args.timeloop_rules)
+    if imported is not None:
+        print_notes(imported)
+        arch, workload, mapping = imported.arch, imported.workload, imported.mapping
+    else:
+        arch = load_arch(args.arch)
+        workload = load_workload(args.workload)
+        mapping = load_mapping(args.mapping, arch, workload)
+        if args.timeloop_rules:
+            from .timeloop.commands import with_timeloop_rules
+            arch = with_timeloop_rules(arch)
     ev = evaluate(arch, workload, mapping)
+    if args.export_timeloop:
+        write_export(args.export_timeloop, mapping, arch, workload, imported)
     if args.json:
         print(strict_json(evaluation_json(arch, workload, mapping, ev)))
     else:
@@ -64,11 +76,11 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False):
     stops.reset(time_limit, args.max_evaluations, since=_started_ago(args))
     stops.interrupted = after_interrupt     # compare: a Ctrl-C in its first search ends both
     with _keep_best_on_ctrl_c(stops):
-        arch = load_arch(args.arch)
-        workload = load_workload(args.workload)
-        space = Mapspace(arch, workload, load_constraints(args.mapspace))
+        from .timeloop.commands import search_inputs   # also reads Timeloop files
+        arch, workload, constraints, warm, args.imported = search_inputs(args)
+        args.warm_mappings = warm
+        space = Mapspace(arch, workload, constraints)
         objective = parse_objective(args.objective, arch)
-        warm = tuple(load_warm_start(path, arch, workload) for path in getattr(args, "warm_start", None) or ())
         strategy = make_strategy(strategy_name, time_limit=time_limit or TIME_LIMIT_DEFAULT, seed=args.seed,
                                  samples=10**12 if args.max_evaluations else args.samples,
                                  cpsat_seconds=args.cpsat_seconds, incumbents=warm)
@@ -136,6 +148,12 @@ def _status(args) -> int:
 
 def _search(args) -> int:
     arch, workload, result = _run_search(args, args.strategy)
+    if args.export_timeloop:
+        from .timeloop.commands import write_export
+        write_export(args.export_timeloop, result.mapping, arch, workload, args.imported)
+    if args.warm_start and not args.json:
+        from .timeloop.commands import reference_lines
+        print(reference_lines(args, arch, workload, result), file=sys.stderr)
     if args.json:
         print(strict_json(_search_json(args, result, arch, workload)))
     else:
@@ -176,6 +194,19 @@ def _search_options(parser, strategy: bool):
                         help="joint: start from this mapping (file or preset; repeatable); a mapping of "
                              "another shape of the same einsum is carried to this one")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--ert", default=None, metavar="FILE",
+                        help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")
+    parser.add_argument("--timeloop-rules", action="store_true", help="count with Timeloop's rules where they differ: multicast found one fanout at a time, leakage of utilized instances only")
+    if strategy:
+        parser.add_argument("--export-timeloop", metavar="FILE",
+                            help="write the best mapping as a Timeloop mapping file")
+
+
+def _import_timeloop(args) -> int:
+    from .timeloop.commands import import_command
+    for path in import_command(args.files, args.output, args.ert, args.timeloop_rules):
+        print(path)
+    return 0
 
 
 def _presets(args) -> int:
@@ -196,7 +227,17 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("workload", help="workload YAML file or preset name")
     ev.add_argument("mapping", help="mapping YAML file or preset name")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
+    ev.add_argument("--ert", default=None, metavar="FILE",
+                    help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")
+    ev.add_argument("--export-timeloop", metavar="FILE", help="write the mapping as a Timeloop mapping file")
+    ev.add_argument("--timeloop-rules", action="store_true", help="count with Timeloop's rules where they differ: multicast found one fanout at a time, leakage of utilized instances only")
     ev.set_defaults(run=_evaluate)
+    it = sub.add_parser("import-timeloop", help="translate Timeloop files into this tool's YAML")
+    it.add_argument("files", nargs="+", help="Timeloop architecture, problem, mapping, constraint, ERT files")
+    it.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write the YAML into")
+    it.add_argument("--ert", default=None, metavar="FILE", help="ERT file (default: one beside the arch)")
+    it.add_argument("--timeloop-rules", action="store_true", help="write `model:` with Timeloop's counting rules into the arch")
+    it.set_defaults(run=_import_timeloop)
     se = sub.add_parser("search", help="find the best mapping (and prove it optimal where possible)")
     _search_options(se, strategy=True)
     se.set_defaults(run=_search)

@@ -33,6 +33,8 @@ class LevelConstraints:
     stages: tuple[int, ...] | None = None           # allowed buffering depths
     keep: tuple[str, ...] | None = None             # fixed set of kept tensors
     bypass: bool = False                            # enumerate keep/bypass choices
+    spatial_x: tuple[tuple[str, Range], ...] = ()   # bounds on its spatial split along mesh x only
+    spatial_y: tuple[tuple[str, Range], ...] = ()   # ... and along y (`spatial_y: {m: 1}`: m not on y)
 
 
 @dataclass(frozen=True)

@@ -274,7 +274,7 @@ def _flag(data, key: str, where: Where) -> bool:
 
 
 def arch_from_dict(data, where: Where) -> Arch:
-    fields(data, where, ("name", "clock", "levels", "compute"), ("description", "gpu"))
+    fields(data, where, ("name", "clock", "levels", "compute"), ("description", "gpu", "model"))
     clock = parse_frequency(data["clock"], where / "clock")
     raw_levels = data["levels"]
     if not isinstance(raw_levels, list) or not raw_levels:
@@ -325,9 +325,16 @@ def arch_from_dict(data, where: Where) -> Arch:
                        registers_per_sm=positive_int(g["registers_per_sm"], gw / "registers_per_sm"),
                        max_blocks_per_sm=positive_int(g.get("max_blocks_per_sm", 32), gw / "max_blocks_per_sm"),
                        max_threads_per_sm=positive_int(g.get("max_threads_per_sm", 2048), gw / "max_threads_per_sm"))
+    model = data.get("model") or {}
+    fields(model, where / "model", (), ("multicast", "leakage"))
+    rules = {"multicast": ("pooled", "per_fanout"), "leakage": ("all", "utilized")}
+    for key, allowed in rules.items():
+        if model.get(key, allowed[0]) not in allowed:
+            raise (where / "model" / key).error(f"expected {' or '.join(allowed)}, got {shown(model[key])}")
     return Arch(name=name_text(data["name"], where / "name"), clock_hz=clock, levels=levels,
                 compute=compute, gpu=gpu,
-                description=text(data.get("description", ""), where / "description"), file=where.file)
+                description=text(data.get("description", ""), where / "description"), file=where.file,
+                multicast=model.get("multicast", "pooled"), leakage=model.get("leakage", "all"))
 
 
 
@@ -444,7 +451,7 @@ def constraints_from_dict(data, where: Where):
     for key, lv in raw_levels.items():
         w = where / "levels" / key
         fields(lv, w, (), ("temporal", "spatial", "tile", "order", "stationary", "forbid", "stages",
-                           "keep", "bypass"))
+                           "keep", "bypass", "spatial_x", "spatial_y"))
         forbid = lv.get("forbid") or []
         if not isinstance(forbid, list):
             raise (w / "forbid").error("expected a list of loop orders, each a list of dims, outermost first")
@@ -469,7 +476,9 @@ def constraints_from_dict(data, where: Where):
             stationary=stationary, stages=stages,
             forbid=tuple(tuple(name_list(o, w / "forbid" / i)) for i, o in enumerate(forbid)),
             keep=tuple(name_list(lv["keep"], w / "keep")) if "keep" in lv else None,
-            bypass=bypass)))
+            bypass=bypass,
+            spatial_x=_ranges(lv.get("spatial_x"), w / "spatial_x"),
+            spatial_y=_ranges(lv.get("spatial_y"), w / "spatial_y"))))
     min_util = data.get("min_utilization", 0.0)
     if isinstance(min_util, bool) or not isinstance(min_util, (int, float)) or not 0 <= min_util <= 1:
         raise (where / "min_utilization").error(f"expected a fraction between 0 and 1, got {shown(min_util)}")

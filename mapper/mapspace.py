@@ -173,6 +173,16 @@ class Mapspace:
                     self._dim_index(dim_name, lv, key)
                     if dim_name == name:
                         ok &= rng.admits(values[:, lv])
+            for key, kind, ranges in (("spatial_x", SPATIAL_X, lc.spatial_x), ("spatial_y", SPATIAL_Y, lc.spatial_y)):
+                for dim_name, rng in ranges:
+                    self._dim_index(dim_name, lv, key)
+                    if dim_name == name:
+                        # the factor on this one axis (1 where the level does not fan out along it)
+                        along = np.ones(rows.shape[0], np.int64)
+                        for k, slot in enumerate(self.slots):
+                            if slot == (lv, kind):
+                                along = rows[:, k]
+                        ok &= rng.admits(along)
         return ok
 
     def divisibility_mask(self, d: int, rows: np.ndarray) -> np.ndarray:

@@ -149,6 +149,9 @@ class Arch:
     gpu: GpuFacts | None = None
     description: str = ""
     file: str = field(default="", compare=False)     # where it was read from, for error messages
+    # Counting rules where Timeloop's differ from this project's (arch YAML `model:`):
+    multicast: str = "pooled"      # or "per_fanout": identical tiles are found one fanout at a time
+    leakage: str = "all"           # or "utilized": only instances the mapping uses leak
 
     @property
     def level_names(self) -> tuple[str, ...]:

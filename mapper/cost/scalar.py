@@ -130,7 +130,8 @@ def _loads(tensor, spans, nest_above) -> int:
     return tile + run(0, 0)[0]
 
 
-def _distinct_children(tensor, levels, parent, child, spans_below, arch_levels) -> int:
+def _distinct_children(tensor, levels, parent, child, spans_below, arch_levels,
+                       per_fanout: bool = False) -> int:
     """Distinct tiles of `tensor` among the children of one instance of level `parent` (the
     instances of level `child`, or the compute units): identical tiles share one transfer,
     except across a fanout whose network cannot share (no multicast / no reduction)."""
@@ -141,14 +142,18 @@ def _distinct_children(tensor, levels, parent, child, spans_below, arch_levels) 
             sharing.append(lv)
         else:                    # each child of this fanout is served on its own
             count *= math.prod(b for _, b, _ in levels[lv].spatial)
+    # pooled: offsets from every fanout in between may coincide; per_fanout (Timeloop's rule):
+    # identical tiles are looked for within one fanout at a time
+    groups = [[lv] for lv in sharing] if per_fanout else [sharing]
     for axis in tensor.axes:
-        progressions = []
-        for lv in sharing:
-            inner = spans_below(lv + 1) if lv + 1 < len(levels) else [1] * len(spans_below(lv))
-            for d, c in axis:
-                bound = math.prod(b for dd, b, _ in levels[lv].spatial if dd == d)
-                progressions.append((c * inner[d], bound))
-        count *= distinct_offsets(tuple(progressions))
+        for group in groups:
+            progressions = []
+            for lv in group:
+                inner = spans_below(lv + 1) if lv + 1 < len(levels) else [1] * len(spans_below(lv))
+                for d, c in axis:
+                    bound = math.prod(b for dd, b, _ in levels[lv].spatial if dd == d)
+                    progressions.append((c * inner[d], bound))
+            count *= distinct_offsets(tuple(progressions))
     return count
 
 
@@ -193,7 +198,7 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
             partition = _tile(tensor, partition_spans)
             loads = _loads(tensor, spans, nest_above[lv])
             supply = below_loads * _distinct_children(tensor, levels, lv, below_lv, spans_below,
-                                                      arch.levels)
+                                                      arch.levels, arch.multicast == "per_fanout")
             if tensor.is_output:
                 reads, fills, updates = supply - partition, loads - partition, supply
             else:
@@ -231,7 +236,8 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
         level_costs.append([level.name, instances[lv], tensors, footprint * lm.stages,
                             level.capacity, moved * instances[lv], time])
     cycles = max([compute_cycles] + level_times)
-    leak = [level.leak * level.instances * cycles for level in arch.levels]
+    leaking = instances if arch.leakage == "utilized" else [level.instances for level in arch.levels]
+    leak = [level.leak * count * cycles for level, count in zip(arch.levels, leaking)]
     level_costs = [LevelCost(*row, leak_pj=lk) for row, lk in zip(level_costs, leak)]
     # Padded extents (imperfect factors) execute their padding too: energy counts every MAC run.
     compute_energy = macs_per_unit * compute_instances * arch.compute.energy_per_mac

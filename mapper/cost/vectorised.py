@@ -265,6 +265,18 @@ def _distinct_children(arch: Arch, tensor, nest: _Nest, parent: int, child: int)
             levels.append(lv)
         else:                                      # each child of this fanout is served alone
             count = count * nest.spatial[lv].prod(axis=0)
+    if arch.multicast == "per_fanout":
+        # Timeloop's rule: identical tiles are looked for within one fanout at a time
+        for lv in levels:
+            count = count * _distinct_over(tensor, nest, [lv])
+        return count
+    return count * _distinct_over(tensor, nest, levels)
+
+
+def _distinct_over(tensor, nest: _Nest, levels: list[int]) -> np.ndarray:
+    """Distinct tiles of `tensor` over the spatial loops of `levels` (all sharing)."""
+    n = nest.n
+    count = np.ones(n, np.int64)
     inner = [nest.span[lv + 1] if lv + 1 < nest.n_levels else np.ones_like(nest.span[0]) for lv in levels]
     for axis in tensor.axes:
         product = np.ones(n, np.int64)
@@ -357,7 +369,10 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     cycles = np.maximum(level_time.max(axis=0), compute_cycles)
 
     level_energy *= instances[:, None, :]
-    leak = sum(level.leak * level.instances for level in arch.levels)
+    if arch.leakage == "utilized":              # Timeloop's rule: only used instances leak
+        leak = (np.array([level.leak for level in arch.levels])[:, None] * instances).sum(axis=0)
+    else:
+        leak = sum(level.leak * level.instances for level in arch.levels)
     executed = macs_per_unit * instances[-1] * spatial_all[-1]     # padding included
     energy = level_energy.sum(axis=(0, 1)) + executed * arch.compute.energy_per_mac + leak * cycles
 

@@ -212,7 +212,8 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
     cycles = np.maximum(compute, level_time.max(axis=0))
     if links is not None and depth + 1 < n_levels:
         cycles = np.maximum(cycles, max(links.cycles[depth + 1:]))
-    energy = energy + sum(lv.leak * lv.instances for lv in arch.levels) * cycles
+    if arch.leakage == "all":        # with "utilized" (Timeloop's rule) idle instances do not leak: no term
+        energy = energy + sum(lv.leak * lv.instances for lv in arch.levels) * cycles
     if objective.kind == "energy":
         return energy
     if objective.kind == "cycles":

@@ -39,7 +39,7 @@ MAX_TILES = 200_000        # tile vectors of the innermost level (else no bound 
 class InnermostFloor:
     def __init__(self, space: Mapspace, splits: SplitVectors):
         self.space = space
-        arch, workload = space.arch, space.workload
+        workload = space.workload
         self.level = space.n_levels - 1
         self.cache: dict[tuple[int, ...], float] = {}
         values = [np.unique(space.level_view(rows)[2][:, self.level]) for rows in space.dim_tables]

@@ -19,7 +19,6 @@ time limit stops it, the smallest bound of what was left unexplored gives a prov
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np

@@ -1,0 +1,131 @@
+"""Reading Timeloop's YAML: its v0.4 node tags and its loose number/list spellings.
+
+Timeloop's v0.4 architectures tag each node (`!Container`, `!Component`, `!Parallel`,
+`!Hierarchical`); plain `yaml.safe_load` rejects unknown tags, so a small loader turns a tagged
+mapping into a dict with the tag under `_tag` (and a tagged list into {"_tag", "nodes"}).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from ..errors import SpecError
+from ..units import Where
+
+TAG_KEY = "_tag"
+KNOWN_TAGS = ("Container", "Component", "Parallel", "Hierarchical", "Nothing")
+
+
+class _TimeloopLoader(yaml.SafeLoader):
+    """SafeLoader that keeps `!Tag` nodes as tagged dicts instead of failing."""
+
+
+def _tagged(loader: yaml.SafeLoader, tag_suffix: str, node: yaml.Node):
+    if isinstance(node, yaml.MappingNode):
+        value = loader.construct_mapping(node, deep=True)
+        return {TAG_KEY: tag_suffix, **value}
+    if isinstance(node, yaml.SequenceNode):
+        return {TAG_KEY: tag_suffix, "nodes": loader.construct_sequence(node, deep=True)}
+    return {TAG_KEY: tag_suffix, "value": loader.construct_scalar(node)}
+
+
+_TimeloopLoader.add_multi_constructor("!", _tagged)
+
+
+def read_timeloop_yaml(path: Path):
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SpecError(str(path), "", f"cannot read file ({exc.strerror})") from None
+    try:
+        return yaml.load(text, Loader=_TimeloopLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}" if mark else ""
+        raise SpecError(str(path), line, f"invalid YAML ({getattr(exc, 'problem', exc)})") from None
+
+
+def number(value, where: Where, what: str = "a number") -> float:
+    """A YAML number, or a string holding one (Timeloop files quote some)."""
+    if isinstance(value, bool):
+        raise where.error(f"expected {what}, got {value!r}")
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        try:
+            return float(value) if any(c in value for c in ".eE") else int(value)
+        except ValueError:
+            pass
+    raise where.error(f"expected {what}, got {value!r} (expressions and variables are not "
+                      "evaluated: write the number)")
+
+
+def integer(value, where: Where, what: str = "a positive integer") -> int:
+    got = number(value, where, what)
+    if got != int(got) or got < 1:
+        raise where.error(f"expected {what}, got {value!r}")
+    return int(got)
+
+
+_RANGE = re.compile(r"^(.*)\[\s*(\d+)\s*\.\.\s*(\d+)\s*\]\s*$")
+
+
+def split_range(name: str) -> tuple[str, int]:
+    """`PE[0..15]` -> ("PE", 16); `DRAM` -> ("DRAM", 1)."""
+    match = _RANGE.match(name)
+    if not match:
+        return name.strip(), 1
+    low, high = int(match.group(2)), int(match.group(3))
+    return match.group(1).strip(), high - low + 1
+
+
+_FACTOR = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*?)\s*=?\s*(\d+)$")
+
+
+def parse_factors(value, where: Where) -> dict[str, int]:
+    """Timeloop factors in any of its spellings: "R=3 P=16", "R=3,P=16", "C1 M2", [N=1, C=1]."""
+    if isinstance(value, dict):
+        items = [f"{k}={v}" for k, v in value.items()]
+    elif isinstance(value, list):
+        items = [str(v) for v in value]
+    elif isinstance(value, str):
+        items = [p for p in re.split(r"[\s,]+", value.strip()) if p]
+    else:
+        raise where.error(f"expected factors such as 'R=3 P=16', got {value!r}")
+    out: dict[str, int] = {}
+    for item in items:
+        match = _FACTOR.match(item.strip())
+        if not match:
+            raise where.error(f"expected a factor such as 'R=3' or 'R3', got {item!r}")
+        out[match.group(1)] = int(match.group(2))
+    return out
+
+
+def parse_permutation(value, dims, where: Where) -> list[str]:
+    """A permutation, innermost first: "RPK", "R P K" or [R, P, K] (dims may have long names)."""
+    if isinstance(value, list):
+        perm = [str(v) for v in value]
+    elif isinstance(value, str):
+        text = value.strip()
+        if any(c in text for c in " ,"):
+            perm = [p for p in re.split(r"[\s,]+", text) if p]
+        else:
+            perm, rest = [], text
+            longest_first = sorted(dims, key=len, reverse=True)
+            while rest:
+                name = next((d for d in longest_first if rest.startswith(d)), None)
+                if name is None:
+                    raise where.error(f"permutation {value!r}: {rest!r} does not start with a dim "
+                                      f"(dims: {', '.join(dims)})")
+                perm.append(name)
+                rest = rest[len(name):]
+    else:
+        raise where.error(f"expected a permutation such as 'RPK' (innermost first), got {value!r}")
+    for d in perm:
+        if d not in dims:
+            raise where.error(f"permutation {value!r} names {d!r}, not a dim (dims: {', '.join(dims)})")
+    if len(set(perm)) != len(perm):
+        raise where.error(f"permutation {value!r} names a dim twice")
+    return perm
