@@ -67,6 +67,7 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False):
         arch = load_arch(args.arch)
         workload = load_workload(args.workload)
         space = Mapspace(arch, workload, load_constraints(args.mapspace))
+        space.stop = stops.stopped          # counting the funnel exactly stays within the budget
         objective = parse_objective(args.objective, arch)
         warm = tuple(load_mapping(path, arch, workload) for path in getattr(args, "warm_start", None) or ())
         strategy = make_strategy(strategy_name, time_limit=time_limit or TIME_LIMIT_DEFAULT, seed=args.seed,
@@ -252,7 +253,6 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         return status
     except MapperError as exc:
-        from .search.result import stops
         if stops.interrupted:        # Ctrl-C before any mapping was found: nothing to print
             print("mapper: interrupted before a valid mapping was found", file=sys.stderr)
             return INTERRUPTED
@@ -271,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"mapper: error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
         return 1
+    finally:
+        stops.reset()       # a caller's later searches (in this process) are not bound by this command
 
 
 if __name__ == "__main__":
