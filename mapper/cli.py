@@ -80,6 +80,7 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False):
         arch, workload, constraints, warm, args.imported = search_inputs(args)
         args.warm_mappings = warm
         space = Mapspace(arch, workload, constraints)
+        space.stop = stops.stopped          # counting the funnel exactly stays within the budget
         objective = parse_objective(args.objective, arch)
         strategy = make_strategy(strategy_name, time_limit=time_limit or TIME_LIMIT_DEFAULT, seed=args.seed,
                                  samples=10**12 if args.max_evaluations else args.samples,
@@ -294,7 +295,6 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         return status
     except MapperError as exc:
-        from .search.result import stops
         if stops.interrupted:        # Ctrl-C before any mapping was found: nothing to print
             print("mapper: interrupted before a valid mapping was found", file=sys.stderr)
             return INTERRUPTED
@@ -313,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"mapper: error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
         return 1
+    finally:
+        stops.reset()       # a caller's later searches (in this process) are not bound by this command
 
 
 if __name__ == "__main__":

@@ -76,6 +76,8 @@ class Mapspace:
     constraints; every valid mapping satisfying the constraints is yielded (tests check both
     on small cases by brute force)."""
 
+    stop = None     # optional callable: once it returns True, counts fall back to estimates
+
     def __init__(self, arch: Arch, workload: Workload, constraints: Constraints | None = None):
         self.arch, self.workload = arch, workload
         self.constraints = constraints or Constraints()
@@ -388,10 +390,14 @@ class Mapspace:
             return funnel
         if combos <= exact_limit:
             for index in _chunks(combos, 200_000):
+                if self.stop is not None and self.stop():     # out of time: estimate instead
+                    totals = dict.fromkeys(STEPS[2:], 0.0)
+                    break
                 for step, value in self._weights(self._factors(index)).items():
                     totals[step] += float(value.sum())
-            funnel.after.update({k: int(v) for k, v in totals.items()})
-            return funnel
+            else:
+                funnel.after.update({k: int(v) for k, v in totals.items()})
+                return funnel
         rng = np.random.default_rng(seed)
         index = rng.integers(0, combos, size=samples, dtype=np.int64) if combos < 2**62 else None
         factors = self._factors(index) if index is not None else self._sample_factors(samples, rng)

@@ -91,13 +91,6 @@ class Budget:
     def spent(self) -> bool:
         return stops.stopped() or (self.deadline is not None and stops.clock() > self.deadline)
 
-    def remaining(self) -> float | None:
-        """Seconds left (on the budget clock) before this budget or the command's limit ends."""
-        left = [d - stops.clock() for d in (self.deadline,) if d is not None]
-        if stops.deadline is not None:
-            left.append(stops.deadline - time.perf_counter())
-        return max(0.0, min(left)) if left else None
-
 
 FINISH_RESERVE_S, FINISH_RESERVE_FRACTION = 0.5, 0.08
 
