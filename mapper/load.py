@@ -455,7 +455,7 @@ def constraints_from_dict(data, where: Where):
         raise (where / "levels").error("expected a mapping of level name (or innermost/outermost) -> constraints")
     for key, lv in raw_levels.items():
         w = where / "levels" / key
-        fields(lv, w, (), ("temporal", "spatial", "tile", "order", "stationary", "forbid", "stages",
+        fields(lv, w, (), ("temporal", "spatial", "tile", "order", "innermost_order", "stationary", "forbid", "stages",
                            "keep", "bypass", "spatial_x", "spatial_y"))
         forbid = lv.get("forbid") or []
         if not isinstance(forbid, list):
@@ -478,6 +478,8 @@ def constraints_from_dict(data, where: Where):
             spatial=_ranges(lv.get("spatial"), w / "spatial"),
             tile=_ranges(lv.get("tile"), w / "tile"),
             order=tuple(name_list(lv["order"], w / "order")) if "order" in lv else None,
+            innermost_order=(tuple(name_list(lv["innermost_order"], w / "innermost_order"))
+                             if "innermost_order" in lv else None),
             stationary=stationary, stages=stages,
             forbid=tuple(tuple(name_list(o, w / "forbid" / i)) for i, o in enumerate(forbid)),
             keep=tuple(name_list(lv["keep"], w / "keep")) if "keep" in lv else None,
