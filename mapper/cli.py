@@ -285,6 +285,14 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .search.result import stops
+    try:
+        return _main(argv)
+    finally:
+        stops.reset()     # a command's time limit must not outlive it (main called from Python)
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     args.own_process = argv is None        # the `mapper` command itself: its start-up counts
     from .search.result import stops
