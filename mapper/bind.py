@@ -77,6 +77,10 @@ def _check_constraints(arch: Arch, workload: Workload, constraints: Constraints)
                 dim(name, field)
         for name in lc.order or ():
             dim(name, "order")
+        for name in lc.innermost_order or ():
+            dim(name, "innermost_order")
+        if lc.innermost_order is not None and len(set(lc.innermost_order)) != len(lc.innermost_order):
+            raise SpecError(where, f"{path}.innermost_order", "expected each dim at most once")
         if lc.order is not None and sorted(lc.order) != sorted(workload.dims):
             raise SpecError(where, f"{path}.order", f"expected every dim once ({', '.join(workload.dims)})")
         for order in lc.forbid:

@@ -197,7 +197,7 @@ def _search_options(parser, strategy: bool):
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--ert", default=None, metavar="FILE",
                         help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")
-    parser.add_argument("--timeloop-rules", action="store_true", help="count with Timeloop's rules where they differ: multicast found one fanout at a time, leakage of utilized instances only")
+    parser.add_argument("--timeloop-rules", action="store_true", help="count with Timeloop's rules where they differ: multicast found one fanout at a time, leakage of utilized instances only, traffic always overlapped with compute")
     if strategy:
         parser.add_argument("--export-timeloop", metavar="FILE",
                             help="write the best mapping as a Timeloop mapping file")
@@ -231,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--ert", default=None, metavar="FILE",
                     help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")
     ev.add_argument("--export-timeloop", metavar="FILE", help="write the mapping as a Timeloop mapping file")
-    ev.add_argument("--timeloop-rules", action="store_true", help="count with Timeloop's rules where they differ: multicast found one fanout at a time, leakage of utilized instances only")
+    ev.add_argument("--timeloop-rules", action="store_true", help="count with Timeloop's rules where they differ: multicast found one fanout at a time, leakage of utilized instances only, traffic always overlapped with compute")
     ev.set_defaults(run=_evaluate)
     it = sub.add_parser("import-timeloop", help="translate Timeloop files into this tool's YAML")
     it.add_argument("files", nargs="+", help="Timeloop architecture, problem, mapping, constraint, ERT files")
@@ -286,6 +286,14 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .search.result import stops
+    try:
+        return _main(argv)
+    finally:
+        stops.reset()     # a command's time limit must not outlive it (main called from Python)
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     args.own_process = argv is None        # the `mapper` command itself: its start-up counts
     from .search.result import stops

@@ -28,6 +28,9 @@ class LevelConstraints:
     spatial: tuple[tuple[str, Range], ...] = ()     # bounds on its spatial split (x * y) per dim
     tile: tuple[tuple[str, Range], ...] = ()        # bounds on the tile it holds, per dim
     order: tuple[str, ...] | None = None            # fixed loop order, outermost first
+    innermost_order: tuple[str, ...] | None = None  # these dims' loops innermost, in this order (outermost
+                                                    # first); the others free outside (Timeloop's partial
+                                                    # permutation)
     stationary: str | None = None                   # a role (output/input/weight) or tensor name
     forbid: tuple[tuple[str, ...], ...] = ()        # loop orders (outermost first) not to use
     stages: tuple[int, ...] | None = None           # allowed buffering depths

@@ -245,7 +245,7 @@ def _energies(data, where: Where) -> tuple[float, float, float]:
     return tuple(parse_energy(data.get(k, 0), where / k) for k in ("read", "write", "update"))
 
 
-LEVEL_KEYS = ("name", "capacity", "bandwidth", "block_size", "energy", "energy_per_byte", "leak",
+LEVEL_KEYS = ("name", "capacity", "bandwidth", "read_bandwidth", "write_bandwidth", "block_size", "energy", "energy_per_byte", "leak",
               "keeps", "max_stages", "instances", "mesh", "multicast", "spatial_reduction", "description")
 
 
@@ -258,6 +258,9 @@ def _level(data, where: Where, clock_hz: float) -> Level:
         name=name_text(data["name"], where / "name"),
         capacity=parse_bytes(data.get("capacity", "unlimited"), where / "capacity"),
         bandwidth=parse_bandwidth(data.get("bandwidth", "unlimited"), where / "bandwidth", clock_hz),
+        read_bandwidth=parse_bandwidth(data.get("read_bandwidth", "unlimited"), where / "read_bandwidth", clock_hz),
+        write_bandwidth=parse_bandwidth(data.get("write_bandwidth", "unlimited"), where / "write_bandwidth",
+                                        clock_hz),
         block_size=positive_int(data.get("block_size", 1), where / "block_size"),
         energy_read=e_read, energy_write=e_write, energy_update=e_update,
         byte_energy_read=b_read, byte_energy_write=b_write, byte_energy_update=b_update,
@@ -330,15 +333,17 @@ def arch_from_dict(data, where: Where) -> Arch:
                        max_blocks_per_sm=positive_int(g.get("max_blocks_per_sm", 32), gw / "max_blocks_per_sm"),
                        max_threads_per_sm=positive_int(g.get("max_threads_per_sm", 2048), gw / "max_threads_per_sm"))
     model = data.get("model") or {}
-    fields(model, where / "model", (), ("multicast", "leakage"))
-    rules = {"multicast": ("pooled", "per_fanout"), "leakage": ("all", "utilized")}
+    fields(model, where / "model", (), ("multicast", "leakage", "cycles"))
+    rules = {"multicast": ("pooled", "per_fanout"), "leakage": ("all", "utilized"),
+             "cycles": ("stage_aware", "timeloop")}
     for key, allowed in rules.items():
         if model.get(key, allowed[0]) not in allowed:
             raise (where / "model" / key).error(f"expected {' or '.join(allowed)}, got {shown(model[key])}")
     return Arch(name=name_text(data["name"], where / "name"), clock_hz=clock, levels=levels,
                 compute=compute, gpu=gpu,
                 description=text(data.get("description", ""), where / "description"), file=where.file,
-                multicast=model.get("multicast", "pooled"), leakage=model.get("leakage", "all"))
+                multicast=model.get("multicast", "pooled"), leakage=model.get("leakage", "all"),
+                cycle_rule=model.get("cycles", "stage_aware"))
 
 
 
@@ -454,7 +459,7 @@ def constraints_from_dict(data, where: Where):
         raise (where / "levels").error("expected a mapping of level name (or innermost/outermost) -> constraints")
     for key, lv in raw_levels.items():
         w = where / "levels" / key
-        fields(lv, w, (), ("temporal", "spatial", "tile", "order", "stationary", "forbid", "stages",
+        fields(lv, w, (), ("temporal", "spatial", "tile", "order", "innermost_order", "stationary", "forbid", "stages",
                            "keep", "bypass", "spatial_x", "spatial_y"))
         forbid = lv.get("forbid") or []
         if not isinstance(forbid, list):
@@ -477,6 +482,8 @@ def constraints_from_dict(data, where: Where):
             spatial=_ranges(lv.get("spatial"), w / "spatial"),
             tile=_ranges(lv.get("tile"), w / "tile"),
             order=tuple(name_list(lv["order"], w / "order")) if "order" in lv else None,
+            innermost_order=(tuple(name_list(lv["innermost_order"], w / "innermost_order"))
+                             if "innermost_order" in lv else None),
             stationary=stationary, stages=stages,
             forbid=tuple(tuple(name_list(o, w / "forbid" / i)) for i, o in enumerate(forbid)),
             keep=tuple(name_list(lv["keep"], w / "keep")) if "keep" in lv else None,

@@ -224,6 +224,8 @@ class Mapspace:
                 raise SpecError(f"mapspace {self.constraints.name}", f"levels.{self.arch.levels[lv].name}.order",
                                 f"expected every dim once ({', '.join(self.workload.dims)})")
             return (tuple(d for d in fixed if d in dims),)
+        if lc.innermost_order is not None:
+            classes = self._with_innermost(lv, dims, lc.innermost_order)
         if lc.stationary is not None:
             t = self._tensor_index(lc.stationary, lv, "stationary")
             classes = tuple(o for o in classes if is_stationary(self.workload, o, t))
@@ -234,6 +236,21 @@ class Mapspace:
             classes = tuple(o for o in classes if signature(self.workload, o) not in banned)
         return classes
 
+    def _with_innermost(self, lv: int, dims: frozenset[int], names: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
+        """One order per class among the orders whose innermost loops are the non-unit dims of
+        `names`, in that order (a unit loop may sit anywhere: it changes nothing); the other
+        dims in any order outside them. A class is kept when any of its members qualifies."""
+        tail = tuple(d for d in (self._dim_index(n, lv, "innermost_order") for n in names) if d in dims)
+        free = sorted(dims - set(tail))
+        seen, out = set(), []
+        for head in itertools.permutations(free):
+            order = head + tail
+            key = signature(self.workload, order)
+            if key not in seen:
+                seen.add(key)
+                out.append(order)
+        return tuple(out)
+
     def _order_counts(self, constrained: bool) -> list[np.ndarray]:
         """counts[lv][mask]: number of order classes at lv for the set of non-unit dims `mask`.
         Cached per order rule: levels without order constraints share one table, so a deep
@@ -241,8 +258,8 @@ class Mapspace:
         cache = self.__dict__.setdefault("_order_count_cache", {})
         out = []
         for lv, lc in enumerate(self.level_constraints):
-            rule = (lc.order, lc.stationary, lc.forbid) if constrained else None
-            if rule == (None, None, ()):
+            rule = (lc.order, lc.innermost_order, lc.stationary, lc.forbid) if constrained else None
+            if rule == (None, None, None, ()):
                 rule = None                 # no order constraint: the level sees every class
             if rule not in cache:
                 cache[rule] = self._order_count_table(lv, constrained=rule is not None)
@@ -253,7 +270,7 @@ class Mapspace:
         masks = np.arange(1 << self.n_dims)
         lc = self.level_constraints[lv]
         sliding = any(t.has_sliding_axis for t in self.workload.tensors)
-        if sliding and (not constrained or (lc.order is None and not lc.forbid)):
+        if sliding and (not constrained or (lc.order is None and lc.innermost_order is None and not lc.forbid)):
             # a tensor with a sliding axis sees the whole order (orders.signature): every
             # permutation is a class of its own, so they can be counted without listing them
             if constrained and lc.stationary is not None:

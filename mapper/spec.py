@@ -91,7 +91,9 @@ class Level:
 
     name: str
     capacity: float = math.inf
-    bandwidth: float = math.inf
+    bandwidth: float = math.inf       # shared by reads and writes
+    read_bandwidth: float = math.inf  # reads alone (Timeloop's read_bandwidth)
+    write_bandwidth: float = math.inf  # fills and updates alone (Timeloop's write_bandwidth)
     block_size: int = 1
     energy_read: float = 0.0          # pJ per access of block_size words
     energy_write: float = 0.0
@@ -152,6 +154,7 @@ class Arch:
     # Counting rules where Timeloop's differ from this project's (arch YAML `model:`):
     multicast: str = "pooled"      # or "per_fanout": identical tiles are found one fanout at a time
     leakage: str = "all"           # or "utilized": only instances the mapping uses leak
+    cycle_rule: str = "stage_aware"   # or "timeloop": traffic always overlaps compute (cost/timing.py)
 
     @property
     def level_names(self) -> tuple[str, ...]:

@@ -2,7 +2,8 @@
 
 Sizes are tiny so that the brute-force simulator can execute every nest literally; the
 shapes still cover what the cost model must get right: reuse, sliding windows (p+r, 2*p+r),
-spatial multicast and reduction over both mesh axes, bypass, stages and finite bandwidth.
+spatial multicast and reduction over both mesh axes, bypass, stages and finite bandwidths
+(shared, read, write) under both cycle rules.
 """
 from __future__ import annotations
 
@@ -61,6 +62,8 @@ def archs(draw, min_levels: int = 2, max_levels: int = 3):
             "name": f"L{i}", "mesh": list(mesh), "instances": mesh[0] * mesh[1],
             "block_size": draw(st.sampled_from([1, 2, 4])),
             "bandwidth": draw(st.sampled_from(["unlimited", 1, 4, 16])),
+            "read_bandwidth": draw(st.sampled_from(["unlimited", "unlimited", 2, 8])),
+            "write_bandwidth": draw(st.sampled_from(["unlimited", "unlimited", 1, 8])),
             "max_stages": draw(st.sampled_from([1, 2])),
             "energy": {"read": draw(energy), "write": draw(energy), "update": draw(energy)},
             "energy_per_byte": {"read": draw(energy)},
@@ -72,7 +75,9 @@ def archs(draw, min_levels: int = 2, max_levels: int = 3):
     return arch_from_dict({"name": "random", "clock": "1 GHz", "levels": levels,
                            "compute": {"mesh": compute_mesh, "instances": compute_mesh[0] * compute_mesh[1],
                                        "macs_per_cycle": draw(st.sampled_from([1, 2])),
-                                       "energy": 1.0}}, Where("<hypothesis>"))
+                                       "energy": 1.0},
+                           "model": {"cycles": draw(st.sampled_from(["stage_aware", "timeloop"]))}},
+                          Where("<hypothesis>"))
 
 
 @st.composite

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ..mapping import Mapping
 from ..spec import Arch, Workload
 from .multicast import distinct_offsets
+from .timing import level_time
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,9 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
                   for lv in range(n_levels)]
 
     counts = {}      # (lv, t) -> dict
-    exposed = [0.0] * n_levels
+    # bytes per instance not hidden by buffering, split by direction: reads (to children or
+    # the compute units) and writes (fills from the parent, updates from children)
+    exposed_read, exposed_write = [0.0] * n_levels, [0.0] * n_levels
     for t, tensor in enumerate(workload.tensors):
         below_loads, below_lv, below_buffered = macs_per_unit, n_levels, True
         for lv in range(n_levels - 1, -1, -1):
@@ -206,14 +209,15 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
             counts[lv, t] = dict(tile=tile, partition=partition, reads=reads, fills=fills,
                                  updates=updates)
             buffered = levels[lv].stages > 1
-            exposed[lv] += tensor.bytes_per_word * ((0 if buffered else fills)
-                                                    + (0 if below_buffered else reads + updates))
+            exposed_read[lv] += tensor.bytes_per_word * (0 if below_buffered else reads)
+            exposed_write[lv] += tensor.bytes_per_word * ((0 if buffered else fills)
+                                                          + (0 if below_buffered else updates))
             below_loads, below_lv, below_buffered = loads, lv, buffered
 
     compute_cycles = -(-macs_per_unit // arch.compute.macs_per_cycle)
     level_costs, level_times = [], []
     for lv, (level, lm) in enumerate(zip(arch.levels, levels)):
-        tensors, footprint, moved = {}, 0.0, 0.0
+        tensors, footprint, read_bytes, write_bytes = {}, 0.0, 0.0, 0.0
         for t, tensor in enumerate(workload.tensors):
             if (lv, t) not in counts:
                 continue
@@ -229,12 +233,13 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
                                               c["updates"], bytes_each * instances[lv],
                                               energy * instances[lv])
             footprint += c["tile"] * tensor.bytes_per_word
-            moved += bytes_each
-        hidden = (moved - exposed[lv]) / level.bandwidth
-        time = max(compute_cycles, hidden) + exposed[lv] / level.bandwidth
+            read_bytes += c["reads"] * tensor.bytes_per_word
+            write_bytes += (c["fills"] + c["updates"]) * tensor.bytes_per_word
+        time = float(level_time(level, arch.cycle_rule, compute_cycles, read_bytes, write_bytes,
+                                exposed_read[lv], exposed_write[lv]))
         level_times.append(time)
         level_costs.append([level.name, instances[lv], tensors, footprint * lm.stages,
-                            level.capacity, moved * instances[lv], time])
+                            level.capacity, (read_bytes + write_bytes) * instances[lv], time])
     cycles = max([compute_cycles] + level_times)
     leaking = instances if arch.leakage == "utilized" else [level.instances for level in arch.levels]
     leak = [level.leak * count * cycles for level, count in zip(arch.levels, leaking)]

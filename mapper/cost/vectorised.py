@@ -20,6 +20,7 @@ import numpy as np
 from ..mapping import MappingTable
 from ..spec import Arch, Workload
 from .multicast import distinct_offsets
+from .timing import level_time
 
 
 @dataclass(frozen=True)
@@ -320,8 +321,10 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     shape = (n_levels, len(workload.tensors), n)
     reads, fills, updates = (np.zeros(shape, np.int64) for _ in range(3))
     level_energy = np.zeros(shape)
-    moved = np.zeros((n_levels, n))          # bytes per instance through each level
-    exposed = np.zeros((n_levels, n))        # of which not hidden by buffering
+    moved_read = np.zeros((n_levels, n))     # bytes per instance read from each level
+    moved_write = np.zeros((n_levels, n))    # written into it (fills and updates)
+    exposed_read = np.zeros((n_levels, n))   # of which not hidden by buffering
+    exposed_write = np.zeros((n_levels, n))
     buffered = nest.stages > 1
     for t, tensor in enumerate(workload.tensors):
         irrelevant = np.flatnonzero(~workload.relevance[t])
@@ -352,21 +355,24 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
                 reads[lv, t] = np.where(kept, supply, 0)
                 if lv > 0:
                     fills[lv, t] = np.where(kept, loads[t][lv], 0)
-            passing = reads[lv, t] + updates[lv, t]
-            moved[lv] += tensor.bytes_per_word * (passing + fills[lv, t])
+            moved_read[lv] += tensor.bytes_per_word * reads[lv, t]
+            moved_write[lv] += tensor.bytes_per_word * (fills[lv, t] + updates[lv, t])
             level_energy[lv, t] = _access_energy(arch.levels[lv], tensor.bytes_per_word,
                                                  reads[lv, t], fills[lv, t], updates[lv, t])
-            exposed[lv] += tensor.bytes_per_word * (np.where(buffered[lv], 0, fills[lv, t])
-                                                    + np.where(below_buffered, 0, passing))
+            exposed_read[lv] += tensor.bytes_per_word * np.where(below_buffered, 0, reads[lv, t])
+            exposed_write[lv] += tensor.bytes_per_word * (np.where(buffered[lv], 0, fills[lv, t])
+                                                          + np.where(below_buffered, 0, updates[lv, t]))
             below_loads = np.where(kept, loads[t][lv], below_loads)
             fan_all = np.where(kept, 1, fan_all)
             fan_shared = np.where(kept, 1, fan_shared)
             below_lv = np.where(kept, lv, below_lv)
             below_buffered = np.where(kept, buffered[lv], below_buffered)
 
-    bandwidth = np.array([level.bandwidth for level in arch.levels])[:, None]
-    level_time = np.maximum(compute_cycles, (moved - exposed) / bandwidth) + exposed / bandwidth
-    cycles = np.maximum(level_time.max(axis=0), compute_cycles)
+    times = np.stack([np.broadcast_to(level_time(level, arch.cycle_rule, compute_cycles, moved_read[lv],
+                                                 moved_write[lv], exposed_read[lv], exposed_write[lv]), (n,))
+                      for lv, level in enumerate(arch.levels)]).astype(float)
+    cycles = np.maximum(times.max(axis=0), compute_cycles)
+    moved, exposed = moved_read + moved_write, exposed_read + exposed_write
 
     level_energy *= instances[:, None, :]
     if arch.leakage == "utilized":              # Timeloop's rule: only used instances leak
@@ -387,4 +393,4 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
         valid=valid, compute_cycles=compute_cycles.astype(float), macs=workload.macs,
         level_reads=reads, level_fills=fills, level_updates=updates, level_instances=instances,
         level_footprint=footprint, level_traffic=moved * instances, level_energy=level_energy,
-        level_time=level_time, level_moved=moved, level_exposed=exposed)
+        level_time=times, level_moved=moved, level_exposed=exposed)

@@ -27,6 +27,7 @@ from ..mapspace import Mapspace
 from .objective import Objective
 from .innermost_floor import InnermostFloor
 from .operand_floor import SplitVectors, serve_energy, operand_floor
+from ..cost.timing import level_time, total_rate
 
 
 def _action_energy(level, count, word_bytes, per_access, per_byte):
@@ -123,8 +124,9 @@ def _link_bytes(space: Mapspace, j: int, t: int) -> float:
 
 
 def _parent_rate(space: Mapspace, j: int) -> float:
-    """The most bytes per cycle the levels that may feed level j can move, all instances."""
-    return max(level.bandwidth * level.instances for level in space.arch.levels[:j])
+    """The most bytes per cycle the levels that may feed level j can move, all instances
+    (reads and writes together: valid under either cycle rule)."""
+    return max(total_rate(level) * level.instances for level in space.arch.levels[:j])
 
 
 def link_weight(space: Mapspace, j: int, t: int) -> float:
@@ -164,8 +166,10 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
     compute = np.ceil(macs / (units * arch.compute.macs_per_cycle))
 
     energy = np.full(n, float(macs) * arch.compute.energy_per_mac)
-    known_bytes = np.zeros((n_levels, n))
-    exposed = np.zeros((n_levels, n))
+    # bytes per instance no completion can avoid, by direction (reads; fills and updates), and
+    # of those the ones no buffering hides: adding traffic never shortens a level's time
+    known_read, known_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
+    exposed_read, exposed_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
     for t, tensor in enumerate(tensors):
         wb = tensor.bytes_per_word
         child = np.full(n, -1)                  # nearest decided level below that keeps t
@@ -176,18 +180,20 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
             fills = costs.level_fills[lv, t]
             e = _action_energy(level, fills, wb, level.energy_write, level.byte_energy_write)
             energy += np.where(kept, e * inst, 0)
-            known_bytes[lv] += np.where(kept, fills * wb, 0)
-            exposed[lv] += np.where(kept & (table.stages[lv] == 1), fills * wb, 0)
+            known_write[lv] += np.where(kept, fills * wb, 0)
+            exposed_write[lv] += np.where(kept & (table.stages[lv] == 1), fills * wb, 0)
             if lv < depth:
                 passing_known = kept & (child >= 0)
                 reads, updates = costs.level_reads[lv, t], costs.level_updates[lv, t]
                 e = (_action_energy(level, reads, wb, level.energy_read, level.byte_energy_read)
                      + _action_energy(level, updates, wb, level.energy_update, level.byte_energy_update))
                 energy += np.where(passing_known, e * inst, 0)
-                moved = (reads + updates) * wb
-                known_bytes[lv] += np.where(passing_known, moved, 0)
                 child_stages = np.take_along_axis(table.stages, np.maximum(child, 0)[None], axis=0)[0]
-                exposed[lv] += np.where(passing_known & (child_stages == 1), moved, 0)
+                waits = passing_known & (child_stages == 1)
+                known_read[lv] += np.where(passing_known, reads * wb, 0)
+                known_write[lv] += np.where(passing_known, updates * wb, 0)
+                exposed_read[lv] += np.where(waits, reads * wb, 0)
+                exposed_write[lv] += np.where(waits, updates * wb, 0)
             child = np.where(kept, lv, child)
     decided = energy.copy()             # MACs and the traffic the decided levels fix
     energy += sum(read_modify_write(space, t, depth, table, links) for t, tensor in enumerate(tensors)
@@ -207,9 +213,10 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
         if innermost is not None:
             energy = np.maximum(energy, decided + innermost)
 
-    bandwidth = np.array([lv.bandwidth for lv in arch.levels])[:, None]
-    level_time = np.maximum(compute, (known_bytes - exposed) / bandwidth) + exposed / bandwidth
-    cycles = np.maximum(compute, level_time.max(axis=0))
+    cycles = compute
+    for lv, level in enumerate(arch.levels):
+        cycles = np.maximum(cycles, level_time(level, arch.cycle_rule, compute, known_read[lv], known_write[lv],
+                                               exposed_read[lv], exposed_write[lv]))
     if links is not None and depth + 1 < n_levels:
         cycles = np.maximum(cycles, max(links.cycles[depth + 1:]))
     if arch.leakage == "all":        # with "utilized" (Timeloop's rule) idle instances do not leak: no term
@@ -220,7 +227,7 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
         return cycles
     if objective.kind == "edp":
         return energy * cycles
-    return known_bytes[objective.level] * costs.level_instances[objective.level]
+    return (known_read + known_write)[objective.level] * costs.level_instances[objective.level]
 
 
 class ServingOption(NamedTuple):

@@ -33,7 +33,7 @@ ESTIMATION_ONLY = {
     "datawidth", "word-bits", "word_bits", "width", "memory_width", "depth", "memory_depth",
     "block_size", "block-size", "entries", "size", "sizeKB", "cluster_size", "multiple_buffering",
     "meshX", "meshY", "instances", "min_utilization", "allow_overbooking", "reduction_supported",
-    "read_bandwidth", "write_bandwidth", "shared_bandwidth", "n_words", "name",
+    "read_bandwidth", "write_bandwidth", "shared_bandwidth", "bandwidth", "n_words", "name",
 }
 
 
@@ -340,15 +340,19 @@ def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str
     if ignored:
         notes.append(f"{where.file}: attributes read by Accelergy only, not by the cost model: "
                      f"{', '.join(sorted(ignored))}")
-    limited = [a.split(" ", 1)[1] for a in approximated if a.startswith("BANDWIDTH ")]
-    notes.extend(a for a in approximated if not a.startswith("BANDWIDTH "))
-    if limited:
-        notes.append(f"{where.file}: read/write/shared bandwidths of {', '.join(limited)} not applied "
-                     "(unlimited here; a mapping Timeloop reports unthrottled has the same cycles)")
+    notes.extend(approximated)
     data = {"name": name, "description": f"imported from Timeloop ({where.file}, v{version})",
             "clock": f"{clock:.6g} Hz", "levels": levels,
             "compute": {"name": compute.name, "instances": compute.instances,
                         "mesh": list(compute.mesh), "macs_per_cycle": 1, "energy": float(energy)}}
+    limited = [lv["name"] for lv in levels
+               if any(k in lv for k in ("bandwidth", "read_bandwidth", "write_bandwidth"))]
+    if limited:
+        # Timeloop's bandwidths come with Timeloop's cycle rule: traffic always overlaps compute
+        # (this project's stage-aware rule would stall unbuffered levels on their own traffic)
+        data["model"] = {"cycles": "timeloop"}
+        notes.append(f"{where.file}: bandwidths of {', '.join(limited)} applied with Timeloop's cycle rule "
+                     "(model: {cycles: timeloop}: traffic overlapped with compute)")
     return ArchImport(data, components, fold, folded, spatial_target, stages, word_bits, targets)
 
 
@@ -413,9 +417,17 @@ def _storage_level(comp: Component, ert: dict, word_bits: int, word_bytes: float
         approximated.append(
             f"{comp.where.file}: {comp.name}: {own_bits}-bit words approximated by the problem's "
             f"{word_bits}-bit words (capacity counted in words, as Timeloop checks it)")
-    bandwidths = [k for k in ("read_bandwidth", "write_bandwidth", "shared_bandwidth") if k in a]
-    if bandwidths:
-        approximated.append(f"BANDWIDTH {comp.name}")
+    # Timeloop's bandwidths are words per cycle per instance; here bytes, in the problem's words
+    # (as capacities are counted)
+    # (the deprecated `bandwidth` is, as Timeloop reads it, half for reads and half for writes)
+    for key, ours, share in (("bandwidth", "read_bandwidth", 0.5), ("bandwidth", "write_bandwidth", 0.5),
+                             ("read_bandwidth", "read_bandwidth", 1), ("write_bandwidth", "write_bandwidth", 1),
+                             ("shared_bandwidth", "bandwidth", 1)):
+        if key in a:
+            words = number(a[key], aw / key)
+            if words <= 0:
+                raise (aw / key).error("expected a positive number of words per cycle")
+            level[ours] = f"{words * share * word_bytes:g} B/cycle"
     for key in a:
         if key not in ESTIMATION_ONLY:
             ignored.add(key)

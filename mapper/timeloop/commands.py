@@ -66,9 +66,8 @@ def write_export(path, mapping, arch, workload, imported: Imported | None) -> No
 
 
 def with_timeloop_rules(arch):
-    import dataclasses
-    from .design import TIMELOOP_RULES
-    return dataclasses.replace(arch, **TIMELOOP_RULES)
+    from .design import with_timeloop_rules as rules
+    return rules(arch)
 
 
 def import_command(files, out_dir, ert=None, timeloop_rules: bool = False) -> list[Path]:

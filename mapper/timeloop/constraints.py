@@ -3,10 +3,9 @@
 What translates exactly: factor constraints (`D=k` fixes a loop bound), full permutations (a
 fixed loop order), spatial factors (at a folded dummy level they bound the level above's
 spatial split), dataspace keep/bypass (carried by the arch's `keeps`; a level without one lets
-the search choose, like Timeloop's mapper: `bypass: true`). What does not, and is noted: a
-partial permutation (only its innermost dims fixed: the order is left free), `split` where a
-level fans out along both mesh axes (either axis is allowed). Both make the space larger than
-Timeloop's, never smaller.
+the search choose, like Timeloop's mapper: `bypass: true`), partial permutations (only the
+innermost dims fixed: `innermost_order`), `split` on a level fanning out along both mesh axes
+(`spatial_x` / `spatial_y`).
 """
 from __future__ import annotations
 
@@ -51,8 +50,9 @@ def translate(ctx: ArchImport, arch: Arch, workload: Workload, notes: list[str],
                 if len(perm) == len(dims):
                     entry["order"] = list(reversed(perm))
                 elif perm:
-                    notes.append(f"{w.file}: {target}: partial permutation {''.join(perm)} (innermost "
-                                 "dims only) not expressible here; the loop order is left free")
+                    # a partial permutation fixes only the innermost loops (Timeloop lists them
+                    # innermost first); the other dims are free outside them
+                    entry["innermost_order"] = list(reversed(perm))
             continue
         if factors:
             entry.setdefault("spatial", {}).update(factors)

@@ -145,7 +145,14 @@ class Imported:
     notes: list[str] = field(default_factory=list)
 
 
-TIMELOOP_RULES = {"multicast": "per_fanout", "leakage": "utilized"}
+# arch YAML `model:` keys and values of Timeloop's rules, and the Arch fields they set
+TIMELOOP_RULES = {"multicast": "per_fanout", "leakage": "utilized", "cycles": "timeloop"}
+MODEL_FIELDS = {"multicast": "multicast", "leakage": "leakage", "cycles": "cycle_rule"}
+
+
+def with_timeloop_rules(arch):
+    """`arch` counting with Timeloop's rules where they differ from this project's."""
+    return dataclasses.replace(arch, **{MODEL_FIELDS[k]: v for k, v in TIMELOOP_RULES.items()})
 
 
 def build(parts: Parts, arch=None, workload=None, check_mapping: bool = True,
@@ -188,10 +195,10 @@ def build(parts: Parts, arch=None, workload=None, check_mapping: bool = True,
                                 design_name(parts.arch_path, "timeloop-arch"))
         arch_dict = ctx.data
         if timeloop_rules:
-            arch_dict["model"] = dict(TIMELOOP_RULES)
+            arch_dict["model"] = {**arch_dict.get("model", {}), **TIMELOOP_RULES}
         arch = arch_from_dict(arch_dict, Where(aw.file))
     elif arch is not None and timeloop_rules:
-        arch = dataclasses.replace(arch, **TIMELOOP_RULES)
+        arch = with_timeloop_rules(arch)
     if arch is None:
         raise SpecError("timeloop import", "", "no architecture given")
     mapping = None

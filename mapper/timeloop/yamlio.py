@@ -36,9 +36,11 @@ _TimeloopLoader.add_multi_constructor("!", _tagged)
 
 def read_timeloop_yaml(path: Path):
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_bytes().decode("utf-8")
     except OSError as exc:
         raise SpecError(str(path), "", f"cannot read file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(path), "", f"not UTF-8 text (byte {exc.start})") from None
     try:
         return yaml.load(text, Loader=_TimeloopLoader)
     except yaml.YAMLError as exc:
