@@ -14,7 +14,7 @@ from .einsum import parse_einsum
 from .errors import SpecError
 from .spec import Arch, Compute, GpuFacts, Level, Tensor, Workload
 from .units import (Where, parse_bandwidth, parse_bytes, parse_dtype_bits, parse_energy,
-                    parse_frequency)
+                    parse_frequency, parse_latency)
 
 PRESET_KINDS = ("archs", "workloads", "mapspace", "mappings")
 
@@ -164,7 +164,8 @@ def _energies(data, where: Where) -> tuple[float, float, float]:
 
 
 LEVEL_KEYS = ("name", "capacity", "bandwidth", "block_size", "energy", "energy_per_byte", "leak",
-              "keeps", "max_stages", "instances", "mesh", "multicast", "spatial_reduction", "description")
+              "keeps", "max_stages", "instances", "mesh", "multicast", "spatial_reduction", "latency",
+              "description")
 
 
 def _level(data, where: Where, clock_hz: float) -> Level:
@@ -185,6 +186,7 @@ def _level(data, where: Where, clock_hz: float) -> Level:
         mesh=_mesh(data, where),
         multicast=_flag(data, "multicast", where),
         reduction=_flag(data, "spatial_reduction", where),
+        latency=parse_latency(data.get("latency", 0), where / "latency", clock_hz),
     )
 
 

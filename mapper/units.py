@@ -22,6 +22,8 @@ BYTE_UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
 RATE_UNITS = {"b/s": 1, "kb/s": 1e3, "mb/s": 1e6, "gb/s": 1e9, "tb/s": 1e12,
               "kib/s": 2**10, "mib/s": 2**20, "gib/s": 2**30, "tib/s": 2**40}
 FREQ_UNITS = {"": 1, "hz": 1, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
+TIME_UNITS = {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "ps": 1e-12}
+CYCLE_UNITS = ("", "cycle", "cycles", "clk", "clks")
 ENERGY_UNITS = {"": 1, "pj": 1, "fj": 1e-3, "nj": 1e3, "uj": 1e6}
 DTYPE_BITS = {"int4": 4, "fp4": 4, "int8": 8, "uint8": 8, "fp8": 8, "int16": 16, "fp16": 16,
               "bf16": 16, "int32": 32, "fp32": 32, "tf32": 32, "fp64": 64}
@@ -93,6 +95,21 @@ def parse_frequency(value, where: Where) -> float:
     if unit not in FREQ_UNITS:
         raise where.error(f"expected {what}; unknown unit {unit!r}")
     return _positive(number * FREQ_UNITS[unit], where, "a frequency")
+
+
+def parse_latency(value, where: Where, clock_hz: float) -> float:
+    """Latency in cycles (`600 ns`, `0.4 us`, `250 cycles`, a bare number = cycles); may be zero."""
+    what = "a latency such as '600 ns' or '250 cycles'"
+    number, unit = _split(value, where, what)
+    if unit in CYCLE_UNITS:
+        cycles = number
+    elif unit in TIME_UNITS:
+        cycles = number * TIME_UNITS[unit] * clock_hz
+    else:
+        raise where.error(f"expected {what}; unknown unit {unit!r}")
+    if number < 0 or math.isinf(number):
+        raise where.error(f"expected a latency >= 0, got {value!r}")
+    return cycles
 
 
 def parse_energy(value, where: Where) -> float:

@@ -20,6 +20,7 @@ import numpy as np
 from ..mapping import MappingTable
 from ..spec import Arch, Workload
 from .multicast import distinct_offsets
+from .occupancy import gpu_levels, resident_blocks
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,11 @@ class Costs:
     level_time: np.ndarray       # (L, N) cycles each level needs
     level_moved: np.ndarray      # (L, N) bytes per instance through each level
     level_exposed: np.ndarray    # (L, N) of which not hidden by buffering
+    # Latency (zero where no level declares one; see docs/COST_MODEL.md "Latency"):
+    level_latency_hidden: np.ndarray   # (L, N) Little's-law floor on a level's overlapped time
+    level_latency_exposed: np.ndarray  # (L, N) latency added to it: unbuffered fetches, wave fills
+    resident: np.ndarray               # (N,) thread blocks resident per SM (1 off a GPU)
+    waves: np.ndarray                  # (N,) rounds of resident blocks per SM (1 off a GPU)
 
     reads = property(lambda self: self.level_reads.transpose(2, 0, 1))
     fills = property(lambda self: self.level_fills.transpose(2, 0, 1))
@@ -150,6 +156,47 @@ def _loads(workload: Workload, nest: _Nest) -> list[np.ndarray]:
                     out[(slot + 1) // n_dims] *= fetches
         loads.append(out)
     return loads
+
+
+def fetch_rounds(workload: Workload, nest: "_Nest") -> list[np.ndarray]:
+    """Fetch requests into one instance of each level over the run, T x (L, N): the steps of the
+    temporal loops above the level down to the innermost non-unit loop over a dim indexing the
+    tensor (the steps that move its tile; a sliding window's partial fetch is a request too)."""
+    n_levels, n_dims, n = nest.n_levels, nest.n_dims, nest.n
+    slot_dim = nest.order.reshape(n_levels * n_dims, n)
+    slot_bound = np.take_along_axis(nest.temporal, nest.order, axis=1).reshape(n_levels * n_dims, n)
+    prefix = _exclusive_cumprod(np.concatenate([slot_bound, np.ones((1, n), np.int64)]))
+    out = []
+    for t in range(len(workload.tensors)):
+        relevant = workload.relevance[t][slot_dim] & (slot_bound > 1)
+        rounds = np.ones((n_levels, n), np.int64)
+        fetches = np.ones(n, np.int64)
+        for slot in range(n_dims * (n_levels - 1)):
+            np.copyto(fetches, prefix[slot + 1], where=relevant[slot])
+            if (slot + 1) % n_dims == 0:
+                rounds[(slot + 1) // n_dims] = fetches
+        out.append(rounds)
+    return out
+
+
+def occupancy(arch: Arch, nest: "_Nest", footprint: np.ndarray):
+    """(resident blocks per SM, waves, both per level (L, N)) of N mappings. A block is what
+    one SM's instance of the shared-memory level holds; the SM runs the temporal loops above
+    that level as blocks, `resident` at a time, in `waves` rounds. Per level: those figures at
+    the per-SM levels (their requests overlap with the other resident blocks' work), ones
+    above them. Off a GPU everything is one."""
+    n, gpu = nest.n, gpu_levels(arch)
+    ones = np.ones(n)
+    if gpu is None:
+        return ones, ones, np.ones((nest.n_levels, n)), np.ones((nest.n_levels, n))
+    smem, rf = gpu
+    blocks = nest.temporal[:smem].reshape(-1, n).prod(axis=0) if smem else np.ones(n, np.int64)
+    resident = resident_blocks(arch, footprint[smem], footprint[rf], blocks)
+    waves = np.ceil(blocks / resident)
+    per_level_resident, per_level_waves = np.ones((nest.n_levels, n)), np.ones((nest.n_levels, n))
+    per_level_resident[smem:] = resident
+    per_level_waves[smem:] = waves
+    return resident, waves, per_level_resident, per_level_waves
 
 
 class _SlidingMoves:
@@ -301,6 +348,18 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     moved = np.zeros((n_levels, n))          # bytes per instance through each level
     exposed = np.zeros((n_levels, n))        # of which not hidden by buffering
     buffered = nest.stages > 1
+    footprint = _footprint(workload, nest)
+    latency = np.array([level.latency for level in arch.levels])
+    with_latency = bool(latency.any())
+    if with_latency:
+        rounds = fetch_rounds(workload, nest)
+        resident, waves, in_flight, level_waves = occupancy(arch, nest, footprint)
+        lat_hidden = np.zeros((n_levels, n))     # max over served levels of latency x rounds / (stages x blocks)
+        lat_exposed = np.zeros((n_levels, n))    # max over unbuffered served levels of latency x rounds / blocks
+        lat_waves = np.zeros((n_levels, n))      # max over buffered served levels of waves
+        requests = in_flight * nest.stages       # requests in flight per served instance
+    else:
+        resident = waves = np.ones(n)
     for t, tensor in enumerate(workload.tensors):
         irrelevant = np.flatnonzero(~workload.relevance[t])
         shared = _product([nest.spatial[:, d] for d in irrelevant]) if len(irrelevant) else np.ones_like(spatial_all)
@@ -314,6 +373,22 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
             if arch.levels[lv].shares(tensor):      # else every child is served on its own
                 fan_shared = fan_shared * shared[lv]
             kept = nest.keep[lv, t]
+            if with_latency and latency[lv] and lv < n_levels - 1:
+                # the level below that keeps t fetches it from here, one request per round
+                child = np.minimum(below_lv, n_levels - 1)[None]
+                served = kept & (below_lv < n_levels)
+                if tensor.is_output:        # only partial sums read back wait on a fetch
+                    served &= np.take_along_axis(fills[:, t], child, axis=0)[0] > 0
+                r = np.take_along_axis(rounds[t], child, axis=0)[0] * latency[lv]
+                child_buffered = np.take_along_axis(buffered, child, axis=0)[0]
+                hid = served & child_buffered
+                exp = served & ~child_buffered
+                np.maximum(lat_hidden[lv], np.where(hid, r / np.take_along_axis(requests, child, axis=0)[0], 0),
+                           out=lat_hidden[lv])
+                np.maximum(lat_exposed[lv], np.where(exp, r / np.take_along_axis(in_flight, child, axis=0)[0], 0),
+                           out=lat_exposed[lv])
+                np.maximum(lat_waves[lv], np.where(hid, np.take_along_axis(level_waves, child, axis=0)[0], 0),
+                           out=lat_waves[lv])
             if tensor.has_sliding_axis:      # overlapping windows may coincide: count them
                 distinct = np.ones(n, np.int64)
                 for child in np.unique(below_lv).tolist():
@@ -344,6 +419,15 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
 
     bandwidth = np.array([level.bandwidth for level in arch.levels])[:, None]
     level_time = np.maximum(compute_cycles, (moved - exposed) / bandwidth) + exposed / bandwidth
+    if with_latency:
+        # Little's law: a level's overlapped traffic takes at least latency x requests / requests
+        # in flight; unbuffered fetches wait their whole latency (shared by the resident blocks);
+        # each wave of blocks waits once for its first tile, which nothing hides
+        lat_exposed = lat_exposed + latency[:, None] * lat_waves
+        level_time = (np.maximum(np.maximum(compute_cycles, (moved - exposed) / bandwidth), lat_hidden)
+                      + exposed / bandwidth + lat_exposed)
+    else:
+        lat_hidden = lat_exposed = np.zeros((n_levels, n))
     cycles = np.maximum(level_time.max(axis=0), compute_cycles)
 
     level_energy *= instances[:, None, :]
@@ -351,7 +435,6 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     executed = macs_per_unit * instances[-1] * spatial_all[-1]     # padding included
     energy = level_energy.sum(axis=(0, 1)) + executed * arch.compute.energy_per_mac + leak * cycles
 
-    footprint = _footprint(workload, nest)
     capacity = np.array([level.capacity for level in arch.levels])[:, None]
     fanout = np.array([arch.fanout(lv) for lv in range(n_levels)])[:, :, None]         # (L, 2, 1)
     fits_fanout = (nest.spatial_xy.prod(axis=2) <= fanout).all(axis=(0, 1))
@@ -362,4 +445,6 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
         valid=valid, compute_cycles=compute_cycles.astype(float), macs=workload.macs,
         level_reads=reads, level_fills=fills, level_updates=updates, level_instances=instances,
         level_footprint=footprint, level_traffic=moved * instances, level_energy=level_energy,
-        level_time=level_time, level_moved=moved, level_exposed=exposed)
+        level_time=level_time, level_moved=moved, level_exposed=exposed,
+        level_latency_hidden=lat_hidden, level_latency_exposed=lat_exposed,
+        resident=resident, waves=waves)
