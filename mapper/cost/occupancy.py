@@ -3,8 +3,9 @@
 A block is one instance's share of the per-SM level (shared memory) and the register level
 below it. Resident blocks per SM are bounded by shared memory, registers and the hardware's
 block limit (CUDA Programming Guide, "Occupancy"); the cost model also bounds them by the
-blocks the mapping gives each SM (the temporal loops above the shared-memory level), since an
-SM cannot hold more blocks than it runs.
+blocks the mapping gives each SM (the iterations of the temporal loops above the shared-memory
+level over dims that index the output: distinct output tiles), since an SM cannot hold more
+blocks than it runs.
 """
 from __future__ import annotations
 

@@ -165,7 +165,7 @@ def _rounds(tensor, loops_above) -> int:
     return math.prod(bounds[:relevant[-1] + 1]) if relevant else 1
 
 
-def _occupancy(arch: Arch, levels, footprints) -> tuple[list[int], list[int]]:
+def _occupancy(arch: Arch, levels, footprints, output_dims) -> tuple[list[int], list[int]]:
     """Per level: resident thread blocks per SM and waves at the per-SM levels, ones above
     them and off a GPU (see `occupancy.py`)."""
     n_levels = len(levels)
@@ -173,7 +173,7 @@ def _occupancy(arch: Arch, levels, footprints) -> tuple[list[int], list[int]]:
     if gpu is None:
         return [1] * n_levels, [1] * n_levels
     smem, rf = gpu
-    blocks = math.prod(b for lm in levels[:smem] for _, b in lm.temporal)
+    blocks = math.prod(b for lm in levels[:smem] for d, b in lm.temporal if d in output_dims)
     resident = int(resident_blocks(arch, footprints[smem], footprints[rf], blocks))
     waves = -(-blocks // resident)
     return ([1] * smem + [resident] * (n_levels - smem), [1] * smem + [waves] * (n_levels - smem))
@@ -210,7 +210,7 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
     footprints = [lm.stages * sum(_tile(tensor, spans_below(lv)) * tensor.bytes_per_word
                                   for t, tensor in enumerate(workload.tensors) if t in lm.keep)
                   for lv, lm in enumerate(levels)]
-    resident, waves = _occupancy(arch, levels, footprints)
+    resident, waves = _occupancy(arch, levels, footprints, workload.tensors[workload.output].dims)
     # latency terms per level, each the largest over the levels it serves (docs/COST_MODEL.md)
     lat_hidden, lat_exposed, lat_waves = [0.0] * n_levels, [0.0] * n_levels, [0] * n_levels
     for t, tensor in enumerate(workload.tensors):

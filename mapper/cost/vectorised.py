@@ -179,18 +179,22 @@ def fetch_rounds(workload: Workload, nest: "_Nest") -> list[np.ndarray]:
     return out
 
 
-def occupancy(arch: Arch, nest: "_Nest", footprint: np.ndarray):
+def occupancy(arch: Arch, nest: "_Nest", footprint: np.ndarray, output_dims):
     """(resident blocks per SM, waves, both per level (L, N)) of N mappings. A block is what
     one SM's instance of the shared-memory level holds; the SM runs the temporal loops above
     that level as blocks, `resident` at a time, in `waves` rounds. Per level: those figures at
     the per-SM levels (their requests overlap with the other resident blocks' work), ones
-    above them. Off a GPU everything is one."""
+    above them. Off a GPU everything is one. The blocks an SM runs are the iterations of the
+    temporal loops above the shared-memory level over dims indexing the output (distinct output
+    tiles); a loop over a reduction dim there is each block's main loop, not more blocks."""
     n, gpu = nest.n, gpu_levels(arch)
     ones = np.ones(n)
     if gpu is None:
         return ones, ones, np.ones((nest.n_levels, n)), np.ones((nest.n_levels, n))
     smem, rf = gpu
-    blocks = nest.temporal[:smem].reshape(-1, n).prod(axis=0) if smem else np.ones(n, np.int64)
+    blocks = np.ones(n, np.int64)
+    for d in output_dims:                    # a reduction loop above the SM is a block's main loop
+        blocks = blocks * nest.temporal[:smem, d].prod(axis=0)
     resident = resident_blocks(arch, footprint[smem], footprint[rf], blocks)
     waves = np.ceil(blocks / resident)
     per_level_resident, per_level_waves = np.ones((nest.n_levels, n)), np.ones((nest.n_levels, n))
@@ -353,7 +357,8 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     with_latency = bool(latency.any())
     if with_latency:
         rounds = fetch_rounds(workload, nest)
-        resident, waves, in_flight, level_waves = occupancy(arch, nest, footprint)
+        resident, waves, in_flight, level_waves = occupancy(
+            arch, nest, footprint, sorted(workload.tensors[workload.output].dims))
         lat_hidden = np.zeros((n_levels, n))     # max over served levels of latency x rounds / (stages x blocks)
         lat_exposed = np.zeros((n_levels, n))    # max over unbuffered served levels of latency x rounds / blocks
         lat_waves = np.zeros((n_levels, n))      # max over buffered served levels of waves
