@@ -51,6 +51,7 @@ class Evaluation:
     cycles: float
     utilization: float
     bottleneck: str          # the level (or 'compute') whose time is the kernel's time
+    macs_executed: int = 0   # MACs run, padding included (compute units x MACs per unit)
     resident: int = 1        # GPU: thread blocks resident per SM (1 off a GPU)
     waves: int = 1           # GPU: rounds of resident blocks each SM runs (1 off a GPU)
 
@@ -291,4 +292,5 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
                       compute_energy_pj=compute_energy, compute_instances=compute_instances,
                       energy_pj=energy, cycles=float(cycles),
                       utilization=workload.macs / (cycles * arch.peak_macs_per_cycle),
-                      bottleneck=bottleneck, resident=resident[-1], waves=waves[-1])
+                      bottleneck=bottleneck, macs_executed=macs_per_unit * compute_instances,
+                      resident=resident[-1], waves=waves[-1])

@@ -1,9 +1,11 @@
 """Lower bounds on the traffic into each level, and the mapping's traffic split against them.
 
-Traffic "at level L" is what crosses the boundary between L and the levels above it: every word
-some level above L sends down to L's subtree (L and the levels below it) plus every word the
-subtree sends back up, summed over L's instances. It is read off the cost model as the reads
-and updates of each tensor's nearest keeper above L (one multicast read is one transfer).
+Traffic "at level L" is what crosses the boundary between L's subtree (L and the levels below
+it) and the levels above: every word an instance of the subtree receives from above plus every
+word it sends back up, summed over L's instances (a multicast read delivers one word to each
+receiver: the bound is about what each fast memory must take in). Read off the cost model as
+the fills of each tensor's outermost keeper at or below L (for the output also its write-backs,
+one per tile residency), or one word per MAC when no level at or below L keeps the tensor.
 
 Two lower bounds hold for any mapping:
 - compulsory: each tensor crosses once (inputs read, the output written): the sum of the
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost import Evaluation
+from ..cost.multicast import distinct_offsets
 from ..spec import Arch, Workload
 
 
@@ -71,8 +74,19 @@ def bilinear(workload: Workload) -> Bilinear | None:
     return Bilinear(**sizes)
 
 
+def touched_words(workload: Workload, t: int) -> int:
+    """Distinct words of tensor t the computation touches (a strided window's holes are not
+    touched, though tiles count them): per axis the size of the sumset of its dims' ranges;
+    their product when the axes share no dim, else the largest axis (still a lower bound)."""
+    tensor = workload.tensors[t]
+    counts = [distinct_offsets(tuple((c, workload.sizes[d]) for d, c in axis if c)) for axis in tensor.axes]
+    dims = [d for axis in tensor.axes for d, c in axis if c]
+    return math.prod(counts) if len(dims) == len(set(dims)) else max(counts, default=1)
+
+
 def compulsory_words(workload: Workload) -> int:
-    return sum(workload.tensor_words(t) for t in range(len(workload.tensors)))
+    """Every touched word of every tensor crosses once: inputs read, the output written."""
+    return sum(touched_words(workload, t) for t in range(len(workload.tensors)))
 
 
 def smith_bound(macs: float, words: float, instances: int = 1) -> float:
@@ -119,21 +133,29 @@ class LevelTraffic:
 
 
 def level_traffic(arch: Arch, workload: Workload, mapping, ev: Evaluation) -> list[LevelTraffic]:
-    """Per level below the outermost: the mapping's traffic across its upper boundary, and the
+    """Per level below the outermost: the mapping's traffic across its upper boundary (words
+    each of its instances receives or sends, multicast copies counted per receiver), and the
     bounds on it."""
     structure = bilinear(workload)
     min_word = min(t.bytes_per_word for t in workload.tensors)
     compulsory = compulsory_words(workload)
+    macs_run = ev.macs_executed
     out = []
     for lv in range(1, len(arch.levels)):
         words = bytes_ = 0.0
         feeders = []
         for t, tensor in enumerate(workload.tensors):
-            parent = max(p for p in range(lv) if t in mapping.levels[p].keep)
-            cost = ev.levels[parent].tensors[tensor.name]
-            crossing = (cost.reads + cost.updates) * ev.levels[parent].instances
+            inside = [c for c in range(lv, len(arch.levels)) if t in mapping.levels[c].keep]
+            if inside:
+                c = inside[0]
+                cost = ev.levels[c].tensors[tensor.name]
+                per_instance = cost.fills + (cost.fills + cost.partition_words if tensor.is_output else 0)
+                crossing = per_instance * ev.levels[c].instances
+            else:                       # served straight to (or drained from) the compute units
+                crossing = macs_run * (2 if tensor.is_output else 1)
             words += crossing
             bytes_ += crossing * tensor.bytes_per_word
+            parent = max(p for p in range(lv) if t in mapping.levels[p].keep)
             if crossing and arch.levels[parent].name not in feeders:
                 feeders.append(arch.levels[parent].name)
         capacity_words = subtree_capacity_bytes(arch, lv) / min_word
