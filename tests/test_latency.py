@@ -108,3 +108,26 @@ def test_occupancy_hides_unbuffered_latency():
     assert small_one_stage.resident == 2
     rounds = 7 * 7 * 16                                             # blocks x k steps per block
     assert small_one_stage.levels[0].latency_exposed == pytest.approx(arch.levels[0].latency * rounds / 2)
+
+
+def test_occupancy_makes_the_best_slab_smaller_than_the_largest_that_fits():
+    """h100, gemm-4096, the `sync-128x128` template (one-stage shared memory): the joint search
+    proves a 128-deep k slab (64 KiB, 3 blocks resident per SM) optimal for cycles, although a
+    256-deep slab (128 KiB) fits: with one block resident nothing hides its loads' latency.
+    Without latency the two tie: the non-monotonicity is the occupancy-latency coupling."""
+    from mapper.load import load_constraints, load_mapping, load_workload
+    from mapper.mapspace import Mapspace
+    from mapper.search import Joint, parse_objective
+    arch, wl = load_arch("h100"), load_workload("gemm-4096")
+    result = Joint(time_limit=60).run(Mapspace(arch, wl, load_constraints("sync-128x128")),
+                                      parse_objective("cycles", arch))
+    assert result.optimal
+    smem = result.evaluation.levels[2]
+    assert smem.tensors["A"].tile_words == 128 * 128 and result.evaluation.resident == 3
+    larger = evaluate(arch, wl, load_mapping("h100-gemm-4096-sync-k256", arch, wl))
+    assert larger.levels[2].footprint_bytes == 128 * 1024 <= arch.levels[2].capacity
+    assert larger.resident == 1 and larger.cycles > result.evaluation.cycles
+    assert larger.levels[1].traffic_bytes == result.evaluation.levels[1].traffic_bytes   # same bytes
+    plain = dataclasses.replace(arch, levels=tuple(dataclasses.replace(lv, latency=0.0) for lv in arch.levels))
+    best_plain = evaluate(plain, wl, result.mapping)
+    assert evaluate(plain, wl, load_mapping("h100-gemm-4096-sync-k256", arch, wl)).cycles == best_plain.cycles
