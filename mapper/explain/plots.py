@@ -47,7 +47,7 @@ def plot_traffic_curve(ex: Explanation, path: Path) -> Path:
         ax.plot(caps[smith > 0], smith[smith > 0], "--", label=r"Smith et al. bound $2W/\sqrt{S}-2S$")
         # the square-root law through the first minimal point: traffic ~ 1/sqrt(S)
         ref = np.flatnonzero(np.isfinite(minimal))
-        if len(ref):
+        if len(ref) and (smith > curve["compulsory_words"]).any():     # a continuous regime exists
             i = ref[0]
             ax.plot(caps, minimal[i] * np.sqrt(caps[i] / caps), ":", color="grey",
                     label=r"square-root law $\propto 1/\sqrt{S}$")
@@ -65,7 +65,7 @@ def plot_traffic_curve(ex: Explanation, path: Path) -> Path:
     ax.set_ylabel("words moved across its upper boundary")
     ax.set_title(f"{ex.workload.name}: traffic vs capacity (level {level.name} of {ex.arch.name})")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="best", framealpha=0.8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -99,7 +99,7 @@ def plot_roofline(ex: Explanation, path: Path) -> Path:
                 label=f"{name} roof {bandwidth / 1e12:,.2f} TB/s (all instances)")
         ax.plot([intensity], [achieved], "o", color=c, ms=8)
         ax.annotate(f"{name}: {intensity:.3g} MAC/B", (intensity, achieved), textcoords="offset points",
-                    xytext=(5, -12 - 10 * (i % 2)), fontsize=7, color=c)
+                    xytext=(6, -12 - 11 * i), fontsize=7, color=c)
     ax.axhline(achieved, color="grey", ls=":", lw=1,
                label=f"this mapping {achieved / 1e12:,.1f} TMAC/s ({ev.utilization:.0%} of peak)")
     ax.set_xscale("log")

@@ -120,7 +120,7 @@ def capacity_regime(traffic: LevelTraffic, threshold_bytes: float, capacity_byte
 
 
 CAPACITY_TEXT = {
-    "threshold": "the working set fits: traffic can be compulsory, capacity no longer matters",
+    "threshold": "enough fits for compulsory-only traffic (the threshold): capacity no longer matters",
     "continuous": "square-root law: capacity is a weak lever (traffic ~ 1/sqrt(S)), bandwidth a strong one",
     "compulsory-bound": "the bound is compulsory traffic: more capacity does not lower it",
 }
