@@ -129,8 +129,9 @@ def footprint_bytes(arch: Arch, workload: Workload, table: MappingTable) -> np.n
     return _footprint(workload, _Nest(workload, table)).T
 
 
-def _loads(workload: Workload, nest: _Nest) -> list[np.ndarray]:
-    """Words fetched into one instance of each level over the run, first fetch included; T x (L, N)."""
+def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
+    """Words fetched into one instance of each level over the run, first fetch included; T x (L, N).
+    With `with_rounds`, also the fetch requests of each (see `fetch_rounds`)."""
     n_levels, n_dims, n = nest.n_levels, nest.n_dims, nest.n
     slot_dim = nest.order.reshape(n_levels * n_dims, n)                                           # (S, N)
     slot_bound = np.take_along_axis(nest.temporal, nest.order, axis=1).reshape(n_levels * n_dims, n)
@@ -139,13 +140,14 @@ def _loads(workload: Workload, nest: _Nest) -> list[np.ndarray]:
     nonunit = slot_bound > 1
     sliding = _SlidingMoves(nest, workload, slot_dim, slot_bound, prefix) if any(
         t.has_sliding_axis for t in workload.tensors) else None
-    loads = []
+    loads, rounds = [], []
     for t, tensor in enumerate(workload.tensors):
         out = nest.tile[t].copy()
+        count = np.ones((n_levels, n), np.int64) if with_rounds else None
         if tensor.has_sliding_axis:
             for lv in range(1, n_levels):
                 out[lv] = sliding.loads(workload, t, lv)
-        else:
+        if with_rounds or not tensor.has_sliding_axis:
             # Every relevant move refetches the whole tile: the fetch count is the product of
             # all loop bounds down to the innermost relevant loop above the level.
             relevant = workload.relevance[t][slot_dim] & nonunit
@@ -153,30 +155,20 @@ def _loads(workload: Workload, nest: _Nest) -> list[np.ndarray]:
             for slot in range(n_dims * (n_levels - 1)):
                 np.copyto(fetches, prefix[slot + 1], where=relevant[slot])
                 if (slot + 1) % n_dims == 0:
-                    out[(slot + 1) // n_dims] *= fetches
+                    if not tensor.has_sliding_axis:
+                        out[(slot + 1) // n_dims] *= fetches
+                    if with_rounds:
+                        count[(slot + 1) // n_dims] = fetches
         loads.append(out)
-    return loads
+        rounds.append(count)
+    return (loads, rounds) if with_rounds else loads
 
 
-def fetch_rounds(workload: Workload, nest: "_Nest") -> list[np.ndarray]:
+def fetch_rounds(workload: Workload, table: MappingTable) -> list[np.ndarray]:
     """Fetch requests into one instance of each level over the run, T x (L, N): the steps of the
     temporal loops above the level down to the innermost non-unit loop over a dim indexing the
     tensor (the steps that move its tile; a sliding window's partial fetch is a request too)."""
-    n_levels, n_dims, n = nest.n_levels, nest.n_dims, nest.n
-    slot_dim = nest.order.reshape(n_levels * n_dims, n)
-    slot_bound = np.take_along_axis(nest.temporal, nest.order, axis=1).reshape(n_levels * n_dims, n)
-    prefix = _exclusive_cumprod(np.concatenate([slot_bound, np.ones((1, n), np.int64)]))
-    out = []
-    for t in range(len(workload.tensors)):
-        relevant = workload.relevance[t][slot_dim] & (slot_bound > 1)
-        rounds = np.ones((n_levels, n), np.int64)
-        fetches = np.ones(n, np.int64)
-        for slot in range(n_dims * (n_levels - 1)):
-            np.copyto(fetches, prefix[slot + 1], where=relevant[slot])
-            if (slot + 1) % n_dims == 0:
-                rounds[(slot + 1) // n_dims] = fetches
-        out.append(rounds)
-    return out
+    return _loads(workload, _Nest(workload, table), with_rounds=True)[1]
 
 
 def occupancy(arch: Arch, nest: "_Nest", footprint: np.ndarray, output_dims):
@@ -340,7 +332,12 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     """Price every mapping of `table`; see the module docstring for the semantics."""
     nest = _Nest(workload, table)
     n_levels, n = nest.n_levels, nest.n
-    loads = _loads(workload, nest)
+    latency = np.array([level.latency for level in arch.levels])
+    with_latency = bool(latency.any())
+    if with_latency:
+        loads, rounds = _loads(workload, nest, with_rounds=True)
+    else:
+        loads = _loads(workload, nest)
     spatial_all = nest.spatial.prod(axis=1)                                            # (L, N)
     instances = _exclusive_cumprod(spatial_all)
     macs_per_unit = nest.temporal.reshape(n_levels * nest.n_dims, n).prod(axis=0)                         # (N,)
@@ -353,10 +350,7 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     exposed = np.zeros((n_levels, n))        # of which not hidden by buffering
     buffered = nest.stages > 1
     footprint = _footprint(workload, nest)
-    latency = np.array([level.latency for level in arch.levels])
-    with_latency = bool(latency.any())
     if with_latency:
-        rounds = fetch_rounds(workload, nest)
         resident, waves, in_flight, level_waves = occupancy(
             arch, nest, footprint, sorted(workload.tensors[workload.output].dims))
         lat_hidden = np.zeros((n_levels, n))     # max over served levels of latency x rounds / (stages x blocks)
@@ -373,27 +367,24 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
         below_loads, fan_all, fan_shared = macs_per_unit, 1, 1
         below_lv = np.full(n, n_levels)
         below_buffered = True                # the compute units never stall on operands
+        if with_latency:                     # the next keeper below: its requests, in flight, waves
+            below_rounds, below_waves = np.zeros(n), np.zeros(n)
+            below_requests = below_blocks = np.ones(n)
+            below_waits = np.zeros(n, bool)  # it fetches this tensor (an output only to read back)
         for lv in range(n_levels - 1, -1, -1):
             fan_all = fan_all * spatial_all[lv]
             if arch.levels[lv].shares(tensor):      # else every child is served on its own
                 fan_shared = fan_shared * shared[lv]
             kept = nest.keep[lv, t]
-            if with_latency and latency[lv] and lv < n_levels - 1:
+            if with_latency and latency[lv]:
                 # the level below that keeps t fetches it from here, one request per round
-                child = np.minimum(below_lv, n_levels - 1)[None]
-                served = kept & (below_lv < n_levels)
-                if tensor.is_output:        # only partial sums read back wait on a fetch
-                    served &= np.take_along_axis(fills[:, t], child, axis=0)[0] > 0
-                r = np.take_along_axis(rounds[t], child, axis=0)[0] * latency[lv]
-                child_buffered = np.take_along_axis(buffered, child, axis=0)[0]
-                hid = served & child_buffered
-                exp = served & ~child_buffered
-                np.maximum(lat_hidden[lv], np.where(hid, r / np.take_along_axis(requests, child, axis=0)[0], 0),
-                           out=lat_hidden[lv])
-                np.maximum(lat_exposed[lv], np.where(exp, r / np.take_along_axis(in_flight, child, axis=0)[0], 0),
-                           out=lat_exposed[lv])
-                np.maximum(lat_waves[lv], np.where(hid, np.take_along_axis(level_waves, child, axis=0)[0], 0),
-                           out=lat_waves[lv])
+                served = kept & below_waits
+                wait = below_rounds * latency[lv]
+                hid = served & below_buffered
+                exp = served & ~below_buffered
+                np.maximum(lat_hidden[lv], np.where(hid, wait / below_requests, 0), out=lat_hidden[lv])
+                np.maximum(lat_exposed[lv], np.where(exp, wait / below_blocks, 0), out=lat_exposed[lv])
+                np.maximum(lat_waves[lv], np.where(hid, below_waves, 0), out=lat_waves[lv])
             if tensor.has_sliding_axis:      # overlapping windows may coincide: count them
                 distinct = np.ones(n, np.int64)
                 for child in np.unique(below_lv).tolist():
@@ -421,6 +412,14 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
             fan_shared = np.where(kept, 1, fan_shared)
             below_lv = np.where(kept, lv, below_lv)
             below_buffered = np.where(kept, buffered[lv], below_buffered)
+            if with_latency:
+                below_rounds = np.where(kept, rounds[t][lv], below_rounds)
+                below_requests = np.where(kept, requests[lv], below_requests)
+                below_blocks = np.where(kept, in_flight[lv], below_blocks)
+                below_waves = np.where(kept, level_waves[lv], below_waves)
+                # only partial sums read back wait on a fetch
+                waits = fills[lv, t] > 0 if tensor.is_output else True
+                below_waits = np.where(kept, waits, below_waits)
 
     bandwidth = np.array([level.bandwidth for level in arch.levels])[:, None]
     level_time = np.maximum(compute_cycles, (moved - exposed) / bandwidth) + exposed / bandwidth
