@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from ..cost.occupancy import gpu_levels
 from ..report import _num, mapping_text, table
 from . import Explanation
 from .regimes import CAPACITY_TEXT
@@ -18,9 +19,11 @@ def explain_text(ex: Explanation) -> str:
     head = (f"{workload.name} on {arch.name}: {ev.macs:,} MACs, {ev.cycles:,.0f} cycles "
             f"({ev.cycles / arch.clock_hz * 1e6:,.2f} us), utilization {ev.utilization:.1%}\n"
             f"overall: {ex.overall}")
-    if arch.gpu is not None:
-        head += (f"\noccupancy: {ex.resident} resident block(s) per SM, {ex.blocks} block(s) per SM "
-                 f"in {ex.waves} wave(s)")
+    gpu = gpu_levels(arch)
+    if gpu is not None:
+        sms = ev.levels[gpu[0]].instances
+        head += (f"\noccupancy: {ex.resident} resident block(s) per SM; {ex.blocks * sms:,} thread blocks on "
+                 f"{sms} of {arch.gpu.sms} SMs ({ex.blocks} per SM) run in {ex.waves} wave(s)")
     rows = []
     for tr, regime in zip(ex.traffic, ex.capacity_regimes):
         rows.append([tr.level, "+".join(tr.feeders) or "-", _words(tr.capacity_words), _words(tr.traffic),
@@ -58,7 +61,9 @@ def explain_json(ex: Explanation) -> dict:
         "mapping": mapping_to_dict(ex.mapping, ex.arch, ex.workload),
         "cycles": ex.evaluation.cycles, "utilization": ex.evaluation.utilization,
         "bottleneck": ex.evaluation.bottleneck, "overall": ex.overall,
-        "occupancy": {"resident_blocks": ex.resident, "blocks_per_sm": ex.blocks, "waves": ex.waves},
+        "occupancy": {"resident_blocks": ex.resident, "blocks_per_sm": ex.blocks, "waves": ex.waves,
+                      "sms_used": (ex.evaluation.levels[gpu_levels(ex.arch)[0]].instances
+                                   if gpu_levels(ex.arch) else None)},
         "structure": {"elementwise": ex.structure.elementwise, "once_used": list(ex.structure.once_used),
                       "best_intensity_macs_per_byte": ex.structure.best_intensity,
                       "machine_balance": ex.structure.balance,
