@@ -210,6 +210,39 @@ def _import_timeloop(args) -> int:
     return 0
 
 
+def _explain(args) -> int:
+    from .explain import explain
+    from .explain.report import explain_json, explain_text
+    if args.mapping is not None:
+        arch = load_arch(args.arch)
+        workload = load_workload(args.workload)
+        mapping = load_mapping(args.mapping, arch, workload)
+        found = None
+    else:
+        args.strategy, args.seed, args.samples, args.warm_start = "joint", 0, 0, None
+        arch, workload, result = _run_search(args, "joint")
+        mapping = result.mapping
+        found = (f"mapping: the joint search's best for {result.objective.name} "
+                 f"({'proven optimal' if result.optimal else 'not proven optimal'}, "
+                 f"{result.evaluated:,} mappings priced in {result.seconds:.1f} s)")
+    ex = explain(arch, workload, mapping, args.level)
+    plots = []
+    if args.plot:
+        from .explain.plots import write_plots
+        plots = [str(p) for p in write_plots(ex, args.plot)]
+    if args.json:
+        out = explain_json(ex)
+        out["plots"] = plots
+        if found:
+            out["found_by"] = found
+        print(json.dumps(out, indent=2))
+    else:
+        print(((found + "\n") if found else "") + explain_text(ex))
+        for p in plots:
+            print(f"wrote {p}")
+    return 0
+
+
 def _presets(args) -> int:
     for kind in PRESET_KINDS:
         names = preset_names(kind)
@@ -253,6 +286,20 @@ def build_parser() -> argparse.ArgumentParser:
                     help="count exactly up to this many factor combinations, else estimate by sampling")
     ms.add_argument("--json", action="store_true")
     ms.set_defaults(run=_mapspace)
+    ex = sub.add_parser("explain", help="regimes, lower bounds, traffic split and pipeline depth of a mapping")
+    ex.add_argument("arch", help="architecture YAML file or preset name")
+    ex.add_argument("workload", help="workload YAML file or preset name")
+    ex.add_argument("mapping", nargs="?", default=None,
+                    help="mapping YAML file or preset name (default: the joint search's best)")
+    ex.add_argument("--level", default=None, help="level for the traffic-vs-capacity curve "
+                    "(default: a GPU's shared memory, else the level below the outermost)")
+    ex.add_argument("--plot", default=None, metavar="DIR", help="write the traffic curve and roofline PNGs here")
+    ex.add_argument("--json", action="store_true", help="print one JSON object")
+    ex.add_argument("--mapspace", default=None, help="mapspace for the search (default: default)")
+    ex.add_argument("--objective", default="edp", help="objective of the search (default edp)")
+    ex.add_argument("--time-limit", type=float, default=20.0, help="search seconds (default 20)")
+    ex.add_argument("--cpsat-seconds", type=float, default=2.0, help="CP-SAT seconds within the search")
+    ex.set_defaults(run=_explain)
     pr = sub.add_parser("presets", help="list the bundled architectures, workloads and mappings")
     pr.set_defaults(run=_presets)
     return parser

@@ -24,7 +24,7 @@ from .limits import (MAX_COEFFICIENT, MAX_DIMS, MAX_FILE_BYTES, MAX_INSTANCES, M
 from .mapping import mapping_from_dict, to_table
 from .spec import Arch, Compute, GpuFacts, Level, Tensor, Workload
 from .units import (Where, parse_bandwidth, parse_bytes, parse_dtype_bits, parse_energy,
-                    parse_frequency)
+                    parse_frequency, parse_latency)
 from .validate import fields, name_list, name_text, positive_int, text
 
 PRESET_KINDS = ("archs", "workloads", "mapspace", "mappings")
@@ -245,8 +245,9 @@ def _energies(data, where: Where) -> tuple[float, float, float]:
     return tuple(parse_energy(data.get(k, 0), where / k) for k in ("read", "write", "update"))
 
 
-LEVEL_KEYS = ("name", "capacity", "bandwidth", "read_bandwidth", "write_bandwidth", "block_size", "energy", "energy_per_byte", "leak",
-              "keeps", "max_stages", "instances", "mesh", "multicast", "spatial_reduction", "description")
+LEVEL_KEYS = ("name", "capacity", "bandwidth", "read_bandwidth", "write_bandwidth", "block_size", "energy",
+              "energy_per_byte", "leak", "keeps", "max_stages", "instances", "mesh", "multicast",
+              "spatial_reduction", "latency", "description")
 
 
 def _level(data, where: Where, clock_hz: float) -> Level:
@@ -270,6 +271,7 @@ def _level(data, where: Where, clock_hz: float) -> Level:
         mesh=_mesh(data, where),
         multicast=_flag(data, "multicast", where),
         reduction=_flag(data, "spatial_reduction", where),
+        latency=parse_latency(data.get("latency", 0), where / "latency", clock_hz),
     )
 
 

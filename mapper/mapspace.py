@@ -30,6 +30,7 @@ from .errors import InfeasibleError, SpecError
 from .bind import check_together
 from .factors import enumerate_factorizations, smooth_numbers
 from .mapping import MappingTable
+from .cost.occupancy import blocks_per_sm, gpu_levels
 from .orders import is_stationary, order_classes, signature
 from .spec import Arch, Workload
 
@@ -474,25 +475,12 @@ class Mapspace:
 
     @cached_property
     def gpu_levels(self) -> tuple[int, int] | None:
-        """(shared-memory level, register level) of a GPU: the level with one instance per SM and
-        the next one, or None when the architecture is no GPU."""
-        gpu = self.arch.gpu
-        if gpu is None:
-            return None
-        smem = [lv for lv, level in enumerate(self.arch.levels) if level.instances == gpu.sms]
-        if not smem or smem[0] + 1 >= self.n_levels:
-            return None
-        return smem[0], smem[0] + 1
+        """(shared-memory level, register level) of a GPU, or None (see `cost.occupancy`)."""
+        return gpu_levels(self.arch)
 
     def blocks_per_sm(self, smem_bytes: np.ndarray, rf_bytes: np.ndarray) -> np.ndarray:
         """Resident thread blocks per SM given one block's shared-memory and register bytes."""
-        gpu = self.arch.gpu
-        smem_lv, rf_lv = self.gpu_levels
-        rf_per_sm = self.arch.levels[rf_lv].instances // gpu.sms
-        with np.errstate(divide="ignore"):
-            by_smem = np.floor(gpu.smem_per_sm / np.maximum(smem_bytes, 1e-9))
-            by_regs = np.floor(gpu.registers_per_sm * 4 / np.maximum(rf_bytes * rf_per_sm, 1e-9))
-        return np.minimum(np.minimum(by_smem, by_regs), gpu.max_blocks_per_sm)
+        return blocks_per_sm(self.arch, smem_bytes, rf_bytes)
 
     def _weights(self, factors: np.ndarray) -> dict[str, np.ndarray]:
         """For each factor combination, how many mappings (orders x keeps x stages) survive the

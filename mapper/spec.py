@@ -107,6 +107,7 @@ class Level:
     mesh: tuple[int, int] = (1, 1)
     multicast: bool = True           # its fanout network sends one read to many children
     reduction: bool = True           # its fanout network adds children's partial sums
+    latency: float = 0.0             # cycles from a fetch request to its first byte (0: not modelled)
 
     @property
     def instances(self) -> int:

@@ -33,6 +33,8 @@ PER_CYCLE_UNITS[""] = 1                      # a bare number is bytes per cycle
 BYTE_HINT = ("units are case-sensitive: B = byte, b = bit; prefixes k, M, G, T (decimal) or "
              "Ki, Mi, Gi, Ti (binary), e.g. '64 KiB', '3.35 TB/s', '100 Gb/s', '64 B/cycle'")
 FREQ_UNITS = {"": 1, "hz": 1, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
+TIME_UNITS = {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "ps": 1e-12}
+CYCLE_UNITS = ("", "cycle", "cycles", "clk", "clks")
 ENERGY_UNITS = {"": 1, "pj": 1, "fj": 1e-3, "nj": 1e3, "uj": 1e6}
 DTYPE_BITS = {"int4": 4, "fp4": 4, "int8": 8, "uint8": 8, "fp8": 8, "int16": 16, "fp16": 16,
               "bf16": 16, "int32": 32, "fp32": 32, "tf32": 32, "fp64": 64}
@@ -125,6 +127,21 @@ def parse_frequency(value, where: Where) -> float:
         raise where.error(f"frequency {hz:g} Hz is outside the range this tool handles "
                           f"({MIN_CLOCK:g} Hz to {MAX_CLOCK:g} Hz)")
     return hz
+
+
+def parse_latency(value, where: Where, clock_hz: float) -> float:
+    """Latency in cycles (`600 ns`, `0.4 us`, `250 cycles`, a bare number = cycles); may be zero."""
+    what = "a latency such as '600 ns' or '250 cycles'"
+    number, unit = _split(value, where, what)
+    if unit in CYCLE_UNITS:
+        cycles = number
+    elif unit in TIME_UNITS:
+        cycles = number * TIME_UNITS[unit] * clock_hz
+    else:
+        raise where.error(f"expected {what}; unknown unit {unit!r}")
+    if number < 0 or math.isinf(number):
+        raise where.error(f"expected a latency >= 0, got {value!r}")
+    return cycles
 
 
 def parse_energy(value, where: Where) -> float:

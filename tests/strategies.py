@@ -50,7 +50,9 @@ def workloads(draw, kinds=tuple(EINSUMS), max_macs: int = 600):
 
 
 @st.composite
-def archs(draw, min_levels: int = 2, max_levels: int = 3):
+def archs(draw, min_levels: int = 2, max_levels: int = 3, latency: bool = False):
+    """Random architectures; with `latency`, levels may declare an access latency and a
+    three-level one may be a GPU (its middle level per SM) with tight occupancy limits."""
     n_levels = draw(st.integers(min_levels, max_levels))
     mesh = [1, 1]
     levels = []
@@ -71,13 +73,19 @@ def archs(draw, min_levels: int = 2, max_levels: int = 3):
             "multicast": draw(st.sampled_from([True, True, False])),
             "spatial_reduction": draw(st.sampled_from([True, True, False])),
         })
+        if latency:
+            levels[-1]["latency"] = draw(st.sampled_from([0, 3, 40, "25 ns"]))
     compute_mesh = [mesh[0] * draw(st.sampled_from([1, 2])), mesh[1] * draw(st.sampled_from([1, 2]))]
-    return arch_from_dict({"name": "random", "clock": "1 GHz", "levels": levels,
-                           "compute": {"mesh": compute_mesh, "instances": compute_mesh[0] * compute_mesh[1],
-                                       "macs_per_cycle": draw(st.sampled_from([1, 2])),
-                                       "energy": 1.0},
-                           "model": {"cycles": draw(st.sampled_from(["stage_aware", "timeloop"]))}},
-                          Where("<hypothesis>"))
+    data = {"name": "random", "clock": "1 GHz", "levels": levels,
+            "compute": {"mesh": compute_mesh, "instances": compute_mesh[0] * compute_mesh[1],
+                        "macs_per_cycle": draw(st.sampled_from([1, 2])), "energy": 1.0},
+            "model": {"cycles": draw(st.sampled_from(["stage_aware", "timeloop"]))}}
+    sms = levels[1]["instances"] if n_levels == 3 else 0
+    if latency and sms and sms != levels[0]["instances"] and draw(st.booleans()):
+        data["gpu"] = {"sms": sms, "smem_per_sm": draw(st.sampled_from([64, 256, 4096])),
+                       "registers_per_sm": draw(st.sampled_from([16, 64, 1024])),
+                       "max_blocks_per_sm": draw(st.sampled_from([1, 2, 8]))}
+    return arch_from_dict(data, Where("<hypothesis>"))
 
 
 @st.composite
@@ -110,7 +118,7 @@ def mappings(draw, arch, workload, allow_bypass: bool = True):
 
 
 @st.composite
-def problems(draw, kinds=tuple(EINSUMS), allow_bypass: bool = True):
+def problems(draw, kinds=tuple(EINSUMS), allow_bypass: bool = True, latency: bool = False):
     workload = draw(workloads(kinds))
-    arch = draw(archs())
+    arch = draw(archs(latency=latency))
     return arch, workload, draw(mappings(arch, workload, allow_bypass))

@@ -23,6 +23,34 @@ def assert_same(arch, workload, mapping, costs, row=0):
     assert np.isclose(costs.energy_pj[row], ev.energy_pj, rtol=1e-12)
     assert costs.cycles[row] == ev.cycles
     assert np.isclose(costs.utilization[row], ev.utilization, rtol=1e-12)
+    assert costs.resident[row] == ev.resident and costs.waves[row] == ev.waves
+    for lv, lc in enumerate(ev.levels):
+        assert np.isclose(costs.level_latency_hidden[lv, row], lc.latency_hidden, rtol=1e-12)
+        assert np.isclose(costs.level_latency_exposed[lv, row], lc.latency_exposed, rtol=1e-12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(problems(latency=True))
+def test_agree_with_latency_and_occupancy(problem):
+    """Levels with an access latency, on GPU-like archs with occupancy limits too."""
+    arch, workload, mapping = problem
+    costs = evaluate_many(arch, workload, to_table([mapping], len(workload.dims), len(workload.tensors)))
+    assert_same(arch, workload, mapping, costs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems(latency=True))
+def test_latency_never_lowers_cycles(problem):
+    """Latency only adds time: the same mapping without any latency is never slower (the
+    joint search's lower bounds rely on this)."""
+    import dataclasses
+    arch, workload, mapping = problem
+    plain = dataclasses.replace(arch, gpu=None, levels=tuple(dataclasses.replace(lv, latency=0.0)
+                                                             for lv in arch.levels))
+    table = to_table([mapping], len(workload.dims), len(workload.tensors))
+    with_latency, without = evaluate_many(arch, workload, table), evaluate_many(plain, workload, table)
+    assert (with_latency.level_time >= without.level_time - 1e-9).all()
+    assert with_latency.cycles[0] >= without.cycles[0]
 
 
 @settings(max_examples=1000, deadline=None)

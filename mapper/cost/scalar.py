@@ -13,6 +13,7 @@ from ..mapping import Mapping
 from ..spec import Arch, Workload
 from .multicast import distinct_offsets
 from .timing import level_time
+from .occupancy import gpu_levels, resident_blocks
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,10 @@ class LevelCost:
     footprint_bytes: float   # per instance, kept tiles x stages
     capacity_bytes: float
     traffic_bytes: float     # all instances
-    cycles: float            # time this level needs given its bandwidth and buffering
+    cycles: float            # time this level needs given its bandwidth, buffering and latency
     leak_pj: float
+    latency_hidden: float = 0.0    # Little's-law floor on its overlapped time (cycles)
+    latency_exposed: float = 0.0   # latency added to its time: unbuffered fetches, wave fills
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,9 @@ class Evaluation:
     cycles: float
     utilization: float
     bottleneck: str          # the level (or 'compute') whose time is the kernel's time
+    macs_executed: int = 0   # MACs run, padding included (compute units x MACs per unit)
+    resident: int = 1        # GPU: thread blocks resident per SM (1 off a GPU)
+    waves: int = 1           # GPU: rounds of resident blocks each SM runs (1 off a GPU)
 
     @property
     def edp(self) -> float:
@@ -158,6 +164,28 @@ def _distinct_children(tensor, levels, parent, child, spans_below, arch_levels,
     return count
 
 
+def _rounds(tensor, loops_above) -> int:
+    """Fetch requests into one instance: the steps of the temporal loops above it, outermost
+    first, down to the innermost non-unit loop over a dim that indexes the tensor."""
+    bounds = [b for _, b in loops_above]
+    relevant = [k for k, (d, b) in enumerate(loops_above) if b > 1 and d in tensor.dims]
+    return math.prod(bounds[:relevant[-1] + 1]) if relevant else 1
+
+
+def _occupancy(arch: Arch, levels, footprints, output_dims) -> tuple[list[int], list[int]]:
+    """Per level: resident thread blocks per SM and waves at the per-SM levels, ones above
+    them and off a GPU (see `occupancy.py`)."""
+    n_levels = len(levels)
+    gpu = gpu_levels(arch)
+    if gpu is None:
+        return [1] * n_levels, [1] * n_levels
+    smem, rf = gpu
+    blocks = math.prod(b for lm in levels[:smem] for d, b in lm.temporal if d in output_dims)
+    resident = int(resident_blocks(arch, footprints[smem], footprints[rf], blocks))
+    waves = -(-blocks // resident)
+    return ([1] * smem + [resident] * (n_levels - smem), [1] * smem + [waves] * (n_levels - smem))
+
+
 def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
     levels = mapping.levels
     n_levels, dims = len(levels), range(len(workload.dims))
@@ -188,6 +216,12 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
     # bytes per instance not hidden by buffering, split by direction: reads (to children or
     # the compute units) and writes (fills from the parent, updates from children)
     exposed_read, exposed_write = [0.0] * n_levels, [0.0] * n_levels
+    footprints = [lm.stages * sum(_tile(tensor, spans_below(lv)) * tensor.bytes_per_word
+                                  for t, tensor in enumerate(workload.tensors) if t in lm.keep)
+                  for lv, lm in enumerate(levels)]
+    resident, waves = _occupancy(arch, levels, footprints, workload.tensors[workload.output].dims)
+    # latency terms per level, each the largest over the levels it serves (docs/COST_MODEL.md)
+    lat_hidden, lat_exposed, lat_waves = [0.0] * n_levels, [0.0] * n_levels, [0] * n_levels
     for t, tensor in enumerate(workload.tensors):
         below_loads, below_lv, below_buffered = macs_per_unit, n_levels, True
         for lv in range(n_levels - 1, -1, -1):
@@ -212,6 +246,14 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
             exposed_read[lv] += tensor.bytes_per_word * (0 if below_buffered else reads)
             exposed_write[lv] += tensor.bytes_per_word * ((0 if buffered else fills)
                                                           + (0 if below_buffered else updates))
+            latency = arch.levels[lv].latency
+            if latency and below_lv < n_levels and (not tensor.is_output or counts[below_lv, t]["fills"] > 0):
+                wait = latency * _rounds(tensor, loops_above[below_lv])
+                if below_buffered:
+                    lat_hidden[lv] = max(lat_hidden[lv], wait / (levels[below_lv].stages * resident[below_lv]))
+                    lat_waves[lv] = max(lat_waves[lv], waves[below_lv])
+                else:
+                    lat_exposed[lv] = max(lat_exposed[lv], wait / resident[below_lv])
             below_loads, below_lv, below_buffered = loads, lv, buffered
 
     compute_cycles = -(-macs_per_unit // arch.compute.macs_per_cycle)
@@ -235,15 +277,19 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
             footprint += c["tile"] * tensor.bytes_per_word
             read_bytes += c["reads"] * tensor.bytes_per_word
             write_bytes += (c["fills"] + c["updates"]) * tensor.bytes_per_word
+        exposed_latency = lat_exposed[lv] + level.latency * lat_waves[lv] if level.latency else 0.0
         time = float(level_time(level, arch.cycle_rule, compute_cycles, read_bytes, write_bytes,
-                                exposed_read[lv], exposed_write[lv]))
+                                exposed_read[lv], exposed_write[lv], lat_hidden[lv], exposed_latency))
         level_times.append(time)
         level_costs.append([level.name, instances[lv], tensors, footprint * lm.stages,
                             level.capacity, (read_bytes + write_bytes) * instances[lv], time])
     cycles = max([compute_cycles] + level_times)
     leaking = instances if arch.leakage == "utilized" else [level.instances for level in arch.levels]
     leak = [level.leak * count * cycles for level, count in zip(arch.levels, leaking)]
-    level_costs = [LevelCost(*row, leak_pj=lk) for row, lk in zip(level_costs, leak)]
+    level_costs = [LevelCost(*row, leak_pj=lk, latency_hidden=lh,
+                             latency_exposed=le + arch.levels[lv].latency * lw)
+                   for lv, (row, lk, lh, le, lw) in enumerate(zip(level_costs, leak, lat_hidden,
+                                                                   lat_exposed, lat_waves))]
     # Padded extents (imperfect factors) execute their padding too: energy counts every MAC run.
     compute_energy = macs_per_unit * compute_instances * arch.compute.energy_per_mac
     energy = sum(tc.energy_pj for lc in level_costs for tc in lc.tensors.values())
@@ -254,4 +300,5 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
                       compute_energy_pj=compute_energy, compute_instances=compute_instances,
                       energy_pj=energy, cycles=float(cycles),
                       utilization=workload.macs / (cycles * arch.peak_macs_per_cycle),
-                      bottleneck=bottleneck)
+                      bottleneck=bottleneck, macs_executed=macs_per_unit * compute_instances,
+                      resident=resident[-1], waves=waves[-1])

@@ -23,21 +23,25 @@ import numpy as np
 RULES = ("stage_aware", "timeloop")
 
 
-def level_time(level, rule: str, compute, read, write, read_exposed, write_exposed):
+def level_time(level, rule: str, compute, read, write, read_exposed, write_exposed,
+               latency_hidden=0.0, latency_exposed=0.0):
     """Cycles one instance of `level` needs: `compute` cycles of MACs, `read` / `write` bytes
-    moved per instance, of which `read_exposed` / `write_exposed` are not hidden by buffering."""
+    moved per instance, of which `read_exposed` / `write_exposed` are not hidden by buffering;
+    with a declared latency (docs/COST_MODEL.md), `latency_hidden` is the Little's-law floor
+    on its overlapped time and `latency_exposed` the waits nothing hides (both 0 without)."""
     limits = ((read + write, read_exposed + write_exposed, level.bandwidth),
               (read, read_exposed, level.read_bandwidth),
               (write, write_exposed, level.write_bandwidth))
-    time = compute
+    time = np.maximum(compute, latency_hidden)
     for moved, exposed, bandwidth in limits:
         if math.isinf(bandwidth):
             continue
         if rule == "timeloop":
             time = np.maximum(time, np.ceil(moved / bandwidth))
         else:
-            time = np.maximum(time, np.maximum(compute, (moved - exposed) / bandwidth) + exposed / bandwidth)
-    return time
+            overlapped = np.maximum(np.maximum(compute, (moved - exposed) / bandwidth), latency_hidden)
+            time = np.maximum(time, overlapped + exposed / bandwidth)
+    return time + latency_exposed
 
 
 def total_rate(level) -> float:

@@ -21,6 +21,7 @@ from ..mapping import MappingTable
 from ..spec import Arch, Workload
 from .multicast import distinct_offsets
 from .timing import level_time
+from .occupancy import gpu_levels, resident_blocks
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ class Costs:
     level_time: np.ndarray       # (L, N) cycles each level needs
     level_moved: np.ndarray      # (L, N) bytes per instance through each level
     level_exposed: np.ndarray    # (L, N) of which not hidden by buffering
+    # Latency (zero where no level declares one; see docs/COST_MODEL.md "Latency"):
+    level_latency_hidden: np.ndarray   # (L, N) Little's-law floor on a level's overlapped time
+    level_latency_exposed: np.ndarray  # (L, N) latency added to it: unbuffered fetches, wave fills
+    resident: np.ndarray               # (N,) thread blocks resident per SM (1 off a GPU)
+    waves: np.ndarray                  # (N,) rounds of resident blocks per SM (1 off a GPU)
 
     reads = property(lambda self: self.level_reads.transpose(2, 0, 1))
     fills = property(lambda self: self.level_fills.transpose(2, 0, 1))
@@ -124,8 +130,9 @@ def footprint_bytes(arch: Arch, workload: Workload, table: MappingTable) -> np.n
     return _footprint(workload, _Nest(workload, table)).T
 
 
-def _loads(workload: Workload, nest: _Nest) -> list[np.ndarray]:
-    """Words fetched into one instance of each level over the run, first fetch included; T x (L, N)."""
+def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
+    """Words fetched into one instance of each level over the run, first fetch included; T x (L, N).
+    With `with_rounds`, also the fetch requests of each (see `fetch_rounds`)."""
     n_levels, n_dims, n = nest.n_levels, nest.n_dims, nest.n
     slot_dim = nest.order.reshape(n_levels * n_dims, n)                                           # (S, N)
     slot_bound = np.take_along_axis(nest.temporal, nest.order, axis=1).reshape(n_levels * n_dims, n)
@@ -134,13 +141,14 @@ def _loads(workload: Workload, nest: _Nest) -> list[np.ndarray]:
     nonunit = slot_bound > 1
     sliding = _SlidingMoves(nest, workload, slot_dim, slot_bound, prefix) if any(
         t.has_sliding_axis for t in workload.tensors) else None
-    loads = []
+    loads, rounds = [], []
     for t, tensor in enumerate(workload.tensors):
         out = nest.tile[t].copy()
+        count = np.ones((n_levels, n), np.int64) if with_rounds else None
         if tensor.has_sliding_axis:
             for lv in range(1, n_levels):
                 out[lv] = sliding.loads(workload, t, lv)
-        else:
+        if with_rounds or not tensor.has_sliding_axis:
             # Every relevant move refetches the whole tile: the fetch count is the product of
             # all loop bounds down to the innermost relevant loop above the level.
             relevant = workload.relevance[t][slot_dim] & nonunit
@@ -148,9 +156,44 @@ def _loads(workload: Workload, nest: _Nest) -> list[np.ndarray]:
             for slot in range(n_dims * (n_levels - 1)):
                 np.copyto(fetches, prefix[slot + 1], where=relevant[slot])
                 if (slot + 1) % n_dims == 0:
-                    out[(slot + 1) // n_dims] *= fetches
+                    if not tensor.has_sliding_axis:
+                        out[(slot + 1) // n_dims] *= fetches
+                    if with_rounds:
+                        count[(slot + 1) // n_dims] = fetches
         loads.append(out)
-    return loads
+        rounds.append(count)
+    return (loads, rounds) if with_rounds else loads
+
+
+def fetch_rounds(workload: Workload, table: MappingTable) -> list[np.ndarray]:
+    """Fetch requests into one instance of each level over the run, T x (L, N): the steps of the
+    temporal loops above the level down to the innermost non-unit loop over a dim indexing the
+    tensor (the steps that move its tile; a sliding window's partial fetch is a request too)."""
+    return _loads(workload, _Nest(workload, table), with_rounds=True)[1]
+
+
+def occupancy(arch: Arch, nest: "_Nest", footprint: np.ndarray, output_dims):
+    """(resident blocks per SM, waves, both per level (L, N)) of N mappings. A block is what
+    one SM's instance of the shared-memory level holds; the SM runs the temporal loops above
+    that level as blocks, `resident` at a time, in `waves` rounds. Per level: those figures at
+    the per-SM levels (their requests overlap with the other resident blocks' work), ones
+    above them. Off a GPU everything is one. The blocks an SM runs are the iterations of the
+    temporal loops above the shared-memory level over dims indexing the output (distinct output
+    tiles); a loop over a reduction dim there is each block's main loop, not more blocks."""
+    n, gpu = nest.n, gpu_levels(arch)
+    ones = np.ones(n)
+    if gpu is None:
+        return ones, ones, np.ones((nest.n_levels, n)), np.ones((nest.n_levels, n))
+    smem, rf = gpu
+    blocks = np.ones(n, np.int64)
+    for d in output_dims:                    # a reduction loop above the SM is a block's main loop
+        blocks = blocks * nest.temporal[:smem, d].prod(axis=0)
+    resident = resident_blocks(arch, footprint[smem], footprint[rf], blocks)
+    waves = np.ceil(blocks / resident)
+    per_level_resident, per_level_waves = np.ones((nest.n_levels, n)), np.ones((nest.n_levels, n))
+    per_level_resident[smem:] = resident
+    per_level_waves[smem:] = waves
+    return resident, waves, per_level_resident, per_level_waves
 
 
 class _SlidingMoves:
@@ -312,7 +355,12 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     PRICED.count += len(table)
     nest = _Nest(workload, table)
     n_levels, n = nest.n_levels, nest.n
-    loads = _loads(workload, nest)
+    latency = np.array([level.latency for level in arch.levels])
+    with_latency = bool(latency.any())
+    if with_latency:
+        loads, rounds = _loads(workload, nest, with_rounds=True)
+    else:
+        loads = _loads(workload, nest)
     spatial_all = nest.spatial.prod(axis=1)                                            # (L, N)
     instances = _exclusive_cumprod(spatial_all)
     macs_per_unit = nest.temporal.reshape(n_levels * nest.n_dims, n).prod(axis=0)                         # (N,)
@@ -326,6 +374,16 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     exposed_read = np.zeros((n_levels, n))   # of which not hidden by buffering
     exposed_write = np.zeros((n_levels, n))
     buffered = nest.stages > 1
+    footprint = _footprint(workload, nest)
+    if with_latency:
+        resident, waves, in_flight, level_waves = occupancy(
+            arch, nest, footprint, sorted(workload.tensors[workload.output].dims))
+        lat_hidden = np.zeros((n_levels, n))     # max over served levels of latency x rounds / (stages x blocks)
+        lat_exposed = np.zeros((n_levels, n))    # max over unbuffered served levels of latency x rounds / blocks
+        lat_waves = np.zeros((n_levels, n))      # max over buffered served levels of waves
+        requests = in_flight * nest.stages       # requests in flight per served instance
+    else:
+        resident = waves = np.ones(n)
     for t, tensor in enumerate(workload.tensors):
         irrelevant = np.flatnonzero(~workload.relevance[t])
         shared = _product([nest.spatial[:, d] for d in irrelevant]) if len(irrelevant) else np.ones_like(spatial_all)
@@ -334,11 +392,24 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
         below_loads, fan_all, fan_shared = macs_per_unit, 1, 1
         below_lv = np.full(n, n_levels)
         below_buffered = True                # the compute units never stall on operands
+        if with_latency:                     # the next keeper below: its requests, in flight, waves
+            below_rounds, below_waves = np.zeros(n), np.zeros(n)
+            below_requests = below_blocks = np.ones(n)
+            below_waits = np.zeros(n, bool)  # it fetches this tensor (an output only to read back)
         for lv in range(n_levels - 1, -1, -1):
             fan_all = fan_all * spatial_all[lv]
             if arch.levels[lv].shares(tensor):      # else every child is served on its own
                 fan_shared = fan_shared * shared[lv]
             kept = nest.keep[lv, t]
+            if with_latency and latency[lv]:
+                # the level below that keeps t fetches it from here, one request per round
+                served = kept & below_waits
+                wait = below_rounds * latency[lv]
+                hid = served & below_buffered
+                exp = served & ~below_buffered
+                np.maximum(lat_hidden[lv], np.where(hid, wait / below_requests, 0), out=lat_hidden[lv])
+                np.maximum(lat_exposed[lv], np.where(exp, wait / below_blocks, 0), out=lat_exposed[lv])
+                np.maximum(lat_waves[lv], np.where(hid, below_waves, 0), out=lat_waves[lv])
             if tensor.has_sliding_axis:      # overlapping windows may coincide: count them
                 distinct = np.ones(n, np.int64)
                 for child in np.unique(below_lv).tolist():
@@ -367,9 +438,25 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
             fan_shared = np.where(kept, 1, fan_shared)
             below_lv = np.where(kept, lv, below_lv)
             below_buffered = np.where(kept, buffered[lv], below_buffered)
+            if with_latency:
+                below_rounds = np.where(kept, rounds[t][lv], below_rounds)
+                below_requests = np.where(kept, requests[lv], below_requests)
+                below_blocks = np.where(kept, in_flight[lv], below_blocks)
+                below_waves = np.where(kept, level_waves[lv], below_waves)
+                # only partial sums read back wait on a fetch
+                waits = fills[lv, t] > 0 if tensor.is_output else True
+                below_waits = np.where(kept, waits, below_waits)
 
+    if with_latency:
+        # Little's law: a level's overlapped traffic takes at least latency x requests / requests
+        # in flight; unbuffered fetches wait their whole latency (shared by the resident blocks);
+        # each wave of blocks waits once for its first tile, which nothing hides
+        lat_exposed = lat_exposed + latency[:, None] * lat_waves
+    else:
+        lat_hidden = lat_exposed = np.zeros((n_levels, n))
     times = np.stack([np.broadcast_to(level_time(level, arch.cycle_rule, compute_cycles, moved_read[lv],
-                                                 moved_write[lv], exposed_read[lv], exposed_write[lv]), (n,))
+                                                 moved_write[lv], exposed_read[lv], exposed_write[lv],
+                                                 lat_hidden[lv], lat_exposed[lv]), (n,))
                       for lv, level in enumerate(arch.levels)]).astype(float)
     cycles = np.maximum(times.max(axis=0), compute_cycles)
     moved, exposed = moved_read + moved_write, exposed_read + exposed_write
@@ -382,7 +469,6 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     executed = macs_per_unit * instances[-1] * spatial_all[-1]     # padding included
     energy = level_energy.sum(axis=(0, 1)) + executed * arch.compute.energy_per_mac + leak * cycles
 
-    footprint = _footprint(workload, nest)
     capacity = np.array([level.capacity for level in arch.levels])[:, None]
     fanout = np.array([arch.fanout(lv) for lv in range(n_levels)])[:, :, None]         # (L, 2, 1)
     fits_fanout = (nest.spatial_xy.prod(axis=2) <= fanout).all(axis=(0, 1))
@@ -393,4 +479,6 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
         valid=valid, compute_cycles=compute_cycles.astype(float), macs=workload.macs,
         level_reads=reads, level_fills=fills, level_updates=updates, level_instances=instances,
         level_footprint=footprint, level_traffic=moved * instances, level_energy=level_energy,
-        level_time=times, level_moved=moved, level_exposed=exposed)
+        level_time=times, level_moved=moved, level_exposed=exposed,
+        level_latency_hidden=lat_hidden, level_latency_exposed=lat_exposed,
+        resident=resident, waves=waves)
