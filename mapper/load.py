@@ -16,7 +16,7 @@ from .spec import Arch, Compute, GpuFacts, Level, Tensor, Workload
 from .units import (Where, parse_bandwidth, parse_bytes, parse_dtype_bits, parse_energy,
                     parse_frequency)
 
-PRESET_KINDS = ("archs", "workloads", "mapspace", "mappings")
+PRESET_KINDS = ("archs", "workloads", "mapspace", "mappings", "models")
 
 
 def preset_dirs(kind: str) -> list[Path]:
