@@ -13,6 +13,17 @@ def _fmt(value, spec=".4g") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def si(value: float, unit: str) -> str:
+    """`0.00123, 's'` -> `1.23 ms`: three significant figures with an SI prefix."""
+    if value == 0 or value is None:
+        return f"0 {unit}"
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"),
+                          (1e-6, "u"), (1e-9, "n"), (1e-12, "p")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
 def gap(greedy: dict | None, joint: dict | None) -> float | None:
     """How much worse greedy's score is than joint's, as a fraction of joint's."""
     if not greedy or not joint or greedy["status"] != "ok" or joint["status"] != "ok" or not joint["score"]:
@@ -101,10 +112,11 @@ def _model_totals(subjects, strategies, meta, section) -> str:
             time_s += count * row["seconds_kernel"]
             energy += count * row["energy_pj"]
         totals[s] = (time_s, energy, missing)
-        lines.append([s, f"{time_s * 1e3:.3f}", f"{energy / 1e12:.4f}",
-                      f"{missing} layer group(s) missing" if missing else ""])
-    text = "model totals (each layer group times its count):\n" + table(
-        ["strategy", "time ms", "energy J", ""], lines, align_left=1)
+        lines.append([s, si(time_s, "s"), si(energy * 1e-12, "J")]
+                     + ([f"{missing} layer group(s) missing"] if missing else []))
+    headers = ["strategy", "time", "energy"] + (["note"] if any(len(line) > 3 for line in lines) else [])
+    lines = [line + [""] * (len(headers) - len(line)) for line in lines]
+    text = "model totals (each layer group times its count):\n" + table(headers, lines, align_left=1)
     if "greedy" in totals and "joint" in totals and not totals["greedy"][2] and not totals["joint"][2]:
         (gt, ge, _), (jt, je, _) = totals["greedy"], totals["joint"]
         text += (f"\ngreedy takes {gt / jt - 1:+.1%} time and {ge / je - 1:+.1%} energy against joint")
