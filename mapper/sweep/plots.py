@@ -125,12 +125,14 @@ def _tiles(plt, by_shape, dims, section, path: Path):
                              sharex=True, squeeze=False)
     labels = ["x".join(str(v) for v in s) for s, _ in best]
     for ax, level in zip(axes[:, 0], levels):
-        for d, dim in enumerate(dims):
-            ax.plot(range(len(best)), [r["tiles"][level][dim] for _, r in best], marker="o", ms=3, label=dim)
+        for d, dim in enumerate(dims):          # nudged sideways and styled apart: equal tiles overlap
+            shift = (d - (len(dims) - 1) / 2) * 0.08
+            ax.plot([i + shift for i in range(len(best))], [r["tiles"][level][dim] for _, r in best],
+                    marker="osD^v<>"[d % 7], ms=4, ls=("-", "--", ":", "-.")[d % 4], label=dim)
         ax.set_yscale("log", base=2)
         ax.set_ylabel(f"{level} tile", fontsize=8)
         ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=7, ncol=len(dims), loc="upper left")
+    axes[0, 0].legend(fontsize=7, ncol=len(dims), loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False)
     axes[-1, 0].set_xticks(range(len(best)), labels, rotation=60, fontsize=6)
     axes[-1, 0].set_xlabel(" x ".join(dims))
     fig.suptitle(f"tile per level of the best mapping found, {section[0]}, objective {section[2]}", fontsize=9)
