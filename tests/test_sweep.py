@@ -87,6 +87,7 @@ def test_size_grammar():
     ("archs: [toy]\nworkloads: [{model: llama-7b, phase: train}]\n", "workloads[0].phase"),
     ("archs: [toy]\nworkloads: [{model: resnet50, seq: 128}]\n", "workloads[0].seq: unknown key"),
     ("archs: [toy]\nstrategies: [joint, best]\nworkloads: [{workload: gemm-256}]\n", "strategies[1]"),
+    ("archs: [toy]\nobjectives: [edp, 'bytes:L2']\nworkloads: [{workload: gemm-256}]\n", "objectives[1]"),
 ])
 def test_a_bad_sweep_file_is_one_line_naming_the_key(tmp_path, capsys, body, key):
     path = tmp_path / "bad.yaml"

@@ -85,12 +85,12 @@ def _apply_flags(spec, args):
     """Flags given on the command line override the sweep file's values."""
     from dataclasses import replace
     from ..load import load_constraints
-    from .spec import _load, _strategies
+    from .spec import _load, _strategies, objectives
     changes = {}
     if args.strategy:
         changes["strategies"] = _strategies(_split(args.strategy), Where("--strategy"))
     if args.objective:
-        changes["objectives"] = tuple(_split(args.objective))
+        changes["objectives"] = objectives(_split(args.objective), spec.archs, Where("--objective"))
     if args.mapspace:
         changes["mapspaces"] = tuple(_load(load_constraints, n, Where("--mapspace")) for n in _split(args.mapspace))
     elif not spec.mapspaces:

@@ -121,7 +121,7 @@ def run_points(points: list[Point], store: Store, jobs: int | None = None, sched
     if not todo:
         run.seconds = time.perf_counter() - started
         return run
-    jobs = jobs or default_jobs()
+    jobs = min(jobs or default_jobs(), len(todo))      # no idle processes to start
     executor = _Dask(scheduler) if scheduler is not None else _Processes(jobs) if jobs > 1 else _Inline()
     run.workers, run.where = executor.slots, executor.where
     neighbours = _Neighbours(store) if warm_start else None

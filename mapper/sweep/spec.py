@@ -118,6 +118,20 @@ def _strategies(raw, where: Where) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def objectives(raw, archs, where: Where) -> tuple[str, ...]:
+    """Objective names, each checked against every architecture (bytes:LEVEL needs the level)."""
+    from ..errors import SpecError
+    from ..search import parse_objective
+    names = _names(raw, where, ["edp"])
+    for i, name in enumerate(names):
+        for arch in archs:
+            try:
+                parse_objective(name, arch)
+            except SpecError as exc:
+                raise (where / i).error(f"{exc.expected} (architecture {arch.name})") from None
+    return tuple(dict.fromkeys(names))
+
+
 def load_sweep(path_str: str) -> SweepSpec:
     path = Path(path_str)
     if not path.is_file():
@@ -151,7 +165,7 @@ def sweep_from_dict(data, where: Where, base: Path | None = None) -> SweepSpec:
     return SweepSpec(name=text(data.get("name", Path(where.file).stem), where / "name"),
                      archs=archs, mapspaces=mapspaces,
                      strategies=_strategies(data.get("strategies", ["greedy", "joint"]), where / "strategies"),
-                     objectives=tuple(_names(data.get("objectives"), where / "objectives", ["edp"])),
+                     objectives=objectives(data.get("objectives"), archs, where / "objectives"),
                      subjects=tuple(subjects), settings=settings, warm_start=warm)
 
 
