@@ -109,7 +109,7 @@ def warm_saving(args, tmp: Path) -> None:
         print(f"  {label}: {seconds:.1f} s")
     print(f"  {'shape':<18} {'cold score':>11} {'warm score':>11} {'warm/cold':>9} {'cold best at':>12} "
           f"{'warm best at':>12}  neighbours admitted")
-    ratios = []
+    ratios, to_best = [], []
     for key, cold in runs["cold"].items():
         warm = runs["warm"][key]
         shape = "x".join(str(v) for v in cold["sizes"].values())
@@ -117,6 +117,8 @@ def warm_saving(args, tmp: Path) -> None:
             print(f"  {shape:<18} cold {cold['status']}, warm {warm['status']}")
             continue
         ratios.append(warm["score"] / cold["score"])
+        if warm["warm_admitted"]:
+            to_best.append((cold["seconds_to_best"], warm["seconds_to_best"]))
         print(f"  {shape:<18} {cold['score']:11.4g} {warm['score']:11.4g} {ratios[-1]:9.3f} "
               f"{cold['seconds_to_best']:11.2f}s {warm['seconds_to_best']:11.2f}s  "
               f"{warm['warm_admitted'] or 0} of {warm['warm_given'] or 0}")
@@ -126,6 +128,10 @@ def warm_saving(args, tmp: Path) -> None:
         print(f"  geometric mean warm/cold score: {geo:.3f} ({(1 - geo):+.1%} lower with warm starts); "
               f"better in {sum(r < 1 - 1e-9 for r in ratios)}, equal in {sum(abs(r - 1) <= 1e-9 for r in ratios)}, "
               f"worse in {sum(r > 1 + 1e-9 for r in ratios)}")
+    if to_best:
+        cold_s, warm_s = (sorted(x)[len(x) // 2] for x in zip(*to_best))
+        print(f"  where a neighbour was admitted ({len(to_best)} points): median seconds to the best mapping "
+              f"{cold_s:.2f} cold, {warm_s:.2f} warm")
 
 
 def main() -> None:
