@@ -17,7 +17,6 @@ import pytest
 
 from mapper.cli import main
 from mapper.errors import SpecError
-from mapper.load import load_arch, load_constraints
 from mapper.sweep.grid import parse_dim_grid, size_values
 from mapper.sweep.models import expand, load_model, model_from_dict
 from mapper.sweep.points import expand_points

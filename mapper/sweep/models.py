@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import operator
 from dataclasses import dataclass
-from pathlib import Path
 
 import networkx as nx
 
@@ -230,11 +229,3 @@ def expand(model: Model, phase: str | None, inputs: dict[str, int], where: Where
         out.append(Group(workload, names, sum(c for _, c, _ in members)))
     return Expansion(model.name, phase, tuple(values.items()), tuple(out))
 
-
-def model_names() -> list[str]:
-    from ..load import preset_names
-    return preset_names("models")
-
-
-def model_path(name_or_path) -> Path:
-    return resolve("models", name_or_path)

@@ -113,7 +113,7 @@ def run_points(points: list[Point], store: Store, jobs: int | None = None, sched
     """Search every point whose key is not in the store yet; returns what was done."""
     started = time.perf_counter()
     unique = list({p.key: p for p in reversed(points)}.values())[::-1]    # first occurrence wins
-    done_keys = {row["key"] for row in store.rows() if not (retry_failed and row["status"] in REDO)}
+    done_keys = {key for key, status in store.statuses().items() if not (retry_failed and status in REDO)}
     todo = [p for p in unique if p.key not in done_keys]
     # joint points last and small shapes first, so more of them find finished neighbours
     todo.sort(key=lambda p: (p.strategy == "joint", p.family if p.strategy == "joint" else "", p.workload.macs))

@@ -67,8 +67,9 @@ class Store:
     def __exit__(self, *exc):
         self.close()
 
-    def finished_keys(self) -> set[str]:
-        return {key for (key,) in self.db.execute("SELECT key FROM points")}
+    def statuses(self) -> dict[str, str]:
+        """Every stored point's key and status (without reading the JSON columns)."""
+        return dict(self.db.execute("SELECT key, status FROM points"))
 
     def write(self, row: dict) -> None:
         """Insert one point (replacing an older answer in its slot), in one transaction."""
