@@ -328,3 +328,17 @@ def test_grid_plots_are_written(tmp_path):
         rows = {r["key"]: r for r in store.rows()}
     written = sorted(p.name.split("-")[0] for p in write_plots(points, rows, tmp_path / "plots"))
     assert written == ["gap", "roofline", "tiles"]
+
+
+def test_retry_failed_searches_failed_points_again(tmp_path):
+    path = sweep_file(tmp_path, sizes="m: [2, 4], n: 2, k: 4", strategies=("greedy",))
+    points = expand_points(load_sweep(str(path)))
+    db = tmp_path / "r.sqlite"
+    with Store(db) as store:
+        run_points(points, store, jobs=1, progress=False)
+        row = store.rows()[0]
+        store.write({**row, "status": "failed", "reason": "RuntimeError: simulated", "finished_at": 0.0})
+        assert len(run_points(points, store, jobs=1, progress=False).computed) == 0      # stored: skipped
+        again = run_points(points, store, jobs=1, progress=False, retry_failed=True)
+        assert [r["key"] for r in again.computed] == [row["key"]] and again.computed[0]["status"] == "ok"
+        assert len(store.rows()) == 2
