@@ -292,7 +292,7 @@ def test_warm_starts_hand_joint_points_their_neighbours(tmp_path):
     assert all(r["warm_given"] >= 1 and r["warm_admitted"] >= 1 for r in rows[1:])
     assert all(r["warm_score"] >= r["score"] for r in rows[1:])       # a start, never below the optimum
     from mapper.sweep.report import warm_text
-    assert "3 of 4 joint point(s)" in warm_text(run.computed)
+    assert "warm starts: 3 of 4 joint point(s)" in warm_text(run.computed)
 
 
 # ----------------------------------------------------------------------------- report and plots

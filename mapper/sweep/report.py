@@ -130,15 +130,15 @@ def warm_text(computed: list[dict]) -> str:
     if not joint:
         return ""
     if not given:
-        return f"warm starts: none of the {len(joint)} joint point(s) had a finished neighbour that carries over"
+        return f"warm starts: none of the {len(joint)} joint point(s) had a finished mapping that carries over"
     admitted = [r for r in given if r.get("warm_admitted")]
     better = [r for r in admitted if r.get("warm_score") is not None and r.get("start_score") is not None
               and r["warm_score"] < r["start_score"]]
     final = [r for r in admitted if r.get("warm_score") is not None and r["warm_score"] <= r["score"] * (1 + 1e-9)]
     gains = sorted((r["start_score"] - r["warm_score"]) / r["start_score"] for r in better)
-    text = (f"warm starts: {len(given)} of {len(joint)} joint point(s) were given rescaled mappings of finished "
-            f"neighbours; {len(admitted)} lie in their space; in {len(better)} the neighbour's mapping started the "
-            f"search better than greedy's start")
+    text = (f"warm starts: {len(given)} of {len(joint)} joint point(s) were given finished mappings (their own "
+            f"shape's from other strategies, neighbouring shapes' rescaled); {len(admitted)} lie in their space; "
+            f"in {len(better)} the best of them started the search better than the joint search's own greedy start")
     if gains:
         text += f" (median {gains[len(gains) // 2]:.1%} lower score to start from)"
     text += f"; in {len(final)} it was already the final answer"

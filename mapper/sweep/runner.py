@@ -1,7 +1,8 @@
 """Running a sweep's points: in this process, on local processes, or on a Dask cluster.
 
 Whichever way, the parent keeps at most as many points in flight as there are workers, hands
-each joint point the best mappings of finished neighbouring shapes (rescaled to its shape), and
+each joint point the best finished mapping of its own shape (greedy's, say) and of the nearest
+finished neighbouring shapes (rescaled to its shape), and
 writes each finished point to the store itself, one transaction per point. Finished points
 (same input hash) are skipped, so a killed sweep resumes where it stopped.
 """
@@ -11,6 +12,7 @@ import math
 import os
 import sys
 import time
+from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future
 from dataclasses import dataclass, field, replace
 
@@ -21,7 +23,7 @@ from .execute import Task, run_task
 from .points import Point
 from .store import Store
 
-NEIGHBOURS = 3            # rescaled mappings handed to a joint point
+NEIGHBOURS = 3            # other shapes' mappings handed to a joint point (besides its own shape's)
 REDO = ("failed", "timeout")      # statuses `retry_failed` searches again
 
 
@@ -130,15 +132,30 @@ def run_points(points: list[Point], store: Store, jobs: int | None = None, sched
                dynamic_ncols=True)
     pending: set = set()
     queue = list(todo)
+    # a joint point waits (while other work is ready) for the other strategies' points of its
+    # shape, so that it starts from their mappings and never ends worse than they did
+    unfinished = {p.key for p in todo}
+    others = defaultdict(set)
+    for p in todo:
+        if p.strategy != "joint":
+            others[(p.family, p.workload.sizes)].add(p.key)
+
+    def ready(p: Point) -> bool:
+        return p.strategy != "joint" or not (others[(p.family, p.workload.sizes)] & unfinished)
+
     try:
         while queue or pending:
             while queue and len(pending) < executor.slots:
-                point = queue.pop(0)
+                index = next((i for i, p in enumerate(queue) if ready(p)), None)
+                if index is None and pending:
+                    break
+                point = queue.pop(index or 0)
                 incumbents = neighbours.for_point(point) if neighbours and point.strategy == "joint" else ()
                 pending.add(executor.submit(Task(point, incumbents)))
             done, pending = executor.wait(pending)
             for future in done:
                 row = future.result()
+                unfinished.discard(row["key"])
                 store.write(row)
                 run.computed.append(row)
                 if neighbours:
@@ -169,12 +186,13 @@ class _Neighbours:
             self.by_family[row["family"]].append(row)
 
     def for_point(self, point: Point) -> tuple[Mapping, ...]:
-        """The best mapping of each of the nearest finished shapes (log distance over the
-        sizes), rescaled to the point's shape; those that do not carry over are left out."""
+        """The best finished mapping of the point's own shape (another strategy's) and of each
+        of the nearest other shapes (log distance over the sizes), rescaled to the point's
+        shape; those that do not carry over are left out."""
         best: dict[tuple, dict] = {}
         for row in self._rows(point.family):
             sizes = tuple(row["sizes"][d] for d in point.workload.dims)
-            if sizes != point.workload.sizes and (sizes not in best or row["score"] < best[sizes]["score"]):
+            if row["key"] != point.key and (sizes not in best or row["score"] < best[sizes]["score"]):
                 best[sizes] = row
 
         def distance(sizes):
@@ -190,6 +208,6 @@ class _Neighbours:
             carried = rescale(mapping, source, point.workload)
             if carried is not None:
                 out.append(carried)
-            if len(out) == NEIGHBOURS:
+            if len(out) == NEIGHBOURS + (point.workload.sizes in best):
                 break
         return tuple(out)
