@@ -134,6 +134,15 @@ SCALARS = tuple(n for n in NAMES if n not in ("sizes", "mapping", "tiles", "cost
 
 
 def results_command(args) -> int:
+    try:
+        return _results(args)
+    except BrokenPipeError:          # `mapper results --csv - | head`: the reader has enough
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _results(args) -> int:
     if not Path(args.db).is_file():
         raise MapperError(f"{args.db}: no results store here (run `mapper sweep` first, or give --db FILE)")
     with Store(args.db) as store:
