@@ -302,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.set_defaults(run=_explain)
     pr = sub.add_parser("presets", help="list the bundled architectures, workloads and mappings")
     pr.set_defaults(run=_presets)
+    from .sweep.cli import add_commands as add_sweep_commands      # sweep, results
+    add_sweep_commands(sub)
     return parser
 
 

@@ -27,7 +27,7 @@ from .units import (Where, parse_bandwidth, parse_bytes, parse_dtype_bits, parse
                     parse_frequency, parse_latency)
 from .validate import fields, name_list, name_text, positive_int, text
 
-PRESET_KINDS = ("archs", "workloads", "mapspace", "mappings")
+PRESET_KINDS = ("archs", "workloads", "mapspace", "mappings", "models")
 
 
 def preset_dirs(kind: str) -> list[Path]:

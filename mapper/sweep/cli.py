@@ -1,0 +1,189 @@
+"""`mapper sweep` and `mapper results`: the sweep's command-line edge (parsing flags into a
+`SweepSpec`, printing the report, exporting the store)."""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+from ..errors import MapperError, SpecError
+from ..units import Where
+from .store import DEFAULT_DB, NAMES, Store
+
+
+def add_commands(sub) -> None:
+    sw = sub.add_parser("sweep", help="search a grid of shapes, models and architectures into a results store")
+    sw.add_argument("target", help="a sweep file, or with --gemm/--model/--workload the architecture(s) "
+                    "(preset or file; several comma-separated)")
+    sw.add_argument("--gemm", action="append", metavar="GRID",
+                    help="GEMM shapes, e.g. 'm=512..8192:x2 n=4096 k=1024,4096' (a..b:xF geometric, "
+                         "a..b:+S arithmetic, a,b,c a list); repeatable")
+    sw.add_argument("--model", action="append", help="a model preset's layers (see `mapper presets`); repeatable")
+    sw.add_argument("--phase", help="model phase(s), comma-separated (e.g. prefill, decode)")
+    sw.add_argument("--seq", help="model input: sequence length(s) (value, list or range)")
+    sw.add_argument("--batch", help="model input: batch size(s) (value, list or range)")
+    sw.add_argument("--workload", action="append", help="a workload preset or file; repeatable")
+    sw.add_argument("--strategy", default=None, help="comma-separated strategies (default greedy,joint)")
+    sw.add_argument("--objective", default=None, help="comma-separated objectives (default edp)")
+    sw.add_argument("--mapspace", default=None, help="comma-separated mapspace presets or files")
+    sw.add_argument("--time-limit", type=float, default=None, help="seconds per point (default 10)")
+    sw.add_argument("--cpsat-seconds", type=float, default=None, help="joint: CP-SAT proposal cap per point")
+    sw.add_argument("--seed", type=int, default=None)
+    sw.add_argument("--samples", type=int, default=None)
+    sw.add_argument("--db", default=DEFAULT_DB, help=f"results store (default {DEFAULT_DB})")
+    sw.add_argument("--jobs", type=int, default=None, help="local processes (default: all cores; 1 runs here)")
+    sw.add_argument("--scheduler", default=None, help="address of a Dask scheduler (tcp://host:8786)")
+    sw.add_argument("--plot", default=None, metavar="DIR", help="write the sweep's plots (PNG) here")
+    sw.add_argument("--no-warm-start", action="store_true", help="joint points start cold")
+    sw.add_argument("--retry-failed", action="store_true", help="search failed and timed-out points again")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.set_defaults(run=sweep_command)
+    rs = sub.add_parser("results", help="list or export the results store")
+    rs.add_argument("--db", default=DEFAULT_DB, help=f"results store (default {DEFAULT_DB})")
+    out = rs.add_mutually_exclusive_group()
+    out.add_argument("--csv", metavar="OUT", help="write CSV, one row per point ('-': standard output)")
+    out.add_argument("--jsonl", metavar="OUT", help="write JSON lines, one per point ('-': standard output)")
+    rs.set_defaults(run=results_command)
+
+
+def _split(text: str | None) -> list[str] | None:
+    return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
+
+
+def build_spec(args):
+    from ..load import load_arch
+    from .spec import SweepSpec, _load, gemm_subjects, load_sweep, model_subjects, workload_entry
+    flag_mode = bool(args.gemm or args.model or args.workload)
+    if not flag_mode:
+        if args.phase or args.seq or args.batch:
+            raise SpecError("--phase/--seq/--batch", "", "apply to --model; give --model NAME")
+        spec = load_sweep(args.target)
+    else:
+        subjects = []
+        for grid in args.gemm or []:
+            subjects += gemm_subjects(grid)
+        for name in args.workload or []:
+            subjects += workload_entry({"workload": name}, Where("--workload"))
+        for name in args.model or []:
+            entry = {"model": name}
+            if args.phase:
+                entry["phase"] = _split(args.phase)
+            for key in ("seq", "batch"):
+                if getattr(args, key):
+                    entry[key] = getattr(args, key)
+            subjects += model_subjects(entry, Where(f"--model {name}"))
+        if not subjects:
+            raise SpecError("mapper sweep", "", "nothing to search")
+        archs = tuple(_load(load_arch, name, Where("mapper sweep") / "ARCH") for name in _split(args.target))
+        spec = SweepSpec(name="sweep", archs=archs, mapspaces=(), strategies=("greedy", "joint"),
+                         objectives=("edp",), subjects=tuple(subjects))
+    return _apply_flags(spec, args)
+
+
+def _apply_flags(spec, args):
+    """Flags given on the command line override the sweep file's values."""
+    from dataclasses import replace
+    from ..load import load_constraints
+    from .spec import _load, _strategies, objectives
+    changes = {}
+    if args.strategy:
+        changes["strategies"] = _strategies(_split(args.strategy), Where("--strategy"))
+    if args.objective:
+        changes["objectives"] = objectives(_split(args.objective), spec.archs, Where("--objective"))
+    if args.mapspace:
+        changes["mapspaces"] = tuple(_load(load_constraints, n, Where("--mapspace")) for n in _split(args.mapspace))
+    elif not spec.mapspaces:
+        changes["mapspaces"] = (load_constraints(None),)
+    settings = spec.settings
+    for flag, name in (("time_limit", "time_limit"), ("cpsat_seconds", "cpsat_seconds"), ("seed", "seed"),
+                       ("samples", "samples")):
+        value = getattr(args, flag)
+        if value is not None:
+            if value < 0:
+                raise SpecError(f"--{flag.replace('_', '-')}", "", f"expected a value >= 0, got {value}")
+            settings = replace(settings, **{name: value})
+    changes["settings"] = settings
+    if args.no_warm_start:
+        changes["warm_start"] = False
+    return replace(spec, **changes)
+
+
+def sweep_command(args) -> int:
+    from .points import expand_points
+    from .report import sweep_text
+    from .runner import run_points
+    if args.jobs is not None and args.jobs < 1:
+        raise SpecError("--jobs", "", f"expected a positive number of processes, got {args.jobs}")
+    spec = build_spec(args)
+    points = expand_points(spec)
+    with Store(args.db) as store:
+        run = run_points(points, store, jobs=args.jobs, scheduler=args.scheduler, warm_start=spec.warm_start,
+                         progress=not args.quiet, retry_failed=args.retry_failed)
+        rows = {row["key"]: row for row in store.rows({p.key for p in points})}
+    print(sweep_text(run, rows, args.db))
+    if args.plot:
+        from .plots import write_plots
+        written = write_plots(points, rows, Path(args.plot))
+        print("\nplots:\n" + "\n".join(f"  {p}" for p in written) if written else "\nplots: nothing to plot")
+    return 0
+
+
+SCALARS = tuple(n for n in NAMES if n not in ("sizes", "mapping", "tiles", "cost", "notes", "settings",
+                                                 "model_inputs"))
+
+
+def results_command(args) -> int:
+    try:
+        return _results(args)
+    except BrokenPipeError:          # `mapper results --csv - | head`: the reader has enough
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _results(args) -> int:
+    if not Path(args.db).is_file():
+        raise MapperError(f"{args.db}: no results store here (run `mapper sweep` first, or give --db FILE)")
+    with Store(args.db) as store:
+        rows = store.rows()
+    if args.jsonl:
+        with _open(args.jsonl) as out:
+            for row in rows:
+                out.write(json.dumps(row) + "\n")
+        return 0
+    if args.csv:
+        dims = list(dict.fromkeys(d for row in rows for d in (row["sizes"] or {})))
+        columns = [("size_" + d) if d in NAMES else d for d in dims]
+        with _open(args.csv) as out:
+            writer = csv.writer(out)
+            writer.writerow(list(SCALARS) + columns + ["settings", "model_inputs", "mapping", "tiles", "notes"])
+            for row in rows:
+                sizes = row["sizes"] or {}
+                writer.writerow([row[n] for n in SCALARS] + [sizes.get(d, "") for d in dims]
+                                + [json.dumps(row[n]) for n in ("settings", "model_inputs", "mapping", "tiles", "notes")])
+        return 0
+    from ..report import table
+    lines = [[row["status"], row["arch"], row["workload"], row["strategy"], row["objective"],
+              "-" if row["score"] is None else f"{row['score']:.4g}", row["bottleneck"] or "-",
+              {1: "yes", 0: "no", None: "-"}[row["optimal"]], f"{row['search_seconds'] or 0:.2f}"]
+             for row in rows]
+    print(table(["status", "arch", "workload", "strategy", "objective", "score", "bottleneck", "optimal",
+                 "seconds"], lines, align_left=5))
+    print(f"{len(rows)} point(s) in {args.db}")
+    return 0
+
+
+class _open:
+    """A file to write, or standard output for '-'."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        self.handle = sys.stdout if self.name == "-" else open(self.name, "w", newline="")
+        return self.handle
+
+    def __exit__(self, *exc):
+        if self.handle is not sys.stdout:
+            self.handle.close()

@@ -1,0 +1,127 @@
+"""One point, searched: the function a worker runs (in this process, a local process pool or a
+Dask worker) and the row it returns. It reads no file and writes nothing: everything it needs
+travels in the task, and only the sweep's parent writes the store.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+import traceback
+from dataclasses import dataclass
+
+from ..cost import evaluate_many
+from ..errors import InfeasibleError, MapperError, SpecError
+from ..mapping import Mapping, level_tiles, mapping_to_dict
+from ..mapspace import Mapspace
+from ..report import evaluation_json
+from ..search import make_strategy, parse_objective
+from ..search.warm import admit
+from .points import Point
+
+
+@dataclass(frozen=True)
+class Task:
+    point: Point
+    incumbents: tuple[Mapping, ...] = ()     # neighbours' best mappings, rescaled to this shape
+
+
+def package_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("mapper")
+    except Exception:          # running from a checkout that is not installed
+        return "unknown"
+
+
+def base_row(point: Point) -> dict:
+    """The inputs' columns of a point's row (the same whatever the outcome)."""
+    layer = point.layer
+    arch = point.arch
+    return {
+        "key": point.key, "slot": point.slot, "arch": arch.name, "workload": point.workload.name,
+        "einsum": point.workload.einsum, "mapspace": point.constraints.name, "strategy": point.strategy,
+        "objective": point.objective, "settings": dict(point.settings), "sizes": point.sizes,
+        "family": point.family, "macs": point.workload.macs,
+        "model": layer and layer.model, "phase": layer and layer.phase,
+        "model_inputs": layer and dict(layer.inputs), "expansion": layer and layer.label,
+        "layers": layer and "+".join(layer.layers), "count": layer and layer.count,
+        "position": layer and layer.position,
+        "peak_macs_per_s": arch.peak_macs_per_cycle * arch.clock_hz,
+        "outer_bytes_per_s": arch.levels[0].bandwidth * arch.clock_hz,
+        "version": package_version(), "worker": f"{socket.gethostname()}:{os.getpid()}",
+    }
+
+
+def run_task(task: Task) -> dict:
+    """Search one point; a bad point comes back as a row with its status and reason."""
+    point = task.point
+    row = base_row(point)
+    started = time.perf_counter()
+    try:
+        row.update(_search(point, task.incumbents))
+        row["status"] = "ok"
+    except InfeasibleError as exc:
+        row["status"] = "timeout" if "within its budget" in str(exc) else "infeasible"
+        row["reason"] = str(exc)
+    except SpecError as exc:
+        row.update(status="invalid", reason=str(exc))
+    except MapperError as exc:
+        row.update(status="infeasible", reason=str(exc))
+    except Exception as exc:          # a bug: recorded with where it happened, the sweep goes on
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        row.update(status="failed", reason=f"{type(exc).__name__}: {exc} "
+                   f"({os.path.basename(frame.filename)}:{frame.lineno})")
+    row["search_seconds"] = row.get("search_seconds") or time.perf_counter() - started
+    row["finished_at"] = time.time()
+    return row
+
+
+def _search(point: Point, incumbents: tuple[Mapping, ...]) -> dict:
+    arch, workload = point.arch, point.workload
+    settings = dict(point.settings)
+    space = Mapspace(arch, workload, point.constraints)
+    objective = parse_objective(point.objective, arch)
+    strategy = make_strategy(point.strategy, time_limit=settings.get("time_limit") or None,
+                             seed=int(settings.get("seed", 0)), samples=int(settings.get("samples", 200_000)),
+                             cpsat_seconds=settings.get("cpsat_seconds", 2.0), incumbents=incumbents)
+    result = strategy.run(space, objective)
+    ev = result.evaluation
+    out = {
+        "score": result.score, "energy_pj": ev.energy_pj, "cycles": ev.cycles,
+        "seconds_kernel": ev.cycles / arch.clock_hz, "edp": ev.edp, "utilization": ev.utilization,
+        "bottleneck": ev.bottleneck, "outer_bytes": ev.levels[0].traffic_bytes,
+        "evaluated": result.evaluated, "search_seconds": result.seconds,
+        "seconds_to_best": result.seconds_to_best, "optimal": int(result.optimal),
+        "complete": int(result.complete), "gap": result.gap,
+        "mapping": mapping_to_dict(result.mapping, arch, workload),
+        "tiles": {level.name: dict(zip(workload.dims, tile))
+                  for level, tile in zip(arch.levels, level_tiles(result.mapping, len(workload.dims)))},
+        "cost": evaluation_json(arch, workload, result.mapping, ev)["cost"],
+        "notes": result.notes,
+    }
+    if point.strategy == "joint":
+        out.update(_warm_figures(space, objective, incumbents, result.notes))
+    return out
+
+
+def _warm_figures(space, objective, incumbents, notes) -> dict:
+    """How good a start the neighbours gave: how many lie in this space, the best one's score,
+    and the score of greedy's start that the joint search would have had without them."""
+    admitted = [t for t in (admit(space, m) for m in incumbents) if t is not None]
+    best = None
+    for table in admitted:
+        costs = evaluate_many(space.arch, space.workload, table)
+        valid = costs.valid & space.valid_mask(table)
+        if valid[0]:
+            score = float(objective.score(costs)[0])
+            best = score if best is None else min(best, score)
+    start = None
+    for note in notes:
+        match = re.match(r"warm start \(greedy\): ([0-9.eE+-]+)", note)
+        if match:
+            start = float(match.group(1))
+    return {"warm_given": len(incumbents), "warm_admitted": len(admitted), "warm_score": best,
+            "start_score": start}
+

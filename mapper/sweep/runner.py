@@ -1,0 +1,213 @@
+"""Running a sweep's points: in this process, on local processes, or on a Dask cluster.
+
+Whichever way, the parent keeps at most as many points in flight as there are workers, hands
+each joint point the best finished mapping of its own shape (greedy's, say) and of the nearest
+finished neighbouring shapes (rescaled to its shape), and
+writes each finished point to the store itself, one transaction per point. Finished points
+(same input hash) are skipped, so a killed sweep resumes where it stopped.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections import defaultdict
+from concurrent.futures import FIRST_COMPLETED, Future
+from dataclasses import dataclass, field, replace
+
+from ..mapping import Mapping, mapping_from_dict
+from ..search.warm import rescale
+from ..units import Where
+from .execute import Task, run_task
+from .points import Point
+from .store import Store
+
+NEIGHBOURS = 3            # other shapes' mappings handed to a joint point (besides its own shape's)
+REDO = ("failed", "timeout")      # statuses `retry_failed` searches again
+
+
+@dataclass
+class SweepRun:
+    points: list[Point]                      # every point of the sweep (shared keys included)
+    computed: list[dict] = field(default_factory=list)   # rows searched by this run
+    skipped: int = 0                         # unique points already in the store
+    seconds: float = 0.0
+    workers: int = 1
+    where: str = "this process"
+
+    @property
+    def failures(self) -> int:
+        return sum(row["status"] != "ok" for row in self.computed)
+
+
+class _Inline:
+    """jobs = 1: each point runs here, when it is submitted."""
+    slots = 1
+    where = "this process"
+
+    def submit(self, task):
+        future = Future()
+        try:
+            future.set_result(run_task(task))
+        except BaseException as exc:        # run_task records errors itself; this is a last resort
+            future.set_exception(exc)
+        return future
+
+    def wait(self, pending):
+        return set(pending), set()
+
+    def close(self):
+        pass
+
+
+class _Processes:
+    def __init__(self, jobs: int):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        # spawn: no forking of a parent that holds threads (tqdm) and an open SQLite handle
+        self.pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        self.slots = jobs
+        self.where = f"{jobs} local processes"
+
+    def submit(self, task):
+        return self.pool.submit(run_task, task)
+
+    def wait(self, pending):
+        from concurrent.futures import wait
+        done, rest = wait(pending, return_when=FIRST_COMPLETED)
+        return set(done), set(rest)
+
+    def close(self):
+        self.pool.shutdown(cancel_futures=True)
+
+
+class _Dask:
+    def __init__(self, scheduler):
+        try:
+            from distributed import Client
+        except ImportError:
+            from ..errors import MapperError
+            raise MapperError("--scheduler needs dask.distributed: pip install 'mapper[dist]'") from None
+        self.client = Client(scheduler)
+        threads = sum(self.client.nthreads().values())
+        self.slots = max(1, threads)
+        self.where = f"Dask cluster {self.client.scheduler.address} ({threads} worker threads)"
+
+    def submit(self, task):
+        return self.client.submit(run_task, task, pure=False)
+
+    def wait(self, pending):
+        from distributed import wait
+        done, rest = wait(list(pending), return_when="FIRST_COMPLETED")
+        return set(done), set(rest)
+
+    def close(self):
+        self.client.close()
+
+
+def default_jobs() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def run_points(points: list[Point], store: Store, jobs: int | None = None, scheduler=None,
+               warm_start: bool = True, progress: bool = True, retry_failed: bool = False) -> SweepRun:
+    """Search every point whose key is not in the store yet; returns what was done."""
+    started = time.perf_counter()
+    unique = list({p.key: p for p in reversed(points)}.values())[::-1]    # first occurrence wins
+    done_keys = {key for key, status in store.statuses().items() if not (retry_failed and status in REDO)}
+    todo = [p for p in unique if p.key not in done_keys]
+    # joint points last and small shapes first, so more of them find finished neighbours
+    todo.sort(key=lambda p: (p.strategy == "joint", p.family if p.strategy == "joint" else "", p.workload.macs))
+    run = SweepRun(points=points, skipped=len(unique) - len(todo))
+    if not todo:
+        run.seconds = time.perf_counter() - started
+        return run
+    jobs = min(jobs or default_jobs(), len(todo))      # no idle processes to start
+    executor = _Dask(scheduler) if scheduler is not None else _Processes(jobs) if jobs > 1 else _Inline()
+    run.workers, run.where = executor.slots, executor.where
+    neighbours = _Neighbours(store) if warm_start else None
+    from tqdm import tqdm
+    bar = tqdm(total=len(todo), desc="sweep", unit=" points", file=sys.stderr, disable=not progress,
+               dynamic_ncols=True)
+    pending: set = set()
+    queue = list(todo)
+    # a joint point waits (while other work is ready) for the other strategies' points of its
+    # shape, so that it starts from their mappings and never ends worse than they did
+    unfinished = {p.key for p in todo}
+    others = defaultdict(set)
+    for p in todo:
+        if p.strategy != "joint":
+            others[(p.family, p.workload.sizes)].add(p.key)
+
+    def ready(p: Point) -> bool:
+        return p.strategy != "joint" or not (others[(p.family, p.workload.sizes)] & unfinished)
+
+    try:
+        while queue or pending:
+            while queue and len(pending) < executor.slots:
+                index = next((i for i, p in enumerate(queue) if ready(p)), None)
+                if index is None and pending:
+                    break
+                point = queue.pop(index or 0)
+                incumbents = neighbours.for_point(point) if neighbours and point.strategy == "joint" else ()
+                pending.add(executor.submit(Task(point, incumbents)))
+            done, pending = executor.wait(pending)
+            for future in done:
+                row = future.result()
+                unfinished.discard(row["key"])
+                store.write(row)
+                run.computed.append(row)
+                if neighbours:
+                    neighbours.add(row)
+                bar.update(1)
+                bar.set_postfix(failed=run.failures, refresh=False)
+    finally:
+        bar.close()
+        executor.close()
+    run.seconds = time.perf_counter() - started
+    return run
+
+
+class _Neighbours:
+    """Finished points by warm-start family, read from the store once per family."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.by_family: dict[str, list[dict]] = {}
+
+    def _rows(self, family: str) -> list[dict]:
+        if family not in self.by_family:
+            self.by_family[family] = self.store.family_rows(family)
+        return self.by_family[family]
+
+    def add(self, row: dict) -> None:
+        if row["status"] == "ok" and row["family"] in self.by_family:
+            self.by_family[row["family"]].append(row)
+
+    def for_point(self, point: Point) -> tuple[Mapping, ...]:
+        """The best finished mapping of the point's own shape (another strategy's) and of each
+        of the nearest other shapes (log distance over the sizes), rescaled to the point's
+        shape; those that do not carry over are left out."""
+        best: dict[tuple, dict] = {}
+        for row in self._rows(point.family):
+            sizes = tuple(row["sizes"][d] for d in point.workload.dims)
+            if row["key"] != point.key and (sizes not in best or row["score"] < best[sizes]["score"]):
+                best[sizes] = row
+
+        def distance(sizes):
+            return sum(abs(math.log(a / b)) for a, b in zip(sizes, point.workload.sizes))
+
+        out = []
+        for sizes in sorted(best, key=distance):
+            source = replace(point.workload, sizes=sizes)
+            try:
+                mapping = mapping_from_dict(best[sizes]["mapping"], point.arch, source, Where("store"))
+            except Exception:        # a row from an older layout: not worth failing the point for
+                continue
+            carried = rescale(mapping, source, point.workload)
+            if carried is not None:
+                out.append(carried)
+            if len(out) == NEIGHBOURS + (point.workload.sizes in best):
+                break
+        return tuple(out)

@@ -1,0 +1,242 @@
+"""The sweep file (and the flags that stand in for one): what to search, over what.
+
+```yaml
+name: gemm-grid                  # optional
+archs: [h100, a100]              # presets or files
+mapspaces: [default]             # optional, presets or files
+strategies: [greedy, joint]
+objectives: [edp]                # optional
+time_limit: 10                   # seconds per point (optional)
+workloads:
+  - workload: gemm-4096          # a preset or a file
+  - einsum: "Z[m,n] += A[m,k] * B[k,n]"        # a template over a grid of sizes
+    sizes: {m: "512..8192:x2", n: 4096, k: [1024, 4096]}
+    dtype: bf16
+    dtypes: {Z: fp32}
+  - model: llama-7b              # the layers of a model preset
+    phase: prefill
+    seq: 2048                    # the model's inputs: a value, a list or a range
+```
+
+Validated like every other spec: an error names the file and the key path. Files named in a
+sweep file are looked for beside it first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..constraints import Constraints
+from ..load import (fields, load_arch, load_constraints, load_workload, read_yaml, text,
+                    workload_from_dict)
+from ..search import STRATEGIES
+from ..spec import Arch, Workload
+from ..units import Where
+from .grid import combinations, parse_dim_grid, size_values
+from .models import expand, load_model
+
+DEFAULT_TIME_LIMIT = 10.0
+GEMM_EINSUM = "Z[m,n] += A[m,k] * B[k,n]"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Search settings shared by the sweep's points (each strategy hashes the ones it uses)."""
+    time_limit: float = DEFAULT_TIME_LIMIT
+    seed: int = 0
+    samples: int = 200_000
+    cpsat_seconds: float = 2.0
+
+    def used_by(self, strategy: str) -> dict:
+        used = {"time_limit": self.time_limit}
+        if strategy == "random":
+            used.update(seed=self.seed, samples=self.samples)
+        if strategy == "joint":
+            used.update(cpsat_seconds=self.cpsat_seconds)
+        return used
+
+
+@dataclass(frozen=True)
+class LayerOf:
+    """Where a workload came from when it is a group of a model's layers."""
+    model: str
+    phase: str
+    inputs: tuple[tuple[str, int], ...]
+    label: str                   # the expansion: model, phase and inputs
+    layers: tuple[str, ...]
+    count: int
+    position: int                # dataflow order within the expansion
+
+
+@dataclass(frozen=True)
+class Subject:
+    workload: Workload
+    layer: LayerOf | None = None
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    archs: tuple[Arch, ...]
+    mapspaces: tuple[Constraints, ...]
+    strategies: tuple[str, ...]
+    objectives: tuple[str, ...]
+    subjects: tuple[Subject, ...]
+    settings: Settings = field(default_factory=Settings)
+    warm_start: bool = True
+
+
+def _names(raw, where: Where, default=None) -> list:
+    if raw is None and default is not None:
+        return list(default)
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not raw or not all(isinstance(v, str) for v in raw):
+        raise where.error(f"expected a name or a non-empty list of names, got {raw!r}")
+    return raw
+
+
+def _beside(base: Path | None, name: str) -> str:
+    """A file named relative to the sweep file, when it exists there."""
+    if base is not None and (base / name).is_file():
+        return str(base / name)
+    return name
+
+
+def _number(raw, where: Where, what: str, integer: bool = False):
+    bad = isinstance(raw, bool) or not isinstance(raw, int if integer else (int, float)) or raw < 0
+    if bad:
+        raise where.error(f"expected {what}, got {raw!r}")
+    return raw
+
+
+def _strategies(raw, where: Where) -> tuple[str, ...]:
+    names = _names(raw, where)
+    for i, name in enumerate(names):
+        if name not in STRATEGIES:
+            raise (where / i).error(f"expected one of {', '.join(STRATEGIES)}, got {name!r}")
+    return tuple(dict.fromkeys(names))
+
+
+def objectives(raw, archs, where: Where) -> tuple[str, ...]:
+    """Objective names, each checked against every architecture (bytes:LEVEL needs the level)."""
+    from ..errors import SpecError
+    from ..search import parse_objective
+    names = _names(raw, where, ["edp"])
+    for i, name in enumerate(names):
+        for arch in archs:
+            try:
+                parse_objective(name, arch)
+            except SpecError as exc:
+                raise (where / i).error(f"{exc.expected} (architecture {arch.name})") from None
+    return tuple(dict.fromkeys(names))
+
+
+def load_sweep(path_str: str) -> SweepSpec:
+    path = Path(path_str)
+    if not path.is_file():
+        from ..errors import SpecError
+        raise SpecError(path_str, "", "no such sweep file")
+    return sweep_from_dict(read_yaml(path), Where(str(path)), path.parent)
+
+
+def sweep_from_dict(data, where: Where, base: Path | None = None) -> SweepSpec:
+    fields(data, where, ("archs", "workloads"), ("name", "description", "mapspaces", "strategies",
+                                                 "objectives", "time_limit", "seed", "samples",
+                                                 "cpsat_seconds", "warm_start"))
+    archs = tuple(_load(load_arch, _beside(base, n), where / "archs" / i)
+                  for i, n in enumerate(_names(data["archs"], where / "archs")))
+    mapspaces = tuple(_load(load_constraints, _beside(base, n), where / "mapspaces" / i)
+                      for i, n in enumerate(_names(data.get("mapspaces"), where / "mapspaces", ["default"])))
+    settings = Settings(
+        time_limit=float(_number(data.get("time_limit", DEFAULT_TIME_LIMIT), where / "time_limit", "seconds >= 0")),
+        seed=_number(data.get("seed", 0), where / "seed", "a non-negative integer", integer=True),
+        samples=_number(data.get("samples", 200_000), where / "samples", "a non-negative integer", integer=True),
+        cpsat_seconds=float(_number(data.get("cpsat_seconds", 2.0), where / "cpsat_seconds", "seconds >= 0")))
+    warm = data.get("warm_start", True)
+    if not isinstance(warm, bool):
+        raise (where / "warm_start").error(f"expected true or false, got {warm!r}")
+    raw = data["workloads"]
+    if not isinstance(raw, list) or not raw:
+        raise (where / "workloads").error("expected a non-empty list of workload entries")
+    subjects = []
+    for i, entry in enumerate(raw):
+        subjects.extend(workload_entry(entry, where / "workloads" / i, base))
+    return SweepSpec(name=text(data.get("name", Path(where.file).stem), where / "name"),
+                     archs=archs, mapspaces=mapspaces,
+                     strategies=_strategies(data.get("strategies", ["greedy", "joint"]), where / "strategies"),
+                     objectives=objectives(data.get("objectives"), archs, where / "objectives"),
+                     subjects=tuple(subjects), settings=settings, warm_start=warm)
+
+
+def _load(loader, name: str, where: Where):
+    """A preset or file; its own errors already name it, a missing one is reported at `where`."""
+    from ..errors import SpecError
+    try:
+        return loader(name)
+    except SpecError as exc:
+        if exc.where == name and not exc.path:
+            raise where.error(f"{name!r}: {exc.expected}") from None
+        raise
+
+
+def workload_entry(entry, where: Where, base: Path | None = None) -> list[Subject]:
+    """One item of `workloads:` -> its subjects (one workload, a grid, or a model's groups)."""
+    if not isinstance(entry, dict):
+        raise where.error("expected a mapping with `workload`, `einsum` or `model`")
+    if "workload" in entry:
+        fields(entry, where, ("workload",))
+        return [Subject(_load(load_workload, _beside(base, text(entry["workload"], where / "workload")),
+                              where / "workload"))]
+    if "einsum" in entry:
+        fields(entry, where, ("einsum", "sizes"), ("name", "dtype", "dtypes", "description", "source"))
+        sizes = entry["sizes"]
+        if not isinstance(sizes, dict) or not sizes:
+            raise (where / "sizes").error("expected a mapping of dim -> size, list or range")
+        grid = {text(dim, where / "sizes"): size_values(v, where / "sizes" / dim) for dim, v in sizes.items()}
+        return template_subjects(entry, grid, where)
+    if "model" in entry:
+        return model_subjects(entry, where)
+    raise where.error("expected one of the keys `workload` (a preset or file), `einsum` (a template "
+                      "with sizes) or `model` (a model preset)")
+
+
+def template_subjects(entry: dict, grid: dict[str, tuple[int, ...]], where: Where) -> list[Subject]:
+    prefix = text(entry.get("name", "einsum"), where / "name")
+    out = []
+    for combo in combinations(grid):
+        spec = {k: v for k, v in entry.items() if k in ("einsum", "dtype", "dtypes", "description", "source")}
+        spec.update(name=prefix + "-" + "-".join(f"{d}{v}" for d, v in combo.items()), sizes=combo)
+        out.append(Subject(workload_from_dict(spec, where)))
+    return out
+
+
+def model_subjects(entry: dict, where: Where) -> list[Subject]:
+    if not isinstance(entry.get("model"), str):
+        raise (where / "model").error("expected the name of a model preset or a file")
+    model = _load(load_model, entry["model"], where / "model")
+    fields(entry, where, ("model",), ("phase",) + tuple(k for k, _ in model.inputs))
+    phases = _names(entry.get("phase"), where / "phase", model.phase_names[:1])
+    grid = {k: size_values(entry[k], where / k) for k, _ in model.inputs if k in entry}
+    out = []
+    for phase in phases:
+        for combo in combinations(grid):
+            expansion = expand(model, phase, combo, where)
+            for position, group in enumerate(expansion.groups):
+                out.append(Subject(group.workload, LayerOf(
+                    model.name, phase, expansion.inputs, expansion.label, group.layers, group.count, position)))
+    return out
+
+
+def gemm_subjects(text_grid: str) -> list[Subject]:
+    """`--gemm "m=512..8192:x2 n=4096 k=1024,4096"`: bf16 operands, fp32 output."""
+    where = Where("--gemm")
+    grid = parse_dim_grid(text_grid, where)
+    unknown = [d for d in grid if d not in ("m", "n", "k")]
+    if unknown:
+        raise where.error(f"dim {unknown[0]!r}: a GEMM has dims m, n and k")
+    missing = [d for d in ("m", "n", "k") if d not in grid]
+    if missing:
+        raise where.error(f"give values for every dim of the GEMM (missing: {', '.join(missing)})")
+    entry = {"einsum": GEMM_EINSUM, "name": "gemm", "dtype": "bf16", "dtypes": {"Z": "fp32"}}
+    return template_subjects(entry, {d: grid[d] for d in ("m", "n", "k")}, where)
