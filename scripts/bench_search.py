@@ -30,8 +30,8 @@ CASES = [
     ("h100", "gemm-16384", "default", "edp", "EDP"),
     ("h100", "tall-skinny-32768x64", "default", "edp", "EDP"),
     ("h100", "gemv-8192", "default", "edp", "EDP"),
-    ("h100", "conv-resnet50-conv3", "default", "edp", "EDP"),
-    ("h100", "attention-qk", "default", "edp", "EDP"),
+    ("h100", "conv-resnet50-conv3", "unaligned", "edp", "EDP"),
+    ("h100", "attention-qk", "unaligned", "edp", "EDP"),
     ("eyeriss", "conv-alexnet-conv3", "default", "edp", "EDP"),
 ]
 
