@@ -220,6 +220,7 @@ def _explain(args) -> int:
         found = None
     else:
         args.strategy, args.seed, args.samples, args.warm_start = "joint", 0, 0, None
+        args.max_evaluations, args.cpsat_seconds = None, getattr(args, "cpsat_seconds", 2.0)
         arch, workload, result = _run_search(args, "joint")
         mapping = result.mapping
         found = (f"mapping: the joint search's best for {result.objective.name} "
@@ -235,7 +236,7 @@ def _explain(args) -> int:
         out["plots"] = plots
         if found:
             out["found_by"] = found
-        print(json.dumps(out, indent=2))
+        print(strict_json(out))
     else:
         print(((found + "\n") if found else "") + explain_text(ex))
         for p in plots:

@@ -13,7 +13,7 @@ from mapper.explain import explain
 from mapper.explain.bounds import (bilinear, compulsory_words, level_traffic, min_traffic, smith_bound,
                                    threshold_bytes)
 from mapper.explain.regimes import structure
-from mapper.load import (arch_from_dict, load_arch, load_mapping, load_workload, mapping_from_checked_dict,
+from mapper.load import (arch_from_dict, load_constraints, load_arch, load_mapping, load_workload, mapping_from_checked_dict,
                          workload_from_dict)
 from mapper.mapspace import Mapspace
 from mapper.search import Joint, parse_objective
@@ -134,7 +134,7 @@ def test_elementwise_is_flagged_compulsory():
     assert shape.elementwise and shape.memory_bound and "compulsory" in shape.label and "fusion" in shape.label
     for cap in (2**10, 2**20, 2**30):
         assert min_traffic(wl, cap) == compulsory_words(wl)
-    result = Joint(time_limit=2).run(Mapspace(arch, wl), parse_objective("edp", arch))
+    result = Joint(time_limit=2).run(Mapspace(arch, wl, load_constraints("unaligned")), parse_objective("edp", arch))
     ex = explain(arch, wl, result.mapping)
     assert "structurally memory-bound: elementwise" in ex.overall
     assert all(tr.capacity_part == 0 for tr in ex.traffic)        # only compulsory traffic
