@@ -16,7 +16,7 @@ def test_every_mapspace_preset_loads_and_binds():
     arch, workload = load_arch("toy"), load_workload("gemm-256")
     for name in preset_names("mapspace"):
         constraints = load_constraints(name)
-        target = ("h100", "gemm-4096") if name == "gpu" else ("toy", "gemm-256")
+        target = ("h100", "gemm-4096") if name in ("gpu", "gpu-sync", "sync-128x128") else ("toy", "gemm-256")
         if name.startswith("timeloop-"):      # written for those designs' level names
             target = (name, f"{name}-problem")
         space = Mapspace(load_arch(target[0]), load_workload(target[1]), constraints)

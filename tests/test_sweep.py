@@ -231,9 +231,10 @@ def test_infeasible_points_are_stored_with_their_reason(tmp_path, capsys):
     for strategy in ("greedy", "joint"):          # m = 3: the mapspace prunes to nothing
         bad = rows[(3, strategy)]
         assert bad["status"] == "infeasible" and "no mapping" in bad["reason"] and bad["mapping"] is None
-    # m = 4 splits over the array, but greedy's top-down choice dead-ends; joint finds a mapping
-    assert rows[(4, "greedy")]["status"] == "infeasible" and "no choice at level RF" in rows[(4, "greedy")]["reason"]
-    assert rows[(4, "joint")]["status"] == "ok" and rows[(4, "joint")]["utilization"] > 0
+    # m = 4 splits over the array: greedy's top-down choice dead-ends at first, backs up, and
+    # like joint finds a mapping
+    for strategy in ("greedy", "joint"):
+        assert rows[(4, strategy)]["status"] == "ok" and rows[(4, strategy)]["utilization"] > 0
     assert "points without a mapping" in out and "infeasible" in out
 
 
