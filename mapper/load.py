@@ -97,7 +97,7 @@ class _DuplicateKey(Exception):
 def _check_shape(text: str, path: Path) -> None:
     """Nesting depth and expanded size from the parser's events (no recursion, nothing built),
     so deep nesting and alias bombs are refused before the composer sees them."""
-    depth, sizes, stack, anchors = 0, {}, [], {}
+    depth, stack, anchors = 0, [], {}
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1

@@ -25,7 +25,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .constraints import ROLES, Constraints, LevelConstraints
+from .constraints import ROLES, Constraints
 from .errors import InfeasibleError, SpecError
 from .bind import check_together
 from .factors import enumerate_factorizations, smooth_numbers

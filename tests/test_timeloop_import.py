@@ -12,11 +12,10 @@ from mapper.load import constraints_from_dict
 from mapper.mapspace import Mapspace
 from mapper.search.warm import admit
 from mapper.timeloop import build, export, read_parts
-from mapper.timeloop.commands import import_command
 from mapper.timeloop.constraints import translate as translate_constraints
 from mapper.units import Where
 
-from timeloop_cases import load_cases
+from timeloop_cases import assert_matches_timeloop, load_cases
 
 DATA = Path(__file__).parent / "data"
 FORMAT = DATA / "timeloop_format"
@@ -89,28 +88,7 @@ def test_export_of_a_native_mapping_reads_back(tmp_path, capsys):
 def test_reference_case_from_timeloop_files(case):
     folder = FORMAT / "cases" / case["id"]
     imported = build(read_parts(sorted(folder.glob("*.yaml"))))
-    arch, workload, mapping = imported.arch, imported.workload, imported.mapping
-    ev = evaluate(arch, workload, mapping)
-    costs = evaluate_many(arch, workload, to_table([mapping], len(workload.dims), len(workload.tensors)))
-    compared = 0
-    for stats in case["stats_per_level_inner_to_outer"]:
-        if stats["kind"] == "compute":
-            assert ev.macs == stats["computes_total"]
-            assert ev.compute_energy_pj == pytest.approx(stats["energy_total_pJ"], rel=1e-3)
-            continue
-        lv = arch.level_names.index(stats["level"])
-        for name, expected in stats["dataspaces"].items():
-            t = workload.tensor_index(name)
-            want = (expected["reads_per_instance"], expected["fills_per_instance"],
-                    expected["updates_per_instance"])
-            got = ev.levels[lv].tensors[name]
-            assert (got.reads, got.fills, got.updates) == want, (stats["level"], name)
-            assert (costs.reads[0, lv, t], costs.fills[0, lv, t], costs.updates[0, lv, t]) == want
-            assert got.energy_pj == pytest.approx(expected["energy_total_pJ"], rel=1e-3, abs=0.01)
-            compared += 1
-    assert compared == sum(len(s.get("dataspaces", {})) for s in case["stats_per_level_inner_to_outer"])
-    assert ev.cycles == case["summary"]["cycles"] == costs.cycles[0]
-    assert ev.energy_pj == pytest.approx(case["summary"]["energy_total_pJ_derived"], rel=1e-3)
+    assert_matches_timeloop(case, imported.arch, imported.workload, imported.mapping)
 
 
 def test_cli_evaluate_reads_timeloop_files(capsys):

@@ -7,7 +7,7 @@ the two can check each other; tests require them to agree exactly.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..mapping import Mapping
 from ..spec import Arch, Workload
@@ -188,7 +188,7 @@ def _occupancy(arch: Arch, levels, footprints, output_dims) -> tuple[list[int], 
 
 def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
     levels = mapping.levels
-    n_levels, dims = len(levels), range(len(workload.dims))
+    n_levels = len(levels)
 
     def spatial_product(lm, dims_filter=lambda d: True):
         return math.prod(b for d, b, _ in lm.spatial if dims_filter(d))

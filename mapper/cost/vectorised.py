@@ -136,7 +136,6 @@ def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
     n_levels, n_dims, n = nest.n_levels, nest.n_dims, nest.n
     slot_dim = nest.order.reshape(n_levels * n_dims, n)                                           # (S, N)
     slot_bound = np.take_along_axis(nest.temporal, nest.order, axis=1).reshape(n_levels * n_dims, n)
-    n_slots = slot_dim.shape[0]
     prefix = _exclusive_cumprod(np.concatenate([slot_bound, np.ones((1, n), np.int64)]))
     nonunit = slot_bound > 1
     sliding = _SlidingMoves(nest, workload, slot_dim, slot_bound, prefix) if any(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import numpy as np
 
 from ..cost import evaluate_many
 from ..cost.occupancy import blocks_per_sm, gpu_levels

@@ -20,7 +20,7 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
-from ..mapspace import TEMPORAL, Mapspace
+from ..mapspace import Mapspace
 from .bounds import link_weight
 
 SCALE = 1000          # log2 values are scaled to integers

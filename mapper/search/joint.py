@@ -173,7 +173,7 @@ class _Walk:
         """Up to `count` dives from the roots, each taking at every level the child of best bound
         among `samples` drawn at random (seeded), down to a mapping that is offered; every new
         incumbent is polished by local search. Returns the dives made."""
-        space, tree = self.space, self.tree
+        tree = self.tree
         rng = np.random.default_rng(0)
         made = 0
         while made < count and not share.spent() and not self.budget.spent():

@@ -299,7 +299,6 @@ def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str
     ignored: set[str] = set()
     approximated: list[str] = []
     for comp in components[:-1]:
-        cw = comp.where
         if comp.kind == "dummy":
             if levels and tuple(levels[-1]["mesh"]) == comp.mesh:
                 fold[comp.name] = levels[-1]["name"]

@@ -14,7 +14,7 @@ import yaml
 from ..errors import SpecError
 from ..units import Where
 from . import constraints as tl_constraints
-from .design import Imported, Parts, build, design_name, read_parts, timeloop_keys
+from .design import Imported, build, design_name, read_parts, timeloop_keys
 from .mapping import export
 from .yamlio import read_timeloop_yaml
 

@@ -14,7 +14,7 @@ from ..mapping import AXES, Mapping
 from ..spec import Arch, Workload
 from ..units import Where
 from .arch import ArchImport
-from .yamlio import integer, parse_factors, parse_permutation
+from .yamlio import parse_factors, parse_permutation
 
 DIRECTIVES = ("temporal", "spatial", "datatype", "bypass", "dataspace")
 
