@@ -52,7 +52,6 @@ class InnermostFloor:
             vectors = vectors[:, :self.level]                                    # (V, j, D)
         else:
             vectors = None
-        self.vectors = vectors
         sizes = np.array(workload.sizes, float)
         if vectors is None:
             self.split = np.ones((1, space.n_dims))
@@ -63,7 +62,10 @@ class InnermostFloor:
         tile = np.repeat(tiles, v, axis=1)                                       # (D, M*V)
         split = np.tile(self.split.T, (1, m))                                    # (D, M*V)
         fits = (tile * split <= sizes[:, None]).all(axis=0)
-        self.tile, self.split_of = tile[:, fits], np.tile(np.arange(v), m)[fits]
+        self.tile, split_of = tile[:, fits], np.tile(np.arange(v), m)[fits]
+        # per cell, its split vector (per fanout level and dim) and its split per dim
+        self.cell_vectors = None if vectors is None else vectors[split_of]          # (cells, j, D)
+        self.cell_split = self.split[split_of]                                      # (cells, D)
         split = split[:, fits]
         self.instances = split.prod(axis=0)
         self.trips = np.maximum(sizes[:, None] / (self.tile * split), 1.0)
@@ -107,8 +109,8 @@ class InnermostFloor:
             for x in range(p, stop):
                 if not arch.levels[x].shares(tensor) or not shared.any():
                     continue
-                if self.vectors is not None and x < self.level:
-                    spread = spread * self.vectors[self.split_of][:, x][:, shared].prod(axis=1)
+                if self.cell_vectors is not None and x < self.level:
+                    spread = spread * self.cell_vectors[:, x][:, shared].prod(axis=1)
                 else:       # not enumerated: the whole fanout may multicast
                     fx, fy = arch.fanout(x)
                     spread = spread * fx * fy
@@ -130,7 +132,7 @@ class InnermostFloor:
             served = macs / below[t] * serve_energy(level, tensor)
             if tensor.is_output:
                 # read-modify-write: every update but the first of each word in each copy reads
-                copies = self.split[self.split_of][:, ~workload.relevance[t]].prod(axis=1)
+                copies = self.cell_split[:, ~workload.relevance[t]].prod(axis=1)
                 reads = np.maximum(0.0, macs / below[t] - workload.tensor_words(t) * copies)
                 served = served + reads * (level.energy_read / level.block_size
                                            + tensor.bytes_per_word * level.byte_energy_read)
