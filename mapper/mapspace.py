@@ -70,6 +70,11 @@ class LevelChoices:
     stages: tuple[int, ...]
 
 
+# what `Mapspace.with_keeps` shares between a space and its parts: nothing here depends on keeps
+_KEEP_FREE = ("arch", "workload", "constraints", "n_levels", "n_dims", "level_constraints", "slots",
+              "extents", "_tables", "gpu_levels", "_order_counts_constrained", "_order_array_cache")
+
+
 class Mapspace:
     """All legal mappings of `workload` on `arch` under `constraints`.
 
@@ -130,6 +135,17 @@ class Mapspace:
                                       f"{level.max_stages} (constraints allow {lc.stages})")
             out.append(LevelChoices(keeps, stages))
         return out
+
+    def with_keeps(self, picks: tuple[int, ...]) -> "Mapspace":
+        """The part of this space where level lv keeps its option `picks[lv]`: the parts over
+        every pick vector cover the space exactly, one keep vector per mapping. What does not
+        depend on keeps (factor tables, order classes) is shared, not rebuilt."""
+        self.dim_tables                                     # build the shared tables once
+        self.__dict__.setdefault("_order_array_cache", {})
+        part = Mapspace.__new__(Mapspace)
+        part.__dict__.update({k: v for k, v in self.__dict__.items() if k in _KEEP_FREE})
+        part.__dict__["choices"] = [LevelChoices((c.keeps[i],), c.stages) for c, i in zip(self.choices, picks)]
+        return part
 
     def _tensor_index(self, name: str, lv: int, key: str) -> int:
         names = [t.name for t in self.workload.tensors]

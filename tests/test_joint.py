@@ -166,6 +166,39 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
         assert (bound <= score * (1 + 1e-9)).all(), depth
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_bounds_in_a_keep_part_stay_below_its_mappings(data):
+    """The same inside the parts the walk is split into (`keep_parts.py`), where every level's
+    keep set is fixed and the bounds charge, from the root down, what each level must hold:
+    a tensor's words refetched by the decided loops, the output's read-modify-write at each
+    split."""
+    from mapper.search.bounds import LinkBounds, lower_bound
+    workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=64))
+    arch = data.draw(archs(min_levels=3, max_levels=4))
+    space = Mapspace(arch, workload, Constraints(levels=BYPASS_EVERYWHERE))
+    objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
+    sample = space.sample(300, np.random.default_rng(data.draw(st.integers(0, 1000))))
+    whole = LinkBounds(space)
+    for picks in {_keep_picks(space, sample, row) for row in range(len(sample))}:
+        rows = np.array([r for r in range(len(sample)) if _keep_picks(space, sample, r) == picks])
+        table = sample.take(rows)
+        part = space.with_keeps(picks)
+        costs = evaluate_many(arch, workload, table)
+        score = {"edp": costs.edp, "energy": costs.energy_pj, "cycles": costs.cycles}[objective.kind]
+        links = whole.for_space(part)
+        for depth in range(space.n_levels + 1):
+            node = _prefix_table(space, table, depth)
+            bound = lower_bound(part, objective, min(depth, space.n_levels), node,
+                                evaluate_many(arch, workload, node), links)
+            assert (bound <= score * (1 + 1e-9)).all(), (depth, picks)
+
+
+def _keep_picks(space, table, row):
+    """The keep vector of one mapping: per level, the index of its keep set among the level's options."""
+    return tuple(choice.keeps.index(tuple(np.flatnonzero(table.keep[lv, :, row]))) for lv, choice in enumerate(space.choices))
+
+
 def test_cli_warm_start_of_another_shape_is_carried_over(capsys, tmp_path):
     import json
     from mapper.cli import main

@@ -43,16 +43,33 @@ class LinkBounds:
     merged into one loop per dim in the best order (merging and reordering never add
     traffic) and the widest multicast the fanout allows."""
 
-    def __init__(self, space: Mapspace, max_combinations: int = 2_000_000):
-        self.space = space
-        self.energy = [0.0] + [self._level(space, j, max_combinations, link_weight)
-                               for j in range(1, space.n_levels)]
+    def __init__(self, space: Mapspace, max_combinations: int = 2_000_000, whole: "LinkBounds | None" = None):
+        self.space, self.max_combinations = space, max_combinations
+        # a level's minimum depends on the keep and stage choices of it and the levels above:
+        # memoised on them, shared by the parts of a space (`for_space`)
+        self._memo = {} if whole is None else whole._memo
+        self.energy = [0.0] + [self._memoised(j, link_weight) for j in range(1, space.n_levels)]
         # the same minimum over bytes drawn from the parent gives a floor on the parent's time
-        self.cycles = [0.0] + [self._level(space, j, max_combinations, _link_bytes) / _parent_rate(space, j)
+        self.cycles = [0.0] + [self._memoised(j, _link_bytes) / _parent_rate(space, j)
                                for j in range(1, space.n_levels)]
-        self.units = [self._units(space, lv, max_combinations) for lv in range(space.n_levels)]
-        self.splits = SplitVectors(space)
-        self.innermost = InnermostFloor(space, self.splits)
+        if whole is None:
+            self.units = [self._units(space, lv, max_combinations) for lv in range(space.n_levels)]
+            self.splits = SplitVectors(space)
+            self.innermost = InnermostFloor(space, self.splits)
+        else:                   # none of these depends on keeps
+            self.units, self.splits = whole.units, whole.splits
+            self.innermost = whole.innermost.for_space(space)
+
+    def for_space(self, part: Mapspace) -> "LinkBounds":
+        """The bounds of a part of this space (`Mapspace.with_keeps`), sharing what does not
+        depend on keeps."""
+        return LinkBounds(part, self.max_combinations, whole=self)
+
+    def _memoised(self, j: int, weigh) -> float:
+        key = (j, weigh.__name__, tuple(self.space.choices[:j + 1]))
+        if key not in self._memo:
+            self._memo[key] = self._level(self.space, j, self.max_combinations, weigh)
+        return self._memo[key]
 
     @staticmethod
     def _units(space: Mapspace, lv: int, max_combinations: int) -> int:
@@ -196,16 +213,21 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
                 exposed_write[lv] += np.where(waits, updates * wb, 0)
             child = np.where(kept, lv, child)
     decided = energy.copy()             # MACs and the traffic the decided levels fix
-    energy += sum(read_modify_write(space, t, depth, table, links) for t, tensor in enumerate(tensors)
-                  if tensor.is_output)
-    # what the innermost keepers serve the compute units, over the splits still open
+    # what the innermost keepers serve the compute units (the output's read-modify-write
+    # included), over the splits still open
     options = [serving_options(space, t, depth, table) for t in range(len(tensors))]
     floor = operand_floor(space, depth, table, options, links.splits) if links is not None else None
     if floor is None:
         floor = sum(independent_floor(space, t, options[t]) for t in range(len(tensors)))
+        floor = floor + sum(read_modify_write(space, t, depth, table, links)
+                            for t, tensor in enumerate(tensors) if tensor.is_output)
     energy += floor
     if links is not None:
-        energy += sum(links.energy[depth + 1:])
+        refetched = refetched_links(space, depth, table)
+        energy += sum(np.maximum(links.energy[j], refetched.energy[j]) for j in range(depth + 1, n_levels))
+        # the parents' side of the same traffic: bytes they must move, per instance
+        known_read += refetched.reads / np.array([lv.instances for lv in arch.levels])[:, None]
+        known_write += refetched.writes / np.array([lv.instances for lv in arch.levels])[:, None]
         # another bound on the same open traffic, from the innermost level's choices (keep
         # sets, tiles that fit, splits): the larger of two valid bounds is one
         innermost = links.innermost.floor(depth, [_deepest_keeper(space, t, depth, table)
@@ -228,6 +250,39 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
     if objective.kind == "edp":
         return energy * cycles
     return (known_read + known_write)[objective.level] * costs.level_instances[objective.level]
+
+
+class Refetched(NamedTuple):
+    energy: np.ndarray      # (L, N) by the level filled (or drained)
+    reads: np.ndarray       # (L, N) bytes, by the parent that sends them
+    writes: np.ndarray      # (L, N) bytes, by the parent that takes them back (the output's)
+
+
+def refetched_links(space: Mapspace, depth: int, table: MappingTable) -> Refetched:
+    """Per undecided level j, a lower bound on the traffic into it that depends on the node:
+    for each tensor whose first possible keeper below the node is j and which j must keep,
+    every word of it is filled into j, and read from (for the output: drained to) the deepest
+    decided keeper, once per iteration of the decided loops over dims it does not index
+    (`_refetches`: unless some level below could hold the node's whole tile of it).
+    Multicast shares a read among units needing the same word at once, never among
+    different words or iterations, so it divides none of this. `LinkBounds` bounds the same
+    energy over every tile but with none of the node's loops; the larger of the two holds."""
+    arch, workload = space.arch, space.workload
+    n = len(table)
+    out = Refetched(np.zeros((space.n_levels, n)), np.zeros((space.n_levels, n)), np.zeros((space.n_levels, n)))
+    for t, tensor in enumerate(workload.tensors):
+        below = [lv for lv in range(depth + 1, space.n_levels) if any(t in k for k in space.choices[lv].keeps)]
+        if not below or not all(t in k for k in space.choices[below[0]].keeps):
+            continue
+        j, level = below[0], arch.levels[below[0]]
+        parent = _deepest_keeper(space, t, depth, table)
+        serve = np.array([serve_energy(lv, tensor) for lv in arch.levels])[parent]
+        own = 0.0 if tensor.is_output else level.energy_write / level.block_size + tensor.bytes_per_word * level.byte_energy_write
+        words = workload.tensor_words(t) * _refetches(space, t, depth, table)
+        out.energy[j] += words * (serve + own)
+        moved = out.writes if tensor.is_output else out.reads
+        np.add.at(moved, (parent, np.arange(n)), words * tensor.bytes_per_word)
+    return out
 
 
 class ServingOption(NamedTuple):
@@ -271,10 +326,11 @@ def serving_options(space: Mapspace, t: int, depth: int, table: MappingTable) ->
 
 
 def _refetches(space: Mapspace, t: int, depth: int, table: MappingTable) -> np.ndarray:
-    """How many times, at least, the deepest decided keeper of input t sends each word down:
-    the decided temporal loops over dims t does not depend on, unless some level below could
-    hold the node's whole tile of t per instance (then no undecided loop over t's dims sits
-    above that keeper, and the decided loops may reuse it)."""
+    """How many times, at least, the deepest decided keeper of input t sends each word down
+    (of the output: takes each word back): the decided temporal loops over
+    dims t does not depend on, unless some level below could hold the node's whole tile of t
+    per instance (then no undecided loop over t's dims sits above that keeper, and the decided
+    loops may reuse it)."""
     workload, arch = space.workload, space.arch
     n = len(table)
     if depth == 0 or depth >= space.n_levels:
@@ -289,7 +345,27 @@ def _refetches(space: Mapspace, t: int, depth: int, table: MappingTable) -> np.n
         spread *= arch.fanout(lv - 1)[0] * arch.fanout(lv - 1)[1]
         if any(t in k for k in space.choices[lv].keeps):
             could_hold |= tile / spread * workload.tensors[t].bytes_per_word <= arch.levels[lv].capacity
-    return np.where(could_hold, 1.0, repeats)
+    return np.where(could_hold, _outside_relevant(space, t, depth, table), repeats)
+
+
+def _outside_relevant(space: Mapspace, t: int, depth: int, table: MappingTable) -> np.ndarray:
+    """(N,) the product of the decided temporal loops over dims t does not depend on that lie
+    outside the innermost decided loop over a dim it does: whatever the completion, each of
+    their iterations brings t's words below the node afresh (the inner loop moved them on),
+    so no level below can reuse them."""
+    relevant = space.workload.relevance[t]
+    n = len(table)
+    columns = np.arange(n)
+    seen = np.zeros(n, bool)
+    product = np.ones(n)
+    for lv in range(depth - 1, -1, -1):
+        for position in range(space.n_dims - 1, -1, -1):       # innermost loop first
+            dim = table.order[lv, position]
+            trips = table.factors[lv, 0, dim, columns]
+            looping = trips > 1
+            product = np.where(seen & looping & ~relevant[dim], product * trips, product)
+            seen |= looping & relevant[dim]
+    return product
 
 
 def _keepers(space: Mapspace, t: int, depth: int, table: MappingTable):

@@ -24,6 +24,7 @@ the general bound in `bounds.lower_bound`.
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 
@@ -42,6 +43,9 @@ class InnermostFloor:
         workload = space.workload
         self.level = space.n_levels - 1
         self.cache: dict[tuple[int, ...], float] = {}
+        # keep-free pieces, shared with the parts' copies (`for_space`)
+        self.refetches: dict[tuple, np.ndarray] = {}
+        self.per_word: dict[tuple, np.ndarray] = {}
         values = [np.unique(space.level_view(rows)[2][:, self.level]) for rows in space.dim_tables]
         self.enabled = self.level >= 1 and math.prod(len(v) for v in values) <= MAX_TILES
         if not self.enabled:
@@ -73,6 +77,13 @@ class InnermostFloor:
                       for tensor in workload.tensors]
         self.orders = list(itertools.permutations(range(space.n_dims))) if space.n_dims <= 5 else [None]
 
+    def for_space(self, part: Mapspace) -> "InnermostFloor":
+        """The same floor for a part of the space (`Mapspace.with_keeps`): the tiles and splits
+        do not depend on keeps; the minima, which do, are recomputed."""
+        floor = copy.copy(self)
+        floor.space, floor.cache = part, {}
+        return floor
+
     def floor(self, depth: int, deepest: list[np.ndarray]) -> np.ndarray | None:
         """Per node, the bound on what is still open at and below the deepest decided keepers,
         given per tensor the deepest decided keeper of each node (`deepest[t]`, (N,)); None when
@@ -96,6 +107,17 @@ class InnermostFloor:
         the undecided levels between that may keep it."""
         return [deepest] + [lv for lv in range(depth + 1, self.level)
                             if any(t in keep for keep in self.space.choices[lv].keeps)]
+
+    def _cheapest(self, t: int, parents: list[int], stop: int) -> np.ndarray:
+        key = (t, tuple(parents), stop)
+        if key not in self.per_word:
+            self.per_word[key] = self._per_word(t, parents, stop)
+        return self.per_word[key]
+
+    def _refetch_memo(self, t: int, order) -> np.ndarray:
+        if (t, order) not in self.refetches:
+            self.refetches[t, order] = self._refetch(t, order)
+        return self.refetches[t, order]
 
     def _per_word(self, t: int, parents: list[int], stop: int) -> np.ndarray:
         """(cells,) the cheapest energy per word a parent spends serving tensor t to what lies
@@ -123,8 +145,8 @@ class InnermostFloor:
         macs = float(workload.macs)
         n_tensors = len(workload.tensors)
         parents = [self._parents(t, depth, deepest[t]) for t in range(n_tensors)]
-        fill_word = [self._per_word(t, parents[t], j) for t in range(n_tensors)]
-        bypass_mac = [macs * self._per_word(t, parents[t], space.n_levels) for t in range(n_tensors)]
+        fill_word = [self._cheapest(t, parents[t], j) for t in range(n_tensors)]
+        bypass_mac = [macs * self._cheapest(t, parents[t], space.n_levels) for t in range(n_tensors)]
         below = [math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(j, space.n_levels)
                            if arch.levels[x].shares(tensor)) for tensor in workload.tensors]
         kept_mac = []
@@ -142,7 +164,7 @@ class InnermostFloor:
         choice = space.choices[j]
         best = np.inf
         for order in self.orders:
-            refetch = [self._refetch(t, order) for t in range(n_tensors)]
+            refetch = [self._refetch_memo(t, order) for t in range(n_tensors)]
             for keep in choice.keeps:
                 footprint = sum((self.words[t] * workload.tensors[t].bytes_per_word for t in keep),
                                 np.zeros(self.tile.shape[1]))

@@ -28,6 +28,7 @@ from ..mapping import to_table
 from ..mapspace import Mapspace
 from .bounds import LinkBounds, lower_bound
 from .coarse import coarse_incumbent
+from .keep_parts import Part, split_by_keeps
 from .greedy import Greedy
 from .neighbourhood import improve
 from .objective import Objective
@@ -39,6 +40,7 @@ SLACK = 1e-9        # relative: bounds and scores are sums of the same terms in 
 COARSE_SHARE = 0.25         # of the time limit, for the coarse shape's search
 COARSE_MIN_SECONDS = 1.0    # below this a coarse search finds too little to be worth it
 COARSE_MIN_SPACE = 2e6      # pruned mappings below which the walk alone is quick
+PART_POLISH_SECONDS = 0.5   # local search after each dive into one keep vector's part
 
 
 @dataclass(frozen=True)
@@ -81,17 +83,20 @@ class Joint:
             notes.append(f"local search: {rounds} improving round(s), {before:.6g} -> {incumbent.score:.6g}")
         walk = _Walk(space, objective, tree, incumbent, budget, self.chunk, progress)
         walk.polish = self.local_search
+        parts = split_by_keeps(space, objective, tree, walk.links, budget)
+        if parts is None:
+            parts = [self._whole(space, objective, tree, walk.links)]
+        else:
+            notes.append(f"walked in {len(parts)} parts, one per keep vector (`keep_parts.py`); "
+                         f"root bounds {parts[0].bound:.6g} to {parts[-1].bound:.6g}")
         if self.dives:
             before = incumbent.score
-            share = Budget(None if self.time_limit is None else self.time_limit / 10)
-            done = walk.dive(tree.roots(), self.dives, share)
+            # with parts, the dives (and their local searches) find most of the incumbents
+            fraction = 10 if len(parts) == 1 else 4
+            share = Budget(None if self.time_limit is None else self.time_limit / fraction)
+            done = walk.dive_parts(parts, self.dives, share)
             notes.append(f"{done} sampled dive(s): {before:.6g} -> {incumbent.score:.6g}")
-        roots = tree.roots()
-        table = tree.table(roots)
-        root_bounds = lower_bound(space, objective, 0, table, evaluate_many(space.arch, space.workload, table),
-                                  walk.links)
-        order = np.argsort(root_bounds, kind="stable")
-        complete = walk.search(roots.take(order), root_bounds[order])
+        complete = walk.search_parts(parts)
         if incumbent.table is None:       # the budget ended before any leaf: take random draws
             rng = np.random.default_rng(0)
             for _ in range(10):
@@ -111,6 +116,15 @@ class Joint:
         return incumbent.result(self.name, funnel, optimal=proven, complete=complete,
                                 lower_bound=lower, notes=notes)
 
+
+    @staticmethod
+    def _whole(space, objective, tree, links) -> Part:
+        """The space as one part: its roots sorted by bound."""
+        roots = tree.roots()
+        table = tree.table(roots)
+        bounds = lower_bound(space, objective, 0, table, evaluate_many(space.arch, space.workload, table), links)
+        order = np.argsort(bounds, kind="stable")
+        return Part(space, tree, links, roots.take(order), bounds[order])
 
     def _cpsat_proposals(self, space, objective, incumbent) -> str:
         from .cpsat import propose          # OR-Tools is imported only here
@@ -163,18 +177,54 @@ class _Walk:
 
     def __init__(self, space, objective, tree, incumbent, budget, chunk, progress):
         self.space, self.objective, self.tree, self.incumbent = space, objective, tree, incumbent
+        self.whole = space          # the local search's polish moves across parts
         self.budget, self.chunk, self.progress = budget, chunk, progress
         self.open_bounds: list[float] = []
         self.links = LinkBounds(space)
         self.polish = False
         self.polished_at = -np.inf
 
-    def dive(self, roots: Nodes, count: int, share: Budget, samples: int = 4_000) -> int:
+    def use(self, part: Part) -> None:
+        self.space, self.tree, self.links = part.space, part.tree, part.links
+
+    def dive_parts(self, parts: list[Part], count: int, share: Budget) -> int:
+        """Up to `count` dives, one per part in turn (best bound first) among the parts whose
+        bound is below the incumbent, round after round: a part's best mappings are often far
+        from another's, and the walk reaches the later parts only after the earlier ones.
+        With several parts, each dive's mapping is improved by a local search inside its part
+        before it is offered: across parts the local search drifts to the keep vector of the
+        incumbent, and would never polish a part whose dive does not beat it first."""
+        if len(parts) == 1:
+            self.use(parts[0])
+            return self.dive(parts[0].roots, count, share, np.random.default_rng(0))
+        rngs = [np.random.default_rng(i) for i in range(len(parts))]
+        made = 0
+        while made < count and not share.spent() and not self.budget.spent():
+            eligible = [i for i, p in enumerate(parts) if p.bound <= self.incumbent.score * (1 + SLACK)]
+            if not eligible:
+                break
+            for i in eligible[:count - made]:
+                self.use(parts[i])
+                best, polish = self.incumbent, self.polish
+                self.incumbent, self.polish = Incumbent(parts[i].space, self.objective), False
+                try:
+                    made += self.dive(parts[i].roots, 1, share, rngs[i])
+                    local = self.incumbent
+                    if local.table is not None:
+                        improve(parts[i].space, local, Budget(PART_POLISH_SECONDS), stop=share.spent)
+                finally:
+                    self.incumbent, self.polish = best, polish
+                best.evaluated += local.evaluated
+                if local.table is not None:
+                    best.offer(local.table)
+        return made
+
+    def dive(self, roots: Nodes, count: int, share: Budget, rng: np.random.Generator,
+             samples: int = 4_000) -> int:
         """Up to `count` dives from the roots, each taking at every level the child of best bound
-        among `samples` drawn at random (seeded), down to a mapping that is offered; every new
-        incumbent is polished by local search. Returns the dives made."""
+        among `samples` drawn at random, down to a mapping that is offered; every new incumbent
+        is polished by local search. Returns the dives made."""
         tree = self.tree
-        rng = np.random.default_rng(0)
         made = 0
         while made < count and not share.spent() and not self.budget.spent():
             made += 1
@@ -222,8 +272,23 @@ class _Walk:
         now = stops.clock()      # the budget clock: evaluations under --max-evaluations
         if now - self.polished_at < 5.0 and not force:
             return
-        improve(self.space, self.incumbent, Budget(1.0), stop=self.budget.spent)
+        improve(self.whole, self.incumbent, Budget(1.0), stop=self.budget.spent)
         self.polished_at = stops.clock()
+
+    def search_parts(self, parts: list[Part]) -> bool:
+        """Walk the parts (sorted by bound) until one's bound exceeds the incumbent; False when
+        the budget ran out, after recording a bound on every part left unexplored."""
+        for i, part in enumerate(parts):
+            if part.bound > self.incumbent.score * (1 + SLACK):
+                return True                   # this part and the rest are provably no better
+            self.use(part)
+            if self.budget.spent():
+                self.open_bounds.append(part.bound)     # at most any bound in it or after it
+                return False
+            if not self.search(part.roots, part.bounds):     # it recorded what it left open
+                self.open_bounds.extend(p.bound for p in parts[i + 1:i + 2])
+                return False
+        return True
 
     def search(self, nodes: Nodes, bounds: np.ndarray | None = None) -> bool:
         """Depth-first over `nodes` (sorted by `bounds` when given), their children generated

@@ -104,6 +104,8 @@ def operand_floor(space: Mapspace, depth: int, table, options, splits: SplitVect
             energy = workload.macs * serve_energy(arch.levels[lv], workload.tensors[t]) / share
             c = np.broadcast_to(comp, (n,))[first][:, None]
             energy = np.where(np.broadcast_to(at_deepest, (n,))[first][:, None], np.maximum(energy, c), energy + c)
+            if workload.tensors[t].is_output:
+                energy = energy + _read_modify_write(space, t, lv, share, decided, vectors, depth, first)
             if fill:
                 # every copy below the deepest decided keeper: units that differ only in dims
                 # the tensor does not depend on hold the same words
@@ -118,6 +120,21 @@ def operand_floor(space: Mapspace, depth: int, table, options, splits: SplitVect
     total = np.where(fits, total, np.inf)
     floor = total.min(axis=1)
     return np.where(np.isfinite(floor), floor, 0.0)[inverse.reshape(-1)]
+
+
+def _read_modify_write(space: Mapspace, t: int, lv: int, share, decided, vectors, depth: int, first):
+    """(U, V) the output's reads at its innermost keeper lv: every update but the first of
+    each word in each copy reads the partial sum back. Updates are at least the MACs over the
+    split's reduction (`share`); the copies of one word are the instances of lv that differ
+    only in splits above it over dims the output does not index."""
+    workload, level = space.workload, space.arch.levels[lv]
+    tensor = workload.tensors[t]
+    words = math.prod(1 + sum(c * (max(space.extents[d]) - 1) for d, c in axis) for axis in tensor.axes)
+    copies = np.ones_like(share)
+    for above in range(lv):
+        copies = copies * _splits(decided, vectors, above, depth, ~workload.relevance[t], first)
+    reads = np.maximum(0.0, workload.macs / share - words * np.minimum(copies, level.instances))
+    return reads * (level.energy_read / level.block_size + tensor.bytes_per_word * level.byte_energy_read)
 
 
 def _splits(decided, vectors, level: int, depth: int, dims: np.ndarray, first) -> np.ndarray:

@@ -10,6 +10,7 @@ the space and every mapping is one leaf, so a search over the tree covers the sp
 """
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass
 
@@ -55,6 +56,13 @@ class LevelTree:
                 change = np.any(data[1:, :width] != data[:-1, :width], axis=1)
                 starts.append(np.concatenate([[0], np.flatnonzero(change) + 1]))
             self.starts.append(starts)
+
+    def for_space(self, part: Mapspace) -> "LevelTree":
+        """The tree of a part of this space (`Mapspace.with_keeps`): the same sorted factor
+        rows, which do not depend on keeps, with the part's keep and stage choices."""
+        tree = copy.copy(self)
+        tree.space = part
+        return tree
 
     def roots(self) -> Nodes:
         """Depth-0 nodes: every combination of padded extents, with level 0's stages and keeps."""
