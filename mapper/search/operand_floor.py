@@ -140,7 +140,7 @@ def _shared_dims(workload, t: int) -> np.ndarray:
 def serve_energy(level, tensor) -> float:
     """Energy per word a level sends down (an input's read) or takes back (an output's update),
     block rounding relaxed."""
-    wb = tensor.bytes_per_word
+    wb = level.word_bytes(tensor)
     if tensor.is_output:
         return level.energy_update / level.block_size + wb * level.byte_energy_update
     return level.energy_read / level.block_size + wb * level.byte_energy_read

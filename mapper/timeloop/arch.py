@@ -4,7 +4,8 @@ Flattening gives Timeloop's chain of components, outermost first, each with its 
 count and mesh, its attributes (inherited from enclosing containers) and the constraints written
 on it. Translation rules (docs/TIMELOOP.md has the full concept map):
 - a storage component becomes a level: capacity = words x word bytes, where words =
-  depth x block and the word is the outermost level's `datawidth` (the problem's element size);
+  depth x block and the word is its own `datawidth` (`word_bits` where it differs from the
+  outermost level's, which is the problem's element size);
   block_size = width / datawidth; energies per vector access and leakage from the ERT;
 - a v0.4 container with `spatial: {meshX, meshY}` becomes Timeloop's dummy fanout level
   `inter_<container>_spatial`, as Timeloop's front end makes it;
@@ -386,8 +387,11 @@ def _storage_level(comp: Component, ert: dict, word_bits: int, word_bytes: float
     stages = number(a.get("multiple_buffering", 1), aw / "multiple_buffering")
     if stages != int(stages) or stages < 1:
         raise (aw / "multiple_buffering").error("unsupported: fractional multiple_buffering")
+    # a level whose words differ from the problem's (a 16-bit psum scratchpad under 8-bit
+    # operands) keeps its own word: its capacity, traffic and bandwidths are counted in it
+    own_bytes = own_bits / 8
     level = {"name": comp.name,
-             "capacity": "unlimited" if math.isinf(words) else f"{words * word_bytes:g} B",
+             "capacity": "unlimited" if math.isinf(words) else f"{words * own_bytes:g} B",
              "block_size": block, "instances": comp.instances, "mesh": list(comp.mesh)}
     if int(stages) > 1:
         level["max_stages"] = int(stages)
@@ -401,11 +405,10 @@ def _storage_level(comp: Component, ert: dict, word_bits: int, word_bytes: float
     update = energies.get("update", write)
     leak = energies.get("leak", 0.0)
     if cluster > 1:
+        # the ERT prices one access of the whole cluster; here energies are one instance's
+        # share and `cluster_size` charges whole accesses per utilized cluster, as Timeloop does
         read, write, update = read / cluster, write / cluster, update / cluster
-        approximated.append(
-            f"{comp.where.file}: {comp.name}: cluster_size {cluster} approximated: each instance is "
-            f"charged 1/{cluster} of a cluster access per access (Timeloop charges a whole cluster "
-            "access per utilized cluster)")
+        level["cluster_size"] = cluster
     level["energy"] = {"read": read, "write": write, "update": update}
     if leak:
         level["leak"] = leak
@@ -413,10 +416,8 @@ def _storage_level(comp: Component, ert: dict, word_bits: int, word_bytes: float
     if keeps is not None:
         level["keeps"] = keeps
     if own_bits != word_bits:
-        approximated.append(
-            f"{comp.where.file}: {comp.name}: {own_bits}-bit words approximated by the problem's "
-            f"{word_bits}-bit words (capacity counted in words, as Timeloop checks it)")
-    # Timeloop's bandwidths are words per cycle per instance; here bytes, in the problem's words
+        level["word_bits"] = own_bits
+    # Timeloop's bandwidths are words per cycle per instance; here bytes, in the level's words
     # (as capacities are counted)
     # (the deprecated `bandwidth` is, as Timeloop reads it, half for reads and half for writes)
     for key, ours, share in (("bandwidth", "read_bandwidth", 0.5), ("bandwidth", "write_bandwidth", 0.5),
@@ -426,7 +427,7 @@ def _storage_level(comp: Component, ert: dict, word_bits: int, word_bytes: float
             words = number(a[key], aw / key)
             if words <= 0:
                 raise (aw / key).error("expected a positive number of words per cycle")
-            level[ours] = f"{words * share * word_bytes:g} B/cycle"
+            level[ours] = f"{words * share * own_bytes:g} B/cycle"
     for key in a:
         if key not in ESTIMATION_ONLY:
             ignored.add(key)
