@@ -375,15 +375,16 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     exposed_write = np.zeros((n_levels, n))
     buffered = nest.stages > 1
     footprint = _footprint(arch, workload, nest)
-    if with_latency:
+    if with_latency or arch.gpu is not None:    # reported on a GPU even where no latency uses it
         resident, waves, in_flight, level_waves = occupancy(
             arch, nest, footprint, sorted(workload.tensors[workload.output].dims))
+    else:
+        resident = waves = np.ones(n)
+    if with_latency:
         lat_hidden = np.zeros((n_levels, n))     # max over served levels of latency x rounds / (stages x blocks)
         lat_exposed = np.zeros((n_levels, n))    # max over unbuffered served levels of latency x rounds / blocks
         lat_waves = np.zeros((n_levels, n))      # max over buffered served levels of waves
         requests = in_flight * nest.stages       # requests in flight per served instance
-    else:
-        resident = waves = np.ones(n)
     for t, tensor in enumerate(workload.tensors):
         irrelevant = np.flatnonzero(~workload.relevance[t])
         shared = _product([nest.spatial[:, d] for d in irrelevant]) if len(irrelevant) else np.ones_like(spatial_all)
