@@ -228,6 +228,8 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
         return energy
     if objective.kind == "cycles":
         return cycles
+    if objective.lexicographic:        # delay,energy: (N, 2) pairs, compared by objective.beaten
+        return np.stack([cycles, energy], axis=1)
     if objective.kind == "edp":
         return energy * cycles
     return (known_read + known_write)[objective.level] * costs.level_instances[objective.level]

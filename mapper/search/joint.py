@@ -4,7 +4,8 @@ The space is walked as a tree (`tree.py`): depth k decides level k-1's factors, 
 and loop order and level k's stages and keeps, so every level is chosen knowing the ones above
 and bounded knowing what any choice below must still cost (`bounds.py`). Children are checked
 for capacity and fanout before they are priced, priced in vectorised slices of bounded rows,
-best bound first, depth first; a subtree is dropped only when its bound exceeds the incumbent.
+best bound first, depth first; a subtree is dropped only when its bound exceeds the incumbent
+(`delay,energy`: its cycles bound does, or ties while its energy bound exceeds; `objective.beaten`).
 The innermost level's loop order changes no cost, so its nodes are complete mappings.
 
 The incumbent, which does the pruning, comes from (in this order) the greedy mapping, mappings
@@ -30,7 +31,7 @@ from .bounds import LinkBounds, lower_bound
 from .coarse import coarse_incumbent
 from .greedy import Greedy
 from .neighbourhood import improve
-from .objective import Objective
+from .objective import Objective, beaten, bound_order, bound_primary
 from .result import Budget, Incumbent, SearchResult, stops
 from .tree import LevelTree, Nodes, feasible
 from .warm import admit, factor_rows
@@ -90,7 +91,7 @@ class Joint:
         table = tree.table(roots)
         root_bounds = lower_bound(space, objective, 0, table, evaluate_many(space.arch, space.workload, table),
                                   walk.links)
-        order = np.argsort(root_bounds, kind="stable")
+        order = bound_order(objective, root_bounds)
         complete = walk.search(roots.take(order), root_bounds[order])
         if incumbent.table is None:       # the budget ended before any leaf: take random draws
             rng = np.random.default_rng(0)
@@ -115,7 +116,7 @@ class Joint:
     def _cpsat_proposals(self, space, objective, incumbent) -> str:
         from .cpsat import propose          # OR-Tools is imported only here
         seconds = self.cpsat_seconds if self.time_limit is None else min(self.cpsat_seconds, self.time_limit / 4)
-        factors = propose(space, seconds, favour_parallelism=objective.kind in ("edp", "cycles"),
+        factors = propose(space, seconds, favour_parallelism=objective.kind in ("edp", "cycles", "delay_energy"),
                           hint=None if incumbent.table is None else factor_rows(space, incumbent.table))
         if factors is None:
             return "CP-SAT proposals skipped (padded extents)"
@@ -190,7 +191,7 @@ class _Walk:
                 if priced is None or not len(priced[0]):
                     break
                 rows, bound = priced
-                node = children.take(rows[[int(np.argmin(bound))]])
+                node = children.take(rows[[int(bound_order(self.objective, bound)[0])]])
         return made
 
     def _price(self, children: Nodes, force_polish: bool = False):
@@ -236,10 +237,10 @@ class _Walk:
         position = 0
         while position < ends[-1]:
             node = int(np.searchsorted(ends, position, side="right"))
-            if bounds is not None and bounds[node] > incumbent.score * (1 + SLACK):
+            if bounds is not None and beaten(self.objective, bounds[node], incumbent.key):
                 return True                   # this node and the rest are provably no better
             if self.budget.spent():
-                self.open_bounds.append(-np.inf if bounds is None else float(bounds[node]))
+                self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
                 return False
             stop = int(min(ends[-1], position + step))
             children = tree.children(nodes, position, stop)
@@ -250,9 +251,9 @@ class _Walk:
                     self.progress(incumbent.evaluated)
                 continue
             rows, bound = priced
-            keep = np.flatnonzero(bound <= incumbent.score * (1 + SLACK))
-            keep = keep[np.argsort(bound[keep], kind="stable")]
+            keep = np.flatnonzero(~beaten(self.objective, bound, incumbent.key))
+            keep = keep[bound_order(self.objective, bound[keep])]
             if len(keep) and not self.search(children.take(rows[keep]), bound[keep]):
-                self.open_bounds.append(-np.inf if bounds is None else float(bounds[node]))
+                self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
                 return False
         return True
