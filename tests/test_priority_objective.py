@@ -1,9 +1,13 @@
 """Timeloop's priority objective `delay,energy`: the fewest cycles, then the least energy among
 them, by every strategy, with the joint search's pruning on (cycles, energy) bound pairs."""
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from mapper.cli import main
 from mapper.constraints import Constraints, LevelConstraints
 from mapper.cost import evaluate_many
 from mapper.errors import SpecError
@@ -82,3 +86,49 @@ def test_joint_equals_exhaustive_under_delay_energy(data):
     exact = Exhaustive().run(space, objective)
     joint = Joint(time_limit=None).run(space, objective)
     assert joint.optimal and joint.score == exact.score and joint.mapping == exact.mapping
+
+
+# Timeloop's mapper settings, in the form of the ISPASS 2020 tutorial's mapper.yaml
+# (timeloop-accelergy-exercises, workspace/tutorial_exercises/01_accelergy_timeloop_2020_ispass/
+# timeloop+accelergy/mapper.yaml: optimization-metrics [delay, energy]); the other values here
+# only need to be Timeloop's keys.
+MAPPER = """mapper:
+  algorithm: random-pruned
+  optimization-metrics: [ delay, energy ]
+  live-status: False
+  num-threads: 8
+  timeout: 15000
+  victory-condition: 500
+"""
+FORMAT = Path(__file__).parent / "data" / "timeloop_format"
+
+
+def _search(args, capsys):
+    code = main(["search", *args, "--strategy", "random", "--samples", "300", "--time-limit", "20", "--json"])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if code == 0 else None), err
+
+
+def test_timeloop_mapper_metrics_set_the_objective(tmp_path, capsys):
+    mapper = tmp_path / "mapper.yaml"
+    mapper.write_text(MAPPER)
+    design = FORMAT / "simple_weight_stationary"
+    specs = [str(design / "arch.yaml"), str(design / "problem.yaml"), "--mapspace", str(design / "constraints.yaml")]
+    code, out, err = _search(specs + ["--timeloop-mapper", str(mapper)], capsys)
+    assert code == 0 and out["search"]["objective"] == "delay,energy"
+    assert "objective delay,energy from Timeloop's optimization-metrics" in err
+    assert "mapper settings not read" in err and "victory-condition" in err
+    code, out, _ = _search(specs + ["--timeloop-mapper", str(mapper), "--objective", "energy"], capsys)
+    assert code == 0 and out["search"]["objective"] == "energy"          # an explicit --objective wins
+    # beside this project's own specs too
+    code, out, _ = _search(["toy", "gemm-256", "--timeloop-mapper", str(mapper)], capsys)
+    assert code == 0 and out["search"]["objective"] == "delay,energy"
+
+
+def test_unsupported_timeloop_metrics_are_one_line(tmp_path, capsys):
+    mapper = tmp_path / "mapper.yaml"
+    mapper.write_text(MAPPER.replace("[ delay, energy ]", "[ energy, delay ]"))
+    code, _, err = _search(["toy", "gemm-256", "--timeloop-mapper", str(mapper)], capsys)
+    err = err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert str(mapper) in err and "optimization-metrics" in err and "[delay, energy]" in err
