@@ -32,7 +32,7 @@ ESTIMATION_ONLY = {
     "update_fifo_depth", "global_cycle_seconds", "multiplier_width", "adder_width", "version",
     "action_latency_cycles", "cycle_seconds", "vdd", "resolution", "memory_technology",
     "datawidth", "word-bits", "word_bits", "width", "memory_width", "depth", "memory_depth",
-    "block_size", "block-size", "entries", "size", "sizeKB", "cluster_size", "multiple_buffering",
+    "block_size", "block-size", "entries", "size", "sizeKB", "cluster_size", "cluster-size", "multiple_buffering",
     "meshX", "meshY", "instances", "min_utilization", "allow_overbooking", "reduction_supported",
     "read_bandwidth", "write_bandwidth", "shared_bandwidth", "bandwidth", "n_words", "name",
 }
@@ -290,7 +290,6 @@ def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str
     if word_bits is None:
         word_bits = 8
         notes.append(f"{where.file}: {components[0].name} gives no datawidth; words taken as 8 bits")
-    word_bytes = word_bits / 8
 
     levels: list[dict] = []
     fold: dict[str, str] = {}
@@ -312,7 +311,7 @@ def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str
             fold[comp.name] = comp.name
             stages[comp.name] = 1
             continue
-        levels.append(_storage_level(comp, ert, word_bits, word_bytes, targets, tensors, notes,
+        levels.append(_storage_level(comp, ert, word_bits, targets, tensors, notes,
                                      ignored, approximated))
         fold[comp.name] = comp.name
         stages[comp.name] = levels[-1].get("max_stages", 1)
@@ -356,11 +355,12 @@ def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str
     return ArchImport(data, components, fold, folded, spatial_target, stages, word_bits, targets)
 
 
-def _storage_level(comp: Component, ert: dict, word_bits: int, word_bytes: float, targets, tensors,
+def _storage_level(comp: Component, ert: dict, word_bits: int, targets, tensors,
                    notes: list[str], ignored: set[str], approximated: list[str]) -> dict:
     a, aw = comp.attributes, comp.where / "attributes"
     own_bits = _word_bits(a, comp.where, word_bits)
-    cluster = integer(a.get("cluster_size", 1), aw / "cluster_size")
+    cluster_key = "cluster-size" if "cluster-size" in a else "cluster_size"    # Timeloop's C++ spelling, the front end's
+    cluster = integer(a.get(cluster_key, 1), aw / cluster_key)
     width = a.get("width", a.get("memory_width"))
     if "block_size" in a or "block-size" in a:
         key = "block_size" if "block_size" in a else "block-size"
