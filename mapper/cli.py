@@ -81,7 +81,7 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False):
         args.warm_mappings = warm
         space = Mapspace(arch, workload, constraints)
         space.stop = stops.stopped          # counting the funnel exactly stays within the budget
-        objective = parse_objective(args.objective, arch)
+        objective = parse_objective(args.objective or getattr(args.imported, "objective", None) or "edp", arch)
         strategy = make_strategy(strategy_name, time_limit=time_limit or TIME_LIMIT_DEFAULT, seed=args.seed,
                                  samples=10**12 if args.max_evaluations else args.samples,
                                  cpsat_seconds=args.cpsat_seconds, incumbents=warm)
@@ -180,7 +180,9 @@ def _search_options(parser, strategy: bool):
     parser.add_argument("--mapspace", default=None, help="mapspace constraints file or preset (default: default)")
     if strategy:
         parser.add_argument("--strategy", default="joint", choices=["joint", "greedy", "exhaustive", "random"])
-    parser.add_argument("--objective", default="edp", help="edp, energy, cycles or bytes:LEVEL")
+    parser.add_argument("--objective", default=None,
+                        help="edp, energy, cycles, delay,energy (fewest cycles, then least energy) or "
+                             "bytes:LEVEL (default: a Timeloop mapper file's optimization-metrics, else edp)")
     parser.add_argument("--time-limit", type=_seconds, default=None,
                         help="seconds of wall clock for the whole command, reading the specs and "
                              "building the mapspace included (default 60)")
@@ -198,6 +200,8 @@ def _search_options(parser, strategy: bool):
     parser.add_argument("--ert", default=None, metavar="FILE",
                         help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")
     parser.add_argument("--timeloop-rules", action="store_true", help="count with Timeloop's rules where they differ: multicast found one fanout at a time, leakage of utilized instances only, traffic always overlapped with compute")
+    parser.add_argument("--timeloop-mapper", metavar="FILE",
+                        help="Timeloop mapper settings (mapper.yaml): its optimization-metrics set the objective")
     if strategy:
         parser.add_argument("--export-timeloop", metavar="FILE",
                             help="write the best mapping as a Timeloop mapping file")

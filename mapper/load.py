@@ -247,7 +247,7 @@ def _energies(data, where: Where) -> tuple[float, float, float]:
 
 LEVEL_KEYS = ("name", "capacity", "bandwidth", "read_bandwidth", "write_bandwidth", "block_size", "energy",
               "energy_per_byte", "leak", "keeps", "max_stages", "instances", "mesh", "multicast",
-              "spatial_reduction", "latency", "description")
+              "spatial_reduction", "latency", "word_bits", "cluster_size", "description")
 
 
 def _level(data, where: Where, clock_hz: float) -> Level:
@@ -272,6 +272,9 @@ def _level(data, where: Where, clock_hz: float) -> Level:
         multicast=_flag(data, "multicast", where),
         reduction=_flag(data, "spatial_reduction", where),
         latency=parse_latency(data.get("latency", 0), where / "latency", clock_hz),
+        word_bits=None if data.get("word_bits") is None else
+        positive_int(data["word_bits"], where / "word_bits", limit=1024),
+        cluster_size=positive_int(data.get("cluster_size", 1), where / "cluster_size", limit=1 << 20),
     )
 
 

@@ -484,8 +484,8 @@ class Mapspace:
     def _footprints(self, factors: np.ndarray) -> list[np.ndarray]:
         """Per level, bytes of one stage of each keep option: (options, N)."""
         tiles = self.tile_words(factors)
-        word_bytes = [t.bytes_per_word for t in self.workload.tensors]
-        return [np.array([sum((tiles[t][lv] * word_bytes[t] for t in keep), np.zeros(factors.shape[-1]))
+        word_bytes = [[level.word_bytes(t) for t in self.workload.tensors] for level in self.arch.levels]
+        return [np.array([sum((tiles[t][lv] * word_bytes[lv][t] for t in keep), np.zeros(factors.shape[-1]))
                           for keep in choice.keeps])
                 for lv, choice in enumerate(self.choices)]
 
@@ -654,7 +654,7 @@ class Mapspace:
         tiles = self.tile_words(table.factors)
         footprint = []
         for lv, level in enumerate(self.arch.levels):
-            used = sum(tiles[t][lv] * table.keep[lv, t] * tensor.bytes_per_word
+            used = sum(tiles[t][lv] * table.keep[lv, t] * level.word_bytes(tensor)
                        for t, tensor in enumerate(self.workload.tensors)) * table.stages[lv]
             footprint.append(used)
             ok &= used <= level.capacity
@@ -721,7 +721,8 @@ class Mapspace:
         best = math.inf
         for keep in self.choices[lv].keeps:
             words = sum(math.prod(1 + sum(c * (smallest_span[d] - 1) for d, c in axis)
-                                  for axis in self.workload.tensors[t].axes) * self.workload.tensors[t].bytes_per_word
+                                  for axis in self.workload.tensors[t].axes)
+                        * self.arch.levels[lv].word_bytes(self.workload.tensors[t])
                         for t in keep)
             best = min(best, words)
         return best * min(self.choices[lv].stages)

@@ -108,6 +108,13 @@ class Level:
     multicast: bool = True           # its fanout network sends one read to many children
     reduction: bool = True           # its fanout network adds children's partial sums
     latency: float = 0.0             # cycles from a fetch request to its first byte (0: not modelled)
+    # bits of one word held here (Timeloop's `word-bits` / `datawidth`: e.g. a 16-bit partial-sum
+    # scratchpad under 8-bit operands); None: each tensor's own element size
+    word_bits: int | None = None
+    # instances that share one access of cluster_size x block_size words (Timeloop's cluster_size):
+    # each utilized cluster pays a whole cluster access, i.e. cluster_size x the per-instance
+    # energies above (which are one instance's share), see `charged_instances`
+    cluster_size: int = 1
 
     @property
     def instances(self) -> int:
@@ -119,6 +126,20 @@ class Level:
 
     def may_keep(self, tensor_name: str) -> bool:
         return self.keeps is None or tensor_name in self.keeps
+
+    def word_bytes(self, tensor: "Tensor") -> float:
+        """Bytes one word of `tensor` takes here (capacity, traffic, per-byte energy)."""
+        return tensor.bytes_per_word if self.word_bits is None else self.word_bits / 8
+
+    def charged_instances(self, used):
+        """Instances whose share of an access is charged when `used` instances work (may be an
+        array): `used` itself, or with clusters whole cluster accesses, cluster_size x the
+        min(used, instances // cluster_size) utilized clusters (Timeloop spreads the used
+        instances over every cluster). Never below `used`, so per-instance energies times used
+        instances stay a lower bound, as the search's bounds need."""
+        if self.cluster_size == 1:
+            return used
+        return self.cluster_size * np.minimum(used, max(1, self.instances // self.cluster_size))
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,11 @@ def archs(draw, min_levels: int = 2, max_levels: int = 3, latency: bool = False)
             "leak": draw(st.sampled_from([0.0, 0.01])),
             "multicast": draw(st.sampled_from([True, True, False])),
             "spatial_reduction": draw(st.sampled_from([True, True, False])),
+            "cluster_size": draw(st.sampled_from([1, 1, 2, 4])),
         })
+        word_bits = draw(st.sampled_from([None, None, 8, 32]))     # None: each tensor's own
+        if word_bits is not None:
+            levels[-1]["word_bits"] = word_bits
         if latency:
             levels[-1]["latency"] = draw(st.sampled_from([0, 3, 40, "25 ns"]))
     compute_mesh = [mesh[0] * draw(st.sampled_from([1, 2])), mesh[1] * draw(st.sampled_from([1, 2]))]

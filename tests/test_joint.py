@@ -32,7 +32,7 @@ def test_joint_equals_exhaustive_on_four_level_spaces(data):
         (level.name, LevelConstraints(bypass=data.draw(st.booleans()))) for level in arch.levels[1:])
     constraints = Constraints(levels=levels, imperfect=imperfect, max_padding=0.5)
     space = Mapspace(arch, workload, constraints)
-    objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
+    objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles", "delay,energy"])), arch)
     if space.funnel().after["divisibility"] > 400_000:
         return
     exact = Exhaustive().run(space, objective)

@@ -216,7 +216,7 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
     # bytes per instance not hidden by buffering, split by direction: reads (to children or
     # the compute units) and writes (fills from the parent, updates from children)
     exposed_read, exposed_write = [0.0] * n_levels, [0.0] * n_levels
-    footprints = [lm.stages * sum(_tile(tensor, spans_below(lv)) * tensor.bytes_per_word
+    footprints = [lm.stages * sum(_tile(tensor, spans_below(lv)) * arch.levels[lv].word_bytes(tensor)
                                   for t, tensor in enumerate(workload.tensors) if t in lm.keep)
                   for lv, lm in enumerate(levels)]
     resident, waves = _occupancy(arch, levels, footprints, workload.tensors[workload.output].dims)
@@ -243,8 +243,9 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
             counts[lv, t] = dict(tile=tile, partition=partition, reads=reads, fills=fills,
                                  updates=updates)
             buffered = levels[lv].stages > 1
-            exposed_read[lv] += tensor.bytes_per_word * (0 if below_buffered else reads)
-            exposed_write[lv] += tensor.bytes_per_word * ((0 if buffered else fills)
+            word_bytes = arch.levels[lv].word_bytes(tensor)
+            exposed_read[lv] += word_bytes * (0 if below_buffered else reads)
+            exposed_write[lv] += word_bytes * ((0 if buffered else fills)
                                                           + (0 if below_buffered else updates))
             latency = arch.levels[lv].latency
             if latency and below_lv < n_levels and (not tensor.is_output or counts[below_lv, t]["fills"] > 0):
@@ -264,19 +265,20 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
             if (lv, t) not in counts:
                 continue
             c = counts[lv, t]
-            bytes_each = (c["reads"] + c["fills"] + c["updates"]) * tensor.bytes_per_word
+            word_bytes = level.word_bytes(tensor)
+            bytes_each = (c["reads"] + c["fills"] + c["updates"]) * word_bytes
             energy = 0.0
             for count, per_access, per_byte in (
                     (c["reads"], level.energy_read, level.byte_energy_read),
                     (c["fills"], level.energy_write, level.byte_energy_write),
                     (c["updates"], level.energy_update, level.byte_energy_update)):
-                energy += -(-count // level.block_size) * per_access + count * (tensor.bytes_per_word * per_byte)
+                energy += -(-count // level.block_size) * per_access + count * (word_bytes * per_byte)
             tensors[tensor.name] = TensorCost(c["tile"], c["partition"], c["reads"], c["fills"],
                                               c["updates"], bytes_each * instances[lv],
-                                              energy * instances[lv])
-            footprint += c["tile"] * tensor.bytes_per_word
-            read_bytes += c["reads"] * tensor.bytes_per_word
-            write_bytes += (c["fills"] + c["updates"]) * tensor.bytes_per_word
+                                              energy * level.charged_instances(instances[lv]))
+            footprint += c["tile"] * word_bytes
+            read_bytes += c["reads"] * word_bytes
+            write_bytes += (c["fills"] + c["updates"]) * word_bytes
         exposed_latency = lat_exposed[lv] + level.latency * lat_waves[lv] if level.latency else 0.0
         time = float(level_time(level, arch.cycle_rule, compute_cycles, read_bytes, write_bytes,
                                 exposed_read[lv], exposed_write[lv], lat_hidden[lv], exposed_latency))

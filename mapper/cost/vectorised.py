@@ -118,16 +118,17 @@ class _Nest:
                           for t in workload.tensors]
 
 
-def _footprint(workload: Workload, nest: _Nest) -> np.ndarray:
+def _footprint(arch: Arch, workload: Workload, nest: _Nest) -> np.ndarray:
     out = 0.0
     for t, tensor in enumerate(workload.tensors):
-        out = out + nest.tile[t] * nest.keep[:, t] * tensor.bytes_per_word
+        word_bytes = np.array([level.word_bytes(tensor) for level in arch.levels])[:, None]
+        out = out + nest.tile[t] * nest.keep[:, t] * word_bytes
     return out * nest.stages                                                        # (L, N)
 
 
 def footprint_bytes(arch: Arch, workload: Workload, table: MappingTable) -> np.ndarray:
     """Bytes each level's kept tiles take per instance (times stages), (N, L)."""
-    return _footprint(workload, _Nest(workload, table)).T
+    return _footprint(arch, workload, _Nest(workload, table)).T
 
 
 def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
@@ -373,16 +374,17 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     exposed_read = np.zeros((n_levels, n))   # of which not hidden by buffering
     exposed_write = np.zeros((n_levels, n))
     buffered = nest.stages > 1
-    footprint = _footprint(workload, nest)
-    if with_latency:
+    footprint = _footprint(arch, workload, nest)
+    if with_latency or arch.gpu is not None:    # reported on a GPU even where no latency uses it
         resident, waves, in_flight, level_waves = occupancy(
             arch, nest, footprint, sorted(workload.tensors[workload.output].dims))
+    else:
+        resident = waves = np.ones(n)
+    if with_latency:
         lat_hidden = np.zeros((n_levels, n))     # max over served levels of latency x rounds / (stages x blocks)
         lat_exposed = np.zeros((n_levels, n))    # max over unbuffered served levels of latency x rounds / blocks
         lat_waves = np.zeros((n_levels, n))      # max over buffered served levels of waves
         requests = in_flight * nest.stages       # requests in flight per served instance
-    else:
-        resident = waves = np.ones(n)
     for t, tensor in enumerate(workload.tensors):
         irrelevant = np.flatnonzero(~workload.relevance[t])
         shared = _product([nest.spatial[:, d] for d in irrelevant]) if len(irrelevant) else np.ones_like(spatial_all)
@@ -425,12 +427,13 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
                 reads[lv, t] = np.where(kept, supply, 0)
                 if lv > 0:
                     fills[lv, t] = np.where(kept, loads[t][lv], 0)
-            moved_read[lv] += tensor.bytes_per_word * reads[lv, t]
-            moved_write[lv] += tensor.bytes_per_word * (fills[lv, t] + updates[lv, t])
-            level_energy[lv, t] = _access_energy(arch.levels[lv], tensor.bytes_per_word,
+            word_bytes = arch.levels[lv].word_bytes(tensor)
+            moved_read[lv] += word_bytes * reads[lv, t]
+            moved_write[lv] += word_bytes * (fills[lv, t] + updates[lv, t])
+            level_energy[lv, t] = _access_energy(arch.levels[lv], word_bytes,
                                                  reads[lv, t], fills[lv, t], updates[lv, t])
-            exposed_read[lv] += tensor.bytes_per_word * np.where(below_buffered, 0, reads[lv, t])
-            exposed_write[lv] += tensor.bytes_per_word * (np.where(buffered[lv], 0, fills[lv, t])
+            exposed_read[lv] += word_bytes * np.where(below_buffered, 0, reads[lv, t])
+            exposed_write[lv] += word_bytes * (np.where(buffered[lv], 0, fills[lv, t])
                                                           + np.where(below_buffered, 0, updates[lv, t]))
             below_loads = np.where(kept, loads[t][lv], below_loads)
             fan_all = np.where(kept, 1, fan_all)
@@ -460,7 +463,8 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     cycles = np.maximum(times.max(axis=0), compute_cycles)
     moved, exposed = moved_read + moved_write, exposed_read + exposed_write
 
-    level_energy *= instances[:, None, :]
+    level_energy *= np.stack([level.charged_instances(instances[lv])
+                              for lv, level in enumerate(arch.levels)])[:, None, :]
     if arch.leakage == "utilized":              # Timeloop's rule: only used instances leak
         leak = (np.array([level.leak for level in arch.levels])[:, None] * instances).sum(axis=0)
     else:

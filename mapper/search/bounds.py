@@ -101,7 +101,7 @@ class LinkBounds:
         trips = np.array(workload.sizes, float)[:, None] / grid                          # Q_d
         tiles = {t: np.prod([1 + sum(c * (grid[d] - 1) for d, c in axis)
                              for axis in workload.tensors[t].axes], axis=0) for t in must}
-        footprint = sum(tiles[t] * workload.tensors[t].bytes_per_word for t in must)
+        footprint = sum(tiles[t] * arch.levels[j].word_bytes(workload.tensors[t]) for t in must)
         fits = footprint * min(space.choices[j].stages) <= arch.levels[j].capacity
         if not fits.any():
             return 0.0
@@ -137,7 +137,9 @@ def _link_bytes(space: Mapspace, j: int, t: int) -> float:
     tensor = space.workload.tensors[t]
     nearest_must = max(p for p in range(j) if all(t in k for k in space.choices[p].keeps))
     spread = max(_sharing_fanout(space.arch, tensor, p, j) for p in range(nearest_must, j))
-    return tensor.bytes_per_word / spread
+    # the parent may be any level from nearest_must on: its narrowest word keeps this a bound
+    word = min(space.arch.levels[p].word_bytes(tensor) for p in range(nearest_must, j))
+    return word / spread
 
 
 def _parent_rate(space: Mapspace, j: int) -> float:
@@ -150,9 +152,9 @@ def link_weight(space: Mapspace, j: int, t: int) -> float:
     """Energy per word fetched into level j (fill at j plus the cheapest parent read, divided
     by the widest multicast), or per word drained from j for the output."""
     arch, tensor = space.arch, space.workload.tensors[t]
-    wb = tensor.bytes_per_word
     level = arch.levels[j]
-    own = 0.0 if tensor.is_output else level.energy_write / level.block_size + wb * level.byte_energy_write
+    own = 0.0 if tensor.is_output else \
+        level.energy_write / level.block_size + level.word_bytes(tensor) * level.byte_energy_write
     parent = np.inf
     nearest_must = max(p for p in range(j) if all(t in k for k in space.choices[p].keeps))
     for p in range(nearest_must, j):      # the parent is at or below the nearest level that must keep t
@@ -160,6 +162,7 @@ def link_weight(space: Mapspace, j: int, t: int) -> float:
             continue
         lp = arch.levels[p]
         spread = _sharing_fanout(arch, tensor, p, j)
+        wb = lp.word_bytes(tensor)
         per_word = (lp.energy_update / lp.block_size + wb * lp.byte_energy_update if tensor.is_output
                     else lp.energy_read / lp.block_size + wb * lp.byte_energy_read)
         parent = min(parent, per_word / spread)
@@ -188,10 +191,10 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
     known_read, known_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
     exposed_read, exposed_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
     for t, tensor in enumerate(tensors):
-        wb = tensor.bytes_per_word
         child = np.full(n, -1)                  # nearest decided level below that keeps t
         for lv in range(min(depth, n_levels - 1), -1, -1):
             level = arch.levels[lv]
+            wb = level.word_bytes(tensor)
             kept = table.keep[lv, t]
             inst = costs.level_instances[lv]
             fills = costs.level_fills[lv, t]
@@ -247,6 +250,8 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
         return energy
     if objective.kind == "cycles":
         return cycles
+    if objective.lexicographic:        # delay,energy: (N, 2) pairs, compared by objective.beaten
+        return np.stack([cycles, energy], axis=1)
     if objective.kind == "edp":
         return energy * cycles
     return (known_read + known_write)[objective.level] * costs.level_instances[objective.level]
@@ -277,11 +282,12 @@ def refetched_links(space: Mapspace, depth: int, table: MappingTable) -> Refetch
         j, level = below[0], arch.levels[below[0]]
         parent = _deepest_keeper(space, t, depth, table)
         serve = np.array([serve_energy(lv, tensor) for lv in arch.levels])[parent]
-        own = 0.0 if tensor.is_output else level.energy_write / level.block_size + tensor.bytes_per_word * level.byte_energy_write
+        own = 0.0 if tensor.is_output else level.energy_write / level.block_size + level.word_bytes(tensor) * level.byte_energy_write
         words = workload.tensor_words(t) * _refetches(space, t, depth, table)
         out.energy[j] += words * (serve + own)
         moved = out.writes if tensor.is_output else out.reads
-        np.add.at(moved, (parent, np.arange(n)), words * tensor.bytes_per_word)
+        word_bytes = np.array([lv.word_bytes(tensor) for lv in arch.levels])[parent]
+        np.add.at(moved, (parent, np.arange(n)), words * word_bytes)
     return out
 
 
@@ -302,7 +308,6 @@ def serving_options(space: Mapspace, t: int, depth: int, table: MappingTable) ->
     arch, workload = space.arch, space.workload
     tensor = workload.tensors[t]
     n_levels, n = len(arch.levels), len(table)
-    wb = tensor.bytes_per_word
     may_keep, deepest, deeper_must = _keepers(space, t, depth, table)
     compulsory = np.zeros(n)
     words = workload.tensor_words(t) * (1 if tensor.is_output or deeper_must else _refetches(space, t, depth, table))
@@ -311,7 +316,8 @@ def serving_options(space: Mapspace, t: int, depth: int, table: MappingTable) ->
         level = arch.levels[lv]
         per_word = level.energy_read if not tensor.is_output else level.energy_update
         per_byte = level.byte_energy_read if not tensor.is_output else level.byte_energy_update
-        compulsory = np.where(deepest == lv, words * (per_word / level.block_size + wb * per_byte), compulsory)
+        compulsory = np.where(deepest == lv, words * (per_word / level.block_size
+                                                      + level.word_bytes(tensor) * per_byte), compulsory)
     out = []
     for lv in range(n_levels):
         if may_keep[lv]:
@@ -320,7 +326,7 @@ def serving_options(space: Mapspace, t: int, depth: int, table: MappingTable) ->
             # (no link bound covers t when no undecided level must keep it)
             level = arch.levels[lv]
             fill = 0.0 if tensor.is_output or deeper_must or lv <= depth else \
-                level.energy_write / level.block_size + wb * level.byte_energy_write
+                level.energy_write / level.block_size + level.word_bytes(tensor) * level.byte_energy_write
             out.append(ServingOption(lv, candidate, deepest == lv, compulsory, fill, deepest))
     return out
 
@@ -344,7 +350,7 @@ def _refetches(space: Mapspace, t: int, depth: int, table: MappingTable) -> np.n
     for lv in range(depth + 1, space.n_levels):
         spread *= arch.fanout(lv - 1)[0] * arch.fanout(lv - 1)[1]
         if any(t in k for k in space.choices[lv].keeps):
-            could_hold |= tile / spread * workload.tensors[t].bytes_per_word <= arch.levels[lv].capacity
+            could_hold |= tile / spread * arch.levels[lv].word_bytes(workload.tensors[t]) <= arch.levels[lv].capacity
     return np.where(could_hold, _outside_relevant(space, t, depth, table), repeats)
 
 
@@ -416,7 +422,6 @@ def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
     arch, workload = space.arch, space.workload
     tensor = workload.tensors[t]
     n_levels, n = len(arch.levels), len(table)
-    wb = tensor.bytes_per_word
     may_keep, deepest, deeper_must = _keepers(space, t, depth, table)
     irrelevant = ~workload.relevance[t]
     words = math.prod(1 + sum(c * (max(space.extents[d]) - 1) for d, c in axis) for axis in tensor.axes)
@@ -435,7 +440,7 @@ def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
         level = arch.levels[lv]
         below = _sharing_fanout(arch, tensor, lv, n_levels)
         reads = np.maximum(0.0, workload.macs / below - words * np.minimum(sharing, level.instances))
-        e = reads * (level.energy_read / level.block_size + wb * level.byte_energy_read)
+        e = reads * (level.energy_read / level.block_size + level.word_bytes(tensor) * level.byte_energy_read)
         candidate = _may_be_innermost(lv, depth, deepest, deeper_must)
         rmw = np.where(candidate, np.minimum(rmw, e), rmw)
     return np.where(np.isfinite(rmw), rmw, 0.0)

@@ -120,7 +120,7 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
                     model.add(e == 1 + sum(c * (tile[lv][d][0] - 1) for d, c in axis))
                     extents.append((e, hi))
                 words = _product(model, extents, f"words_{lv}_{t}")[0]
-            terms.append(words * workload.tensors[t].bits)
+            terms.append(words * round(arch.levels[lv].word_bytes(workload.tensors[t]) * 8))
         bits = sum(terms) * min(space.choices[lv].stages) if terms else 0
         footprint_bits.append(bits)
         capacity = arch.levels[lv].capacity

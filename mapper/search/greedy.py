@@ -222,7 +222,7 @@ class _Descent:
         units = table.factors[lv, 1:].prod(axis=(0, 1))
         reduction = ~space.workload.relevance[space.workload.output]
         split_reduction = table.factors[lv, 1:][:, reduction].prod(axis=(0, 1))
-        word_bytes = np.array([t.bytes_per_word for t in space.workload.tensors])[:, None]
+        word_bytes = np.array([space.arch.levels[depth].word_bytes(t) for t in space.workload.tensors])[:, None]
         filled = (costs.level_fills[depth] * word_bytes).sum(axis=0) * costs.level_instances[depth]
         tiles = space.tile_words(table.factors)
         volume = sum(tiles[t][depth] for t in range(len(space.workload.tensors)))

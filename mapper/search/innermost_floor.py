@@ -157,16 +157,16 @@ class InnermostFloor:
                 copies = self.cell_split[:, ~workload.relevance[t]].prod(axis=1)
                 reads = np.maximum(0.0, macs / below[t] - workload.tensor_words(t) * copies)
                 served = served + reads * (level.energy_read / level.block_size
-                                           + tensor.bytes_per_word * level.byte_energy_read)
+                                           + level.word_bytes(tensor) * level.byte_energy_read)
             kept_mac.append(served)
         write = [0.0 if tensor.is_output else level.energy_write / level.block_size
-                 + tensor.bytes_per_word * level.byte_energy_write for tensor in workload.tensors]
+                 + level.word_bytes(tensor) * level.byte_energy_write for tensor in workload.tensors]
         choice = space.choices[j]
         best = np.inf
         for order in self.orders:
             refetch = [self._refetch_memo(t, order) for t in range(n_tensors)]
             for keep in choice.keeps:
-                footprint = sum((self.words[t] * workload.tensors[t].bytes_per_word for t in keep),
+                footprint = sum((self.words[t] * level.word_bytes(workload.tensors[t]) for t in keep),
                                 np.zeros(self.tile.shape[1]))
                 fits = footprint * min(choice.stages) <= level.capacity
                 if not fits.any():

@@ -4,7 +4,8 @@ The space is walked as a tree (`tree.py`): depth k decides level k-1's factors, 
 and loop order and level k's stages and keeps, so every level is chosen knowing the ones above
 and bounded knowing what any choice below must still cost (`bounds.py`). Children are checked
 for capacity and fanout before they are priced, priced in vectorised slices of bounded rows,
-best bound first, depth first; a subtree is dropped only when its bound exceeds the incumbent.
+best bound first, depth first; a subtree is dropped only when its bound exceeds the incumbent
+(`delay,energy`: its cycles bound does, or ties while its energy bound exceeds; `objective.beaten`).
 The innermost level's loop order changes no cost, so its nodes are complete mappings.
 
 The incumbent, which does the pruning, comes from (in this order) the greedy mapping, mappings
@@ -31,7 +32,7 @@ from .coarse import coarse_incumbent
 from .keep_parts import Part, split_by_keeps
 from .greedy import Greedy
 from .neighbourhood import improve
-from .objective import Objective
+from .objective import Objective, beaten, bound_order, bound_primary
 from .result import Budget, Incumbent, SearchResult, stops
 from .tree import LevelTree, Nodes, feasible
 from .warm import admit, factor_rows
@@ -88,7 +89,7 @@ class Joint:
             parts = [self._whole(space, objective, tree, walk.links)]
         else:
             notes.append(f"walked in {len(parts)} parts, one per keep vector (`keep_parts.py`); "
-                         f"root bounds {parts[0].bound:.6g} to {parts[-1].bound:.6g}")
+                         f"smallest root bound {float(bound_primary(objective, parts[0].first)):.6g}")
         if self.dives:
             before = incumbent.score
             # with parts, the dives (and their local searches) find most of the incumbents
@@ -123,13 +124,13 @@ class Joint:
         roots = tree.roots()
         table = tree.table(roots)
         bounds = lower_bound(space, objective, 0, table, evaluate_many(space.arch, space.workload, table), links)
-        order = np.argsort(bounds, kind="stable")
+        order = bound_order(objective, bounds)
         return Part(space, tree, links, roots.take(order), bounds[order])
 
     def _cpsat_proposals(self, space, objective, incumbent) -> str:
         from .cpsat import propose          # OR-Tools is imported only here
         seconds = self.cpsat_seconds if self.time_limit is None else min(self.cpsat_seconds, self.time_limit / 4)
-        factors = propose(space, seconds, favour_parallelism=objective.kind in ("edp", "cycles"),
+        factors = propose(space, seconds, favour_parallelism=objective.kind in ("edp", "cycles", "delay_energy"),
                           hint=None if incumbent.table is None else factor_rows(space, incumbent.table))
         if factors is None:
             return "CP-SAT proposals skipped (padded extents)"
@@ -200,7 +201,7 @@ class _Walk:
         rngs = [np.random.default_rng(i) for i in range(len(parts))]
         made = 0
         while made < count and not share.spent() and not self.budget.spent():
-            eligible = [i for i, p in enumerate(parts) if p.bound <= self.incumbent.score * (1 + SLACK)]
+            eligible = [i for i, p in enumerate(parts) if not beaten(self.objective, p.first, self.incumbent.key)]
             if not eligible:
                 break
             for i in eligible[:count - made]:
@@ -240,7 +241,7 @@ class _Walk:
                 if priced is None or not len(priced[0]):
                     break
                 rows, bound = priced
-                node = children.take(rows[[int(np.argmin(bound))]])
+                node = children.take(rows[[int(bound_order(self.objective, bound)[0])]])
         return made
 
     def _price(self, children: Nodes, force_polish: bool = False):
@@ -279,14 +280,14 @@ class _Walk:
         """Walk the parts (sorted by bound) until one's bound exceeds the incumbent; False when
         the budget ran out, after recording a bound on every part left unexplored."""
         for i, part in enumerate(parts):
-            if part.bound > self.incumbent.score * (1 + SLACK):
+            if beaten(self.objective, part.first, self.incumbent.key):
                 return True                   # this part and the rest are provably no better
             self.use(part)
             if self.budget.spent():
-                self.open_bounds.append(part.bound)     # at most any bound in it or after it
+                self.open_bounds.append(float(bound_primary(self.objective, part.first)))   # covers it and the rest
                 return False
             if not self.search(part.roots, part.bounds):     # it recorded what it left open
-                self.open_bounds.extend(p.bound for p in parts[i + 1:i + 2])
+                self.open_bounds.extend(float(bound_primary(self.objective, p.first)) for p in parts[i + 1:i + 2])
                 return False
         return True
 
@@ -301,10 +302,10 @@ class _Walk:
         position = 0
         while position < ends[-1]:
             node = int(np.searchsorted(ends, position, side="right"))
-            if bounds is not None and bounds[node] > incumbent.score * (1 + SLACK):
+            if bounds is not None and beaten(self.objective, bounds[node], incumbent.key):
                 return True                   # this node and the rest are provably no better
             if self.budget.spent():
-                self.open_bounds.append(-np.inf if bounds is None else float(bounds[node]))
+                self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
                 return False
             stop = int(min(ends[-1], position + step))
             children = tree.children(nodes, position, stop)
@@ -315,9 +316,9 @@ class _Walk:
                     self.progress(incumbent.evaluated)
                 continue
             rows, bound = priced
-            keep = np.flatnonzero(bound <= incumbent.score * (1 + SLACK))
-            keep = keep[np.argsort(bound[keep], kind="stable")]
+            keep = np.flatnonzero(~beaten(self.objective, bound, incumbent.key))
+            keep = keep[bound_order(self.objective, bound[keep])]
             if len(keep) and not self.search(children.take(rows[keep]), bound[keep]):
-                self.open_bounds.append(-np.inf if bounds is None else float(bounds[node]))
+                self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
                 return False
         return True

@@ -8,8 +8,9 @@ down. On `pe-array` (GEMM 256^3, bypass at both inner levels, energy) the 64 par
 bounds range from 2.26 to 33 pJ/MAC, and an incumbent of 2.88 drops 46 of them whole.
 
 The parts cover the space exactly (a mapping has one keep vector) and the walk visits them in
-order of their smallest root bound (the roots of each part in order of theirs), so it still returns what exhaustive search would: a part
-is skipped only when its bound exceeds the incumbent, as a node is.
+order of their smallest root bound (the roots of each part in order of theirs), so it still
+returns what exhaustive search would: a part is skipped only when its bound is beaten by the
+incumbent, as a node is.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import numpy as np
 from ..cost import evaluate_many
 from ..mapspace import Mapspace
 from .bounds import LinkBounds, lower_bound
-from .objective import Objective
+from .objective import Objective, bound_order
 from .result import Budget
 from .tree import LevelTree, Nodes
 
@@ -38,8 +39,9 @@ class Part:
     bounds: np.ndarray      # the roots' lower bounds, ascending
 
     @property
-    def bound(self) -> float:
-        return float(self.bounds[0]) if len(self.bounds) else np.inf
+    def first(self) -> np.ndarray:
+        """The smallest root bound (a pair for a lexicographic objective)."""
+        return self.bounds[0]
 
 
 def keep_vectors(space: Mapspace) -> int:
@@ -48,7 +50,8 @@ def keep_vectors(space: Mapspace) -> int:
 
 def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links: LinkBounds,
                    budget: Budget) -> list[Part] | None:
-    """The parts in the order to walk them (smallest root bound first), or None where one part would do (a single keep vector), there are too many
+    """The parts in the order to walk them (smallest root bound first), or None where one
+    part would do (a single keep vector), there are too many
     of them, or the budget ended before they were all bounded (then the space is walked whole,
     under the bounds that see all of it)."""
     count = keep_vectors(space)
@@ -63,7 +66,7 @@ def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links
         roots = part_tree.roots()
         table = part_tree.table(roots)
         bounds = lower_bound(part, objective, 0, table, evaluate_many(part.arch, part.workload, table), part_links)
-        order = np.argsort(bounds, kind="stable")
+        order = bound_order(objective, bounds)
         parts.append(Part(part, part_tree, part_links, roots.take(order), bounds[order]))
-    parts.sort(key=lambda p: p.bound)         # stable: ties stay in keep-vector order
-    return parts
+    order = bound_order(objective, np.stack([p.first for p in parts]))   # stable: ties in keep-vector order
+    return [parts[i] for i in order]

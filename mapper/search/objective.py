@@ -1,4 +1,12 @@
-"""What a search minimises, and the deterministic order among equally good mappings."""
+"""What a search minimises, and the deterministic order among equally good mappings.
+
+`delay,energy` is Timeloop's priority objective (its mapper's `optimization-metrics: [delay,
+energy]`): lexicographic, the fewest cycles first, then the least energy among those. Its score
+is the cycles; the energy is the next ranking key, so every strategy that ranks by
+`ranking_keys` / `best_row` honours it; the joint search's bounds for it are (cycles, energy)
+pairs, compared by `beaten` (a subtree is dropped when its cycles bound is worse, or ties the
+incumbent's cycles while its energy bound is worse).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,7 +18,11 @@ from ..errors import SpecError
 from ..mapping import MappingTable
 from ..spec import Arch
 
-KINDS = ("edp", "energy", "cycles", "bytes")
+KINDS = ("edp", "energy", "cycles", "bytes", "delay_energy")
+LEXICOGRAPHIC = {"delay,energy": "delay_energy", "cycles,energy": "delay_energy",
+                 "delay+energy": "delay_energy"}       # `+`: where commas separate objectives (sweep)
+SLACK = 1e-9        # relative: bounds and scores are sums of the same terms in other orders
+TIE = 1e-12         # relative: a cycles bound this close below the incumbent's ties it (rounding)
 
 
 @dataclass(frozen=True)
@@ -21,12 +33,19 @@ class Objective:
 
     @property
     def name(self) -> str:
+        if self.kind == "delay_energy":
+            return "delay,energy"
         return f"bytes:{self.level_name}" if self.kind == "bytes" else self.kind
+
+    @property
+    def lexicographic(self) -> bool:
+        """Bounds are (cycles, energy) pairs rather than one number."""
+        return self.kind == "delay_energy"
 
     def score(self, costs: Costs) -> np.ndarray:
         if self.kind == "energy":
             return costs.energy_pj
-        if self.kind == "cycles":
+        if self.kind in ("cycles", "delay_energy"):      # delay,energy: energy breaks ties (ranking_keys)
             return costs.cycles
         if self.kind == "edp":
             return costs.energy_pj * costs.cycles
@@ -34,10 +53,13 @@ class Objective:
 
 
 def parse_objective(text: str, arch: Arch) -> Objective:
-    """`edp`, `energy`, `cycles` or `bytes:LEVEL` (bytes moved through that level)."""
+    """`edp`, `energy`, `cycles`, `delay,energy` (lexicographic: cycles, then energy) or
+    `bytes:LEVEL` (bytes moved through that level)."""
+    text = LEXICOGRAPHIC.get(text.replace(" ", ""), text)
     kind, _, level = text.partition(":")
     if kind not in KINDS or (kind == "bytes") != bool(level):
-        raise SpecError("--objective", "", f"expected edp, energy, cycles or bytes:LEVEL, got {text!r}")
+        raise SpecError("--objective", "", f"expected edp, energy, cycles, delay,energy or bytes:LEVEL, "
+                        f"got {text!r}")
     if kind != "bytes":
         return Objective(kind)
     if level not in arch.level_names:
@@ -70,3 +92,28 @@ def best_row(objective: Objective, costs: Costs, table: MappingTable, mask=None)
 
 def key_of(objective: Objective, costs: Costs, table: MappingTable, row: int) -> tuple:
     return tuple(k[row].item() for k in ranking_keys(objective, costs, table))
+
+
+def bound_primary(objective: Objective, bounds: np.ndarray) -> np.ndarray:
+    """The part of a bound comparable with a score (a lexicographic bound's cycles)."""
+    return bounds[..., 0] if objective.lexicographic else bounds
+
+
+def bound_order(objective: Objective, bounds: np.ndarray) -> np.ndarray:
+    """Most promising first: by the bound, or by cycles then energy for a lexicographic one."""
+    if objective.lexicographic:
+        return np.lexsort((bounds[:, 1], bounds[:, 0]))
+    return np.argsort(bounds, kind="stable")
+
+
+def beaten(objective: Objective, bounds: np.ndarray, key: tuple | None) -> np.ndarray:
+    """Where nothing under a bound can beat the incumbent whose ranking key is `key` (None:
+    no incumbent yet). One number: the bound exceeds the score. delay,energy: the cycles bound
+    exceeds the incumbent's cycles, or ties them while the energy bound exceeds its energy
+    (key[1], the second ranking key)."""
+    if key is None:
+        return np.zeros(np.shape(bounds)[:-1] if objective.lexicographic else np.shape(bounds), bool)
+    if not objective.lexicographic:
+        return bounds > key[0] * (1 + SLACK)
+    cycles, energy = bounds[..., 0], bounds[..., 1]
+    return (cycles > key[0] * (1 + SLACK)) | ((cycles >= key[0] * (1 - TIE)) & (energy > key[1] * (1 + SLACK)))

@@ -168,7 +168,7 @@ class LevelTree:
     def _footprints(self, lv: int, spans: np.ndarray, keeps) -> np.ndarray:
         """(keep options, N) bytes each keep option of level `lv` holds, given the dims' spans."""
         words = [np.prod([1 + sum(c * (spans[d] - 1) for d, c in axis) for axis in tensor.axes], axis=0)
-                 * tensor.bytes_per_word for tensor in self.space.workload.tensors]
+                 * self.space.arch.levels[lv].word_bytes(tensor) for tensor in self.space.workload.tensors]
         return np.stack([sum((words[t] for t in keep), np.zeros(spans.shape[1])) for keep in keeps])
 
     def _deeper_levels_can_fit(self, nodes: Nodes) -> np.ndarray:
@@ -298,7 +298,7 @@ def feasible(space: Mapspace, depth: int, table) -> np.ndarray:
         ok &= (table.factors[:depth, 1:].prod(axis=2) <= fanout).all(axis=(0, 1))
     tiles = space.tile_words(table.factors)
     for lv in range(depth + 1):
-        used = sum(tiles[t][lv] * table.keep[lv, t] * tensor.bytes_per_word
+        used = sum(tiles[t][lv] * table.keep[lv, t] * space.arch.levels[lv].word_bytes(tensor)
                    for t, tensor in enumerate(space.workload.tensors)) * table.stages[lv]
         ok &= used <= space.arch.levels[lv].capacity
     return ok

@@ -35,6 +35,8 @@ def add_commands(sub) -> None:
     sw.add_argument("--jobs", type=int, default=None, help="local processes (default: all cores; 1 runs here)")
     sw.add_argument("--scheduler", default=None, help="address of a Dask scheduler (tcp://host:8786)")
     sw.add_argument("--plot", default=None, metavar="DIR", help="write the sweep's plots (PNG) here")
+    sw.add_argument("--export-timeloop", default=None, metavar="DIR",
+                    help="write each point's best mapping here as a Timeloop mapping file")
     sw.add_argument("--no-warm-start", action="store_true", help="joint points start cold")
     sw.add_argument("--retry-failed", action="store_true", help="search failed and timed-out points again")
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -126,6 +128,11 @@ def sweep_command(args) -> int:
         from .plots import write_plots
         written = write_plots(points, rows, Path(args.plot))
         print("\nplots:\n" + "\n".join(f"  {p}" for p in written) if written else "\nplots: nothing to plot")
+    if args.export_timeloop:
+        from .export import export_timeloop
+        written, skipped = export_timeloop(points, rows, Path(args.export_timeloop))
+        print(f"\nTimeloop mappings: {len(written)} file(s) in {args.export_timeloop}"
+              + "".join(f"\n  {line}" for line in skipped))
     return 0
 
 

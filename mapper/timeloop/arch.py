@@ -4,7 +4,8 @@ Flattening gives Timeloop's chain of components, outermost first, each with its 
 count and mesh, its attributes (inherited from enclosing containers) and the constraints written
 on it. Translation rules (docs/TIMELOOP.md has the full concept map):
 - a storage component becomes a level: capacity = words x word bytes, where words =
-  depth x block and the word is the outermost level's `datawidth` (the problem's element size);
+  depth x block and the word is its own `datawidth` (`word_bits` where it differs from the
+  outermost level's, which is the problem's element size);
   block_size = width / datawidth; energies per vector access and leakage from the ERT;
 - a v0.4 container with `spatial: {meshX, meshY}` becomes Timeloop's dummy fanout level
   `inter_<container>_spatial`, as Timeloop's front end makes it;
@@ -31,7 +32,7 @@ ESTIMATION_ONLY = {
     "update_fifo_depth", "global_cycle_seconds", "multiplier_width", "adder_width", "version",
     "action_latency_cycles", "cycle_seconds", "vdd", "resolution", "memory_technology",
     "datawidth", "word-bits", "word_bits", "width", "memory_width", "depth", "memory_depth",
-    "block_size", "block-size", "entries", "size", "sizeKB", "cluster_size", "multiple_buffering",
+    "block_size", "block-size", "entries", "size", "sizeKB", "cluster_size", "cluster-size", "multiple_buffering",
     "meshX", "meshY", "instances", "min_utilization", "allow_overbooking", "reduction_supported",
     "read_bandwidth", "write_bandwidth", "shared_bandwidth", "bandwidth", "n_words", "name",
 }
@@ -289,7 +290,6 @@ def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str
     if word_bits is None:
         word_bits = 8
         notes.append(f"{where.file}: {components[0].name} gives no datawidth; words taken as 8 bits")
-    word_bytes = word_bits / 8
 
     levels: list[dict] = []
     fold: dict[str, str] = {}
@@ -311,7 +311,7 @@ def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str
             fold[comp.name] = comp.name
             stages[comp.name] = 1
             continue
-        levels.append(_storage_level(comp, ert, word_bits, word_bytes, targets, tensors, notes,
+        levels.append(_storage_level(comp, ert, word_bits, targets, tensors, notes,
                                      ignored, approximated))
         fold[comp.name] = comp.name
         stages[comp.name] = levels[-1].get("max_stages", 1)
@@ -355,11 +355,12 @@ def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str
     return ArchImport(data, components, fold, folded, spatial_target, stages, word_bits, targets)
 
 
-def _storage_level(comp: Component, ert: dict, word_bits: int, word_bytes: float, targets, tensors,
+def _storage_level(comp: Component, ert: dict, word_bits: int, targets, tensors,
                    notes: list[str], ignored: set[str], approximated: list[str]) -> dict:
     a, aw = comp.attributes, comp.where / "attributes"
     own_bits = _word_bits(a, comp.where, word_bits)
-    cluster = integer(a.get("cluster_size", 1), aw / "cluster_size")
+    cluster_key = "cluster-size" if "cluster-size" in a else "cluster_size"    # Timeloop's C++ spelling, the front end's
+    cluster = integer(a.get(cluster_key, 1), aw / cluster_key)
     width = a.get("width", a.get("memory_width"))
     if "block_size" in a or "block-size" in a:
         key = "block_size" if "block_size" in a else "block-size"
@@ -386,8 +387,11 @@ def _storage_level(comp: Component, ert: dict, word_bits: int, word_bytes: float
     stages = number(a.get("multiple_buffering", 1), aw / "multiple_buffering")
     if stages != int(stages) or stages < 1:
         raise (aw / "multiple_buffering").error("unsupported: fractional multiple_buffering")
+    # a level whose words differ from the problem's (a 16-bit psum scratchpad under 8-bit
+    # operands) keeps its own word: its capacity, traffic and bandwidths are counted in it
+    own_bytes = own_bits / 8
     level = {"name": comp.name,
-             "capacity": "unlimited" if math.isinf(words) else f"{words * word_bytes:g} B",
+             "capacity": "unlimited" if math.isinf(words) else f"{words * own_bytes:g} B",
              "block_size": block, "instances": comp.instances, "mesh": list(comp.mesh)}
     if int(stages) > 1:
         level["max_stages"] = int(stages)
@@ -401,11 +405,10 @@ def _storage_level(comp: Component, ert: dict, word_bits: int, word_bytes: float
     update = energies.get("update", write)
     leak = energies.get("leak", 0.0)
     if cluster > 1:
+        # the ERT prices one access of the whole cluster; here energies are one instance's
+        # share and `cluster_size` charges whole accesses per utilized cluster, as Timeloop does
         read, write, update = read / cluster, write / cluster, update / cluster
-        approximated.append(
-            f"{comp.where.file}: {comp.name}: cluster_size {cluster} approximated: each instance is "
-            f"charged 1/{cluster} of a cluster access per access (Timeloop charges a whole cluster "
-            "access per utilized cluster)")
+        level["cluster_size"] = cluster
     level["energy"] = {"read": read, "write": write, "update": update}
     if leak:
         level["leak"] = leak
@@ -413,10 +416,8 @@ def _storage_level(comp: Component, ert: dict, word_bits: int, word_bytes: float
     if keeps is not None:
         level["keeps"] = keeps
     if own_bits != word_bits:
-        approximated.append(
-            f"{comp.where.file}: {comp.name}: {own_bits}-bit words approximated by the problem's "
-            f"{word_bits}-bit words (capacity counted in words, as Timeloop checks it)")
-    # Timeloop's bandwidths are words per cycle per instance; here bytes, in the problem's words
+        level["word_bits"] = own_bits
+    # Timeloop's bandwidths are words per cycle per instance; here bytes, in the level's words
     # (as capacities are counted)
     # (the deprecated `bandwidth` is, as Timeloop reads it, half for reads and half for writes)
     for key, ours, share in (("bandwidth", "read_bandwidth", 0.5), ("bandwidth", "write_bandwidth", 0.5),
@@ -426,7 +427,7 @@ def _storage_level(comp: Component, ert: dict, word_bits: int, word_bytes: float
             words = number(a[key], aw / key)
             if words <= 0:
                 raise (aw / key).error("expected a positive number of words per cycle")
-            level[ours] = f"{words * share * word_bytes:g} B/cycle"
+            level[ours] = f"{words * share * own_bytes:g} B/cycle"
     for key in a:
         if key not in ESTIMATION_ONLY:
             ignored.add(key)

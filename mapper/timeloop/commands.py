@@ -122,12 +122,16 @@ def search_inputs(args):
     from .mapping import translate as translate_mapping
     rules = getattr(args, "timeloop_rules", False)
     imported = load_inputs(args.arch, args.workload, None, getattr(args, "ert", None),
-                           extra=[args.mapspace], timeloop_rules=rules)
+                           extra=[args.mapspace, getattr(args, "timeloop_mapper", None)], timeloop_rules=rules)
     if imported is None:
         arch, workload = load_arch(args.arch), load_workload(args.workload)
         if rules:
             arch = with_timeloop_rules(arch)
         constraints = load_constraints(args.mapspace)
+        mapper_file = getattr(args, "timeloop_mapper", None)
+        if mapper_file:       # Timeloop's mapper settings beside this project's own specs
+            imported = _mapper_only(mapper_file, arch, workload)
+            print_notes(imported)
     else:
         arch, workload = imported.arch, imported.workload
         if imported.arch_ctx is not None and (args.mapspace is None or _is_timeloop(args.mapspace)):
@@ -146,6 +150,16 @@ def search_inputs(args):
         else:
             warm.append(load_warm_start(path, arch, workload))
     return arch, workload, constraints, tuple(warm), imported
+
+
+def _mapper_only(path, arch, workload) -> Imported:
+    from .design import mapper_objective
+    parts = read_parts([path])
+    if parts.mapper is None:
+        raise SpecError(str(path), "mapper", "expected Timeloop's `mapper:` settings")
+    notes: list[str] = []
+    objective = mapper_objective(*parts.mapper, notes)
+    return Imported(None, None, None, None, arch, workload, None, notes, objective)
 
 
 def reference_lines(args, arch, workload, result) -> str:

@@ -21,7 +21,7 @@ from . import problem as tl_problem
 from .yamlio import read_timeloop_yaml
 
 CONSTRAINT_KEYS = ("architecture_constraints", "constraints", "mapspace_constraints")
-IGNORED_KEYS = ("mapper", "compound_components", "components", "variables", "globals", "model",
+IGNORED_KEYS = ("compound_components", "components", "variables", "globals", "model",
                 "dumped_by_timeloop_front_end", "ART", "ART_summary", "mapspace", "version")
 GENERIC_STEMS = ("arch", "architecture", "problem", "prob", "map", "mapping", "input", "ERT",
                  "ERT_summary", "constraints")
@@ -36,6 +36,7 @@ class Parts:
     mapping: tuple | None = None
     ert: tuple | None = None
     constraints: list = field(default_factory=list)
+    mapper: tuple | None = None          # Timeloop's mapper settings (its objective is read)
     arch_path: Path | None = None
     problem_path: Path | None = None
     notes: list[str] = field(default_factory=list)
@@ -56,6 +57,8 @@ def timeloop_keys(data) -> list[str]:
         found.append("ert")
     if any(k in data for k in CONSTRAINT_KEYS):
         found.append("constraints")
+    if isinstance(data.get("mapper"), dict):
+        found.append("mapper")
     return found
 
 
@@ -68,15 +71,15 @@ def read_parts(paths, parts: Parts | None = None) -> Parts:
         keys = timeloop_keys(data)
         if not keys:
             raise where.error("not a Timeloop file: expected a top-level `architecture`, `problem`, "
-                              "`mapping` (with `target`s), `architecture_constraints` or `ERT`")
+                              "`mapping` (with `target`s), `architecture_constraints`, `mapper` or `ERT`")
         for key in data:
-            if key in ("architecture", "problem", "mapping", "ERT", "ERT_summary") + CONSTRAINT_KEYS:
+            if key in ("architecture", "problem", "mapping", "ERT", "ERT_summary", "mapper") + CONSTRAINT_KEYS:
                 continue
             if key == "sparse_optimizations" and data[key]:
                 raise (where / key).error("unsupported: sparse optimizations are not modelled")
             if key not in IGNORED_KEYS:
                 raise (where / key).error("unsupported top-level key in a Timeloop file (read: "
-                                          "architecture, problem, mapping, architecture_constraints, ERT)")
+                                          "architecture, problem, mapping, architecture_constraints, mapper, ERT)")
         if "architecture" in keys:
             _once(parts, "architecture", (data["architecture"], where), where)
             parts.arch_path = path
@@ -87,6 +90,8 @@ def read_parts(paths, parts: Parts | None = None) -> Parts:
             _once(parts, "mapping", (data["mapping"], where), where)
         if "ert" in keys:
             _once(parts, "ert", (data, where), where)
+        if "mapper" in keys:
+            _once(parts, "mapper", (data["mapper"], where / "mapper"), where)
         for key in CONSTRAINT_KEYS:
             if key in data:
                 parts.constraints.append((data[key], where / key))
@@ -143,6 +148,7 @@ class Imported:
     workload: object = None
     mapping: object = None
     notes: list[str] = field(default_factory=list)
+    objective: str | None = None        # from Timeloop's mapper `optimization-metrics`
 
 
 # arch YAML `model:` keys and values of Timeloop's rules, and the Arch fields they set
@@ -207,4 +213,32 @@ def build(parts: Parts, arch=None, workload=None, check_mapping: bool = True,
         mapping_dict = tl_mapping.translate(entries, mw, arch, workload, ctx, notes)
         if check_mapping:
             mapping = mapping_from_checked_dict(mapping_dict, arch, workload, mw)
-    return Imported(arch_dict, workload_dict, mapping_dict, ctx, arch, workload, mapping, notes)
+    objective = None if parts.mapper is None else mapper_objective(*parts.mapper, notes)
+    return Imported(arch_dict, workload_dict, mapping_dict, ctx, arch, workload, mapping, notes, objective)
+
+
+# Timeloop mapper `optimization-metrics` (a priority list) -> this tool's objective
+METRICS = {("delay", "energy"): "delay,energy", ("edp",): "edp", ("energy",): "energy",
+           ("delay",): "cycles"}
+
+
+def mapper_objective(body, where: Where, notes: list[str]) -> str | None:
+    """The objective Timeloop's mapper settings ask for; the search settings (algorithm,
+    timeout, threads, ...) are this tool's own and are noted as not read."""
+    key = next((k for k in ("optimization-metrics", "optimization_metrics", "optimization-metric")
+                if k in body), None)
+    others = sorted(str(k) for k in body if k != key)
+    if others:
+        notes.append(f"{where.file}: mapper settings not read (this tool's search has its own): "
+                     + ", ".join(others))
+    if key is None:
+        return None
+    metrics = body[key]
+    metrics = tuple(metrics) if isinstance(metrics, list) else (metrics,)
+    objective = METRICS.get(tuple(str(m) for m in metrics))
+    if objective is None:
+        raise (where / key).error(f"unsupported metrics {list(metrics)}: this tool minimises "
+                                  "[delay, energy] (lexicographic), [edp], [energy] or [delay]")
+    notes.append(f"{where.file}: objective {objective} from Timeloop's optimization-metrics "
+                 "(an explicit --objective wins)")
+    return objective
