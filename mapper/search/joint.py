@@ -100,12 +100,12 @@ class Joint:
                     incumbent.offer(sample)
                 if incumbent.table is not None:
                     break
-            notes.append("the time limit ended before the tree reached a mapping; "
+            notes.append(f"{stops.reason()} ended the search before the tree reached a mapping; "
                          "the result is the best of random draws")
         lower = incumbent.score if complete else min(walk.open_bounds + [incumbent.score])
         proven = complete or lower >= incumbent.score * (1 - SLACK)
         if not complete:
-            notes.append("stopped by the time limit; the bound covers what was left unexplored"
+            notes.append(f"stopped by {stops.reason()}; the bound covers what was left unexplored"
                          + ("; it meets the score, so the value is optimal (equally good "
                             "mappings were not all ranked)" if proven else ""))
         return incumbent.result(self.name, funnel, optimal=proven, complete=complete,

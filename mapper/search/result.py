@@ -73,8 +73,11 @@ class Incumbent:
                                   f"({self.evaluated:,} mappings priced)")
         mapping = from_table(self.table, 0)
         ev = evaluate(self.space.arch, self.space.workload, mapping)
+        # under an evaluation budget, report what it counts: every row the cost model priced
+        # (partial mappings bounded in a tree, proposals, warm starts), not only those offered
+        evaluated = stops.priced() if stops.max_evaluations is not None else self.evaluated
         return SearchResult(strategy=strategy, objective=self.objective, mapping=mapping, evaluation=ev,
-                            score=self.score, evaluated=self.evaluated,
+                            score=self.score, evaluated=evaluated,
                             seconds=time.perf_counter() - self.started, optimal=optimal,
                             complete=complete, funnel=funnel, lower_bound=lower_bound,
                             seconds_to_best=self.found_at, notes=list(notes or []))
@@ -147,6 +150,15 @@ class _Stops:
         if self.per_evaluation is None:
             return time.perf_counter()
         return self.priced() * self.per_evaluation
+
+    def reason(self) -> str:
+        """What ends the searches of this command, for notes: "the time limit", "the evaluation
+        budget (N mappings)" or "Ctrl-C"."""
+        if self.interrupted:
+            return "Ctrl-C"
+        if self.max_evaluations is not None:
+            return f"the evaluation budget ({self.max_evaluations:,} mappings)"
+        return "the time limit"
 
     def stopped(self) -> bool:
         if self.interrupted:
