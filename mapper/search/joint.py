@@ -38,6 +38,7 @@ from .warm import admit, factor_rows
 SLACK = 1e-9        # relative: bounds and scores are sums of the same terms in other orders
 COARSE_SHARE = 0.25         # of the time limit, for the coarse shape's search
 COARSE_MIN_SECONDS = 1.0    # below this a coarse search finds too little to be worth it
+CPSAT_MIN_LEFT_S = 1.0     # wall seconds to the command's deadline below which CP-SAT is skipped
 COARSE_MIN_SPACE = 2e6      # pruned mappings below which the walk alone is quick
 
 
@@ -72,7 +73,9 @@ class Joint:
             notes.append(self._outside_incumbents(space, incumbent))
         if self._worth_a_coarse_start(funnel):
             notes.append(self._coarse_start(space, objective, incumbent))
-        if self.cpsat_seconds and not budget.spent():
+        # CP-SAT's model, its wall cap (half of what is left) and the pricing of its proposals:
+        # with less than CPSAT_MIN_LEFT_S to the command's deadline, they would end past it
+        if self.cpsat_seconds and not budget.spent() and stops.seconds_left() >= CPSAT_MIN_LEFT_S:
             notes.append(self._cpsat_proposals(space, objective, incumbent))
         if self.local_search and incumbent.table is not None:
             before = incumbent.score
@@ -133,6 +136,9 @@ class Joint:
         walk quickly anyway."""
         return (self.coarse and self.time_limit is not None
                 and self.time_limit * COARSE_SHARE >= COARSE_MIN_SECONDS
+                # its share must still be left: a coarse search cut short by the command's
+                # deadline still finishes its greedy start (a quick look per level), past it
+                and stops.seconds_left() >= self.time_limit * COARSE_SHARE
                 and funnel.after.get("occupancy", funnel.size) > COARSE_MIN_SPACE)
 
     def _coarse_start(self, space, objective, incumbent) -> str:
