@@ -124,9 +124,9 @@ class _Stops:
 
     Against the deadline, a check also looks ahead: the steps between two checks (a slice of
     the tree priced and bounded, a local-search move) cannot be cut, and on a large space or a
-    loaded machine one takes a second or more. So a check says stop when the longest of the
-    last `STEP_WINDOW` stretches between checks would end past the deadline, and keeps saying
-    so. Evaluation budgets and Ctrl-C are exact and do not look ahead.
+    loaded machine one takes a second or more. So a check says stop when the next step, as long
+    as the second longest of the last `STEP_WINDOW` stretches between checks, would end past the
+    deadline, and keeps saying so. Evaluation budgets and Ctrl-C are exact and do not look ahead.
     """
 
     def __init__(self):
@@ -189,7 +189,10 @@ class _Stops:
             if self.last_check is not None:
                 self.steps = (self.steps + [now - self.last_check])[-STEP_WINDOW:]
             self.last_check = now
-            self.expired = now + max(self.steps, default=0.0) > self.deadline
+            # the second longest: one long stretch is a step that bounds itself (CP-SAT takes
+            # at most half of what is left) and would end the search a second early
+            ahead = sorted(self.steps)[-2] if len(self.steps) > 1 else 0.0
+            self.expired = now + ahead > self.deadline
         return self.expired
 
 
