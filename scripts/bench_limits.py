@@ -10,8 +10,8 @@ it), and the process's peak resident memory (ru_maxrss, the interpreter and nump
 
 `--slowdown F` runs each search process 1/F of the time (stopped and continued every 30 ms),
 as on a machine F times as loaded, without loading this one. Random search draws until the
-limit (`--samples 10**9`). A search that refuses its space up front (exhaustive above its size limit) is listed as refused:
-the budget is not what ended it.
+limit (`--samples 10**9`). A search that refuses its space up front (exhaustive above its size
+limit) is listed as refused: the budget is not what ended it.
 """
 from __future__ import annotations
 
