@@ -36,7 +36,8 @@ def test_joint_equals_exhaustive_on_four_level_spaces(data):
     if space.funnel().after["divisibility"] > 400_000:
         return
     exact = Exhaustive().run(space, objective)
-    joint = Joint(time_limit=None).run(space, objective)
+    # half the draws walk the space in keep-vector parts whatever its size (`keep_parts.py`)
+    joint = Joint(time_limit=None, parts_above=data.draw(st.sampled_from([0, 20_000]))).run(space, objective)
     assert joint.optimal and joint.score == exact.score and joint.mapping == exact.mapping
 
 
@@ -166,7 +167,7 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
         assert (bound <= score * (1 + 1e-9)).all(), depth
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.data())
 def test_bounds_in_a_keep_part_stay_below_its_mappings(data):
     """The same inside the parts the walk is split into (`keep_parts.py`), where every level's
@@ -180,7 +181,8 @@ def test_bounds_in_a_keep_part_stay_below_its_mappings(data):
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
     sample = space.sample(300, np.random.default_rng(data.draw(st.integers(0, 1000))))
     whole = LinkBounds(space)
-    for picks in {_keep_picks(space, sample, row) for row in range(len(sample))}:
+    vectors = sorted({_keep_picks(space, sample, row) for row in range(len(sample))})
+    for picks in data.draw(st.permutations(vectors))[:6]:       # a few parts: each costs its bounds
         rows = np.array([r for r in range(len(sample)) if _keep_picks(space, sample, r) == picks])
         table = sample.take(rows)
         part = space.with_keeps(picks)

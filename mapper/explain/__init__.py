@@ -14,9 +14,8 @@ from ..cost.occupancy import gpu_levels
 from ..errors import SpecError
 from ..mapping import Mapping, to_table
 from ..spec import Arch, Workload
-from .bounds import LevelTraffic, bilinear, level_traffic, subtree_capacity_bytes, threshold_bytes
-from .regimes import (CAPACITY_TEXT, LevelTime, Structure, capacity_regime, level_times, overall,
-                      structure)
+from .bounds import LevelTraffic, level_traffic, subtree_capacity_bytes, threshold_bytes
+from .regimes import LevelTime, Structure, capacity_regime, level_times, overall, structure
 from .stages import StageRow, stage_table
 
 

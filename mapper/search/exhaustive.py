@@ -8,7 +8,7 @@ import numpy as np
 from ..errors import MapperError
 from ..mapspace import Mapspace
 from .objective import Objective
-from .result import Budget, Incumbent, SearchResult
+from .result import Budget, Incumbent, SearchResult, stops
 
 
 class SpaceTooLargeError(MapperError):
@@ -36,13 +36,13 @@ class Exhaustive:
             if progress:
                 progress(incumbent.evaluated)
         complete = not budget.spent()
-        notes = [] if complete else ["stopped by the time limit before covering the space"]
+        notes = [] if complete else [f"stopped by {stops.reason()} before covering the space"]
         if incumbent.table is None and not complete:      # return something: random draws
             rng = np.random.default_rng(0)
             for _ in range(10):
                 incumbent.offer(space.sample(20_000, rng))
                 if incumbent.table is not None:
-                    notes.append("the time limit ended before any batch held a valid mapping; "
+                    notes.append(f"{stops.reason()} ended the search before any batch held a valid mapping; "
                                  "the result is the best of random draws")
                     break
         return incumbent.result(self.name, funnel, optimal=complete, complete=complete, notes=notes)

@@ -39,7 +39,7 @@ from ..cost import evaluate_many
 from ..errors import InfeasibleError
 from ..mapspace import Mapspace
 from .objective import Objective, ranking_keys
-from .result import Budget, Incumbent, SearchResult
+from .result import Budget, Incumbent, SearchResult, stops
 from .tree import LevelTree, Nodes, feasible
 
 RULE_NOTE = ("top-down: every tensor kept where it fits, the largest spatial split, then the fewest "
@@ -67,7 +67,7 @@ class Greedy:
             notes.append(f"{descent.backtracks} dead end(s) below a choice made it take the next choice "
                          "of the level above")
         if descent.hurried_from is not None:
-            notes.append(f"the time limit cut the search at level {descent.hurried_from}: it took the best "
+            notes.append(f"{stops.reason()} cut the search at level {descent.hurried_from}: it took the best "
                          "choice priced so far there and a quick look at each level below")
         return descent.incumbent.result(self.name, funnel, optimal=False,
                                         complete=descent.hurried_from is None, notes=notes)

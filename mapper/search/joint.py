@@ -40,6 +40,7 @@ from .warm import admit, factor_rows
 SLACK = 1e-9        # relative: bounds and scores are sums of the same terms in other orders
 COARSE_SHARE = 0.25         # of the time limit, for the coarse shape's search
 COARSE_MIN_SECONDS = 1.0    # below this a coarse search finds too little to be worth it
+CPSAT_MIN_LEFT_S = 1.0     # wall seconds to the command's deadline below which CP-SAT is skipped
 COARSE_MIN_SPACE = 2e6      # pruned mappings below which the walk alone is quick
 PART_POLISH_SECONDS = 0.5   # local search after each dive into one keep vector's part
 
@@ -54,6 +55,7 @@ class Joint:
     incumbents: tuple = ()          # mappings from outside (a neighbouring shape's optimum, ...)
     dives: int = 24                 # sampled dives down the tree before the walk, for incumbents
     coarse: bool = True             # start from a smaller shape's answer (`coarse.py`) on large spaces
+    parts_above: float = 20_000     # pruned mappings above which the walk is split by keep vector
     name: str = "joint"
 
     def run(self, space: Mapspace, objective: Objective, progress=None) -> SearchResult:
@@ -75,7 +77,9 @@ class Joint:
             notes.append(self._outside_incumbents(space, incumbent))
         if self._worth_a_coarse_start(funnel):
             notes.append(self._coarse_start(space, objective, incumbent))
-        if self.cpsat_seconds and not budget.spent():
+        # CP-SAT's model, its wall cap (half of what is left) and the pricing of its proposals:
+        # with less than CPSAT_MIN_LEFT_S to the command's deadline, they would end past it
+        if self.cpsat_seconds and not budget.spent() and stops.seconds_left() >= CPSAT_MIN_LEFT_S:
             notes.append(self._cpsat_proposals(space, objective, incumbent))
         if self.local_search and incumbent.table is not None:
             before = incumbent.score
@@ -84,7 +88,9 @@ class Joint:
             notes.append(f"local search: {rounds} improving round(s), {before:.6g} -> {incumbent.score:.6g}")
         walk = _Walk(space, objective, tree, incumbent, budget, self.chunk, progress)
         walk.polish = self.local_search
-        parts = split_by_keeps(space, objective, tree, walk.links, budget)
+        # bounding every part costs tens of milliseconds each: a small space is walked whole
+        large = funnel.after.get("occupancy", funnel.size) > self.parts_above
+        parts = split_by_keeps(space, objective, tree, walk.links, budget) if large else None
         if parts is None:
             parts = [self._whole(space, objective, tree, walk.links)]
         else:
@@ -106,12 +112,12 @@ class Joint:
                     incumbent.offer(sample)
                 if incumbent.table is not None:
                     break
-            notes.append("the time limit ended before the tree reached a mapping; "
+            notes.append(f"{stops.reason()} ended the search before the tree reached a mapping; "
                          "the result is the best of random draws")
         lower = incumbent.score if complete else min(walk.open_bounds + [incumbent.score])
         proven = complete or lower >= incumbent.score * (1 - SLACK)
         if not complete:
-            notes.append("stopped by the time limit; the bound covers what was left unexplored"
+            notes.append(f"stopped by {stops.reason()}; the bound covers what was left unexplored"
                          + ("; it meets the score, so the value is optimal (equally good "
                             "mappings were not all ranked)" if proven else ""))
         return incumbent.result(self.name, funnel, optimal=proven, complete=complete,
@@ -148,6 +154,9 @@ class Joint:
         walk quickly anyway."""
         return (self.coarse and self.time_limit is not None
                 and self.time_limit * COARSE_SHARE >= COARSE_MIN_SECONDS
+                # its share must still be left: a coarse search cut short by the command's
+                # deadline still finishes its greedy start (a quick look per level), past it
+                and stops.seconds_left() >= self.time_limit * COARSE_SHARE
                 and funnel.after.get("occupancy", funnel.size) > COARSE_MIN_SPACE)
 
     def _coarse_start(self, space, objective, incumbent) -> str:

@@ -26,6 +26,8 @@ PAIR_LIMIT = 100_000        # factor combinations priced per pair of dims
 EXPAND_LIMIT = 2_000_000    # rows when one dim's factorisations are crossed with every choice
 CHOICE_LIMIT = 100_000      # rows when a factor move is crossed with every keep set and stage count
 BATCH_ROWS = 50_000         # rows priced between two looks at the budget
+SLICE_ROWS = 10_000         # rows of a move priced between two looks at the budget (pricing a
+                            # row costs up to ~20 us on a large array: tpu, conv-alexnet-conv3)
 
 
 def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0, stop=None) -> int:
@@ -44,9 +46,9 @@ def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0
             if rows is None:
                 return improved
             varied = _vary(space, incumbent.table, rows, dims, rng)
-            _offer(space, incumbent, varied)
+            _offer_sliced(space, incumbent, varied, spent)
             if not spent():        # each batch takes a while: the budget is asked between them
-                _offer(space, incumbent, _with_every_choice(space, varied, rng))
+                _offer_sliced(space, incumbent, _with_every_choice(space, varied, rng), spent)
             if len(dims) == 1 and varied.factors.shape[-1] * space.expansion_bound() <= EXPAND_LIMIT:
                 _offer_expanded(space, incumbent, varied.factors, spent)
         if incumbent.key == before:
@@ -104,6 +106,16 @@ def _offer_expanded(space: Mapspace, incumbent: Incumbent, factors: np.ndarray, 
         if spent():
             return
         _offer(space, incumbent, space.expand(factors[..., start:start + step]))
+
+
+def _offer_sliced(space: Mapspace, incumbent: Incumbent, table: MappingTable, spent) -> None:
+    """`table` priced in slices of SLICE_ROWS with the budget asked between them: a pair move
+    holds up to PAIR_LIMIT rows, over a second of pricing on a large space (more under load).
+    The incumbent is the same as from one batch: it keeps the first of equal keys either way."""
+    for start in range(0, len(table), SLICE_ROWS):
+        if start and spent():
+            return
+        _offer(space, incumbent, table.take(np.arange(start, min(len(table), start + SLICE_ROWS))))
 
 
 def _offer(space: Mapspace, incumbent: Incumbent, table: MappingTable) -> None:

@@ -73,8 +73,11 @@ class Incumbent:
                                   f"({self.evaluated:,} mappings priced)")
         mapping = from_table(self.table, 0)
         ev = evaluate(self.space.arch, self.space.workload, mapping)
+        # under an evaluation budget, report what it counts: every row the cost model priced
+        # (partial mappings bounded in a tree, proposals, warm starts), not only those offered
+        evaluated = stops.priced() if stops.max_evaluations is not None else self.evaluated
         return SearchResult(strategy=strategy, objective=self.objective, mapping=mapping, evaluation=ev,
-                            score=self.score, evaluated=self.evaluated,
+                            score=self.score, evaluated=evaluated,
                             seconds=time.perf_counter() - self.started, optimal=optimal,
                             complete=complete, funnel=funnel, lower_bound=lower_bound,
                             seconds_to_best=self.found_at, notes=list(notes or []))
@@ -93,6 +96,7 @@ class Budget:
 
 
 FINISH_RESERVE_S, FINISH_RESERVE_FRACTION = 0.5, 0.08
+STEP_WINDOW = 8     # stretches between budget checks that predict the next one's length
 
 
 def seconds_since_start() -> float:
@@ -117,6 +121,12 @@ class _Stops:
       so every decision a strategy takes on its budget (and so its result) is independent of
       machine load; the time limit then means N mappings;
     - `interrupted`: set by Ctrl-C (the CLI's SIGINT handler).
+
+    Against the deadline, a check also looks ahead: the steps between two checks (a slice of
+    the tree priced and bounded, a local-search move) cannot be cut, and on a large space or a
+    loaded machine one takes a second or more. So a check says stop when the next step, as long
+    as the second longest of the last `STEP_WINDOW` stretches between checks, would end past the
+    deadline, and keeps saying so. Evaluation budgets and Ctrl-C are exact and do not look ahead.
     """
 
     def __init__(self):
@@ -138,6 +148,9 @@ class _Stops:
         if max_evaluations:
             self.per_evaluation = (seconds or 60.0) / max_evaluations
         self.interrupted = False
+        self.expired = False                # the deadline (or its look-ahead) was reached
+        self.last_check: float | None = None
+        self.steps: list[float] = []        # the last STEP_WINDOW stretches between checks
 
     def priced(self) -> int:
         from ..cost import vectorised
@@ -148,12 +161,39 @@ class _Stops:
             return time.perf_counter()
         return self.priced() * self.per_evaluation
 
+    def seconds_left(self) -> float:
+        """Wall seconds to the deadline; infinite without one (an evaluation budget, a library
+        call), so that decisions taken on it never depend on the machine's load there."""
+        if self.deadline is None or self.per_evaluation is not None:
+            return float("inf")
+        return self.deadline - time.perf_counter()
+
+    def reason(self) -> str:
+        """What ends the searches of this command, for notes: "the time limit", "the evaluation
+        budget (N mappings)" or "Ctrl-C"."""
+        if self.interrupted:
+            return "Ctrl-C"
+        if self.max_evaluations is not None:
+            return f"the evaluation budget ({self.max_evaluations:,} mappings)"
+        return "the time limit"
+
     def stopped(self) -> bool:
         if self.interrupted:
             return True
         if self.max_evaluations is not None:
             return self.priced() >= self.max_evaluations
-        return self.deadline is not None and time.perf_counter() > self.deadline
+        if self.deadline is None:
+            return False
+        if not self.expired:
+            now = time.perf_counter()
+            if self.last_check is not None:
+                self.steps = (self.steps + [now - self.last_check])[-STEP_WINDOW:]
+            self.last_check = now
+            # the second longest: one long stretch is a step that bounds itself (CP-SAT takes
+            # at most half of what is left) and would end the search a second early
+            ahead = sorted(self.steps)[-2] if len(self.steps) > 1 else 0.0
+            self.expired = now + ahead > self.deadline
+        return self.expired
 
 
 stops = _Stops()

@@ -1,0 +1,32 @@
+"""The mapspace: every legal mapping of a workload onto an architecture, as numpy tables.
+
+A mapping is a choice, per dim, of an ordered factorisation of its extent over the *slots*
+(level, temporal / spatial x / spatial y), plus per level a loop order, a keep set and a
+buffering depth. The space is the product of these choices; it is never listed as objects:
+- per-dim factorisation tables are small (thousands of rows) and filtered by the preset's
+  bounds and by divisibility down to the native operation shape;
+- loop orders are the classes of `orders.order_classes` for the level's non-unit dims;
+- sizes come in closed form from per-dim counts grouped by which levels have non-unit loops
+  (the only thing the number of loop orders depends on), never by listing the cross product;
+  the sum over those groups is a dynamic programme whose state keeps per level only what the
+  level's number of orders depends on, with a cap on its work: past the cap (deep hierarchies
+  of many-dim workloads with order constraints) the size is an unbiased sampled estimate;
+- what couples dims (spatial fanout, capacity, GPU occupancy) is checked on batches of the
+  cross product, vectorised; `funnel()` counts exactly when the cross product is small enough
+  and estimates by uniform sampling otherwise; it names every count it estimated, and its work
+  is bounded whatever the space (well under a second on a 6-level, 7-dim convolution).
+
+The class is split by job, one module each (`Mapspace` combines them):
+- `space`: the class itself, the slots, padded extents and keep/stage choices per level;
+- `tables`: per-dim factorisation tables, pruned by the preset's bounds and divisibility;
+- `order_tables`: loop-order classes per level and their counts;
+- `counting`: closed-form sizes and the funnel (`Funnel`);
+- `pruning`: the coupled checks (fanout, capacity, occupancy) and why nothing fits;
+- `sampling`: batches of the cross product, full enumeration and uniform sampling.
+"""
+from .common import SPATIAL_X, SPATIAL_Y, STEPS, TEMPORAL, LevelChoices, padded_extents
+from .counting import MAX_EXACT_TERMS, PATTERN_SAMPLES, Funnel
+from .space import Mapspace
+
+__all__ = ["Mapspace", "Funnel", "LevelChoices", "TEMPORAL", "SPATIAL_X", "SPATIAL_Y", "STEPS",
+           "MAX_EXACT_TERMS", "PATTERN_SAMPLES", "padded_extents"]

@@ -1,0 +1,141 @@
+"""The coupled checks, those that couple dims and so run on batches of the cross product:
+spatial fanout, capacity per level, GPU occupancy; and, when they leave nothing, why."""
+from __future__ import annotations
+
+import math
+from functools import cached_property
+
+import numpy as np
+
+from ..cost.occupancy import blocks_per_sm, gpu_levels
+from ..errors import InfeasibleError
+from ..mapping import MappingTable
+from .common import STEPS, TEMPORAL
+from .counting import Funnel
+
+
+class PruningMixin:
+    """Fanout, capacity and occupancy masks (`valid_mask`) and the explanation of an empty space
+    (`require_nonempty`).
+
+    Part of `Mapspace` (see `space`): it reads `arch`, `workload`, `constraints`, `n_levels`,
+    `n_dims`, `level_constraints`, `slots`, `extents`, `choices` and the other mixins' methods."""
+
+    def tile_words(self, factors: np.ndarray) -> list[np.ndarray]:
+        """Tile words per tensor, each (L, N)."""
+        full = factors.prod(axis=1)
+        span = np.cumprod(full[::-1], axis=0)[::-1]
+        out = []
+        for tensor in self.workload.tensors:
+            words = 1
+            for axis in tensor.axes:
+                words = words * (1 + sum(c * (span[:, d] - 1) for d, c in axis))
+            out.append(words)
+        return out
+
+    def fanout_mask(self, factors: np.ndarray) -> np.ndarray:
+        fanout = np.array([self.arch.fanout(lv) for lv in range(self.n_levels)])[:, :, None]
+        ok = (factors[:, 1:].prod(axis=2) <= fanout).all(axis=(0, 1))
+        if self.constraints.min_utilization > 0:
+            used = factors[:, 1:].prod(axis=(0, 1, 2))
+            ok &= used >= self.constraints.min_utilization * self.arch.compute.instances
+        return ok
+
+    def _footprints(self, factors: np.ndarray) -> list[np.ndarray]:
+        """Per level, bytes of one stage of each keep option: (options, N)."""
+        tiles = self.tile_words(factors)
+        word_bytes = [[level.word_bytes(t) for t in self.workload.tensors] for level in self.arch.levels]
+        return [np.array([sum((tiles[t][lv] * word_bytes[lv][t] for t in keep), np.zeros(factors.shape[-1]))
+                          for keep in choice.keeps])
+                for lv, choice in enumerate(self.choices)]
+
+    @cached_property
+    def gpu_levels(self) -> tuple[int, int] | None:
+        """(shared-memory level, register level) of a GPU, or None (see `cost.occupancy`)."""
+        return gpu_levels(self.arch)
+
+    def blocks_per_sm(self, smem_bytes: np.ndarray, rf_bytes: np.ndarray) -> np.ndarray:
+        """Resident thread blocks per SM given one block's shared-memory and register bytes."""
+        return blocks_per_sm(self.arch, smem_bytes, rf_bytes)
+
+    def _nonunit_masks(self, factors: np.ndarray) -> np.ndarray:
+        """(L, N) bitmask of the dims with a non-unit temporal loop at each level."""
+        return ((factors[:, TEMPORAL] > 1) * (1 << np.arange(self.n_dims))[None, :, None]).sum(axis=1)
+
+    def valid_mask(self, table: MappingTable) -> np.ndarray:
+        """Fanout, capacity and occupancy hold (per-dim constraints hold by construction)."""
+        ok = self.fanout_mask(table.factors)
+        tiles = self.tile_words(table.factors)
+        footprint = []
+        for lv, level in enumerate(self.arch.levels):
+            used = sum(tiles[t][lv] * table.keep[lv, t] * level.word_bytes(tensor)
+                       for t, tensor in enumerate(self.workload.tensors)) * table.stages[lv]
+            footprint.append(used)
+            ok &= used <= level.capacity
+        if self.gpu_levels is not None and self.constraints.min_occupancy > 1:
+            smem_lv, rf_lv = self.gpu_levels
+            ok &= self.blocks_per_sm(footprint[smem_lv], footprint[rf_lv]) >= self.constraints.min_occupancy
+        return ok
+
+    # ------------------------------------------------------------------ why nothing fits
+
+    def require_nonempty(self, funnel: Funnel | None = None) -> Funnel:
+        """The funnel, or an InfeasibleError saying which step removed the last candidates,
+        by how much, and what to relax."""
+        funnel = funnel or self.funnel()
+        previous = funnel.size
+        for step in STEPS:
+            if funnel.after.get(step, 1) == 0:
+                raise InfeasibleError(f"no mapping of {self.workload.name} fits {self.arch.name}: "
+                                      f"the {step} step removed the last {previous:,} candidates. "
+                                      + self._why(step))
+            previous = funnel.after[step]
+        return funnel
+
+    def _why(self, step: str) -> str:
+        names = self.workload.dims
+        if step in ("constraints", "divisibility"):
+            key = "constraints" if step == "constraints" else "divisibility"
+            empty = [names[d] for d, t in enumerate(self._tables[key]) if len(t) == 0]
+            if step == "constraints":
+                return (f"No factorisation of dim(s) {', '.join(empty)} meets the bounds of mapspace "
+                        f"'{self.constraints.name}': widen its temporal/spatial/tile ranges.")
+            native = dict(self.arch.compute.native_shape)
+            detail = ", ".join(f"{n} (size {self.workload.sizes[names.index(n)]}, native {native.get(n)})"
+                               for n in empty)
+            return (f"The innermost tile of {detail} cannot be a multiple of the native operation "
+                    "shape: use factors: imperfect (padding) or align_to_native: false.")
+        if step == "fanout":
+            best = max(self.arch.fanout(lv)[0] * self.arch.fanout(lv)[1] for lv in range(self.n_levels))
+            return (f"Spatial splits must use at least {self.constraints.min_utilization:.0%} of the "
+                    f"{self.arch.compute.instances} compute units and fit each level's fanout "
+                    f"(largest {best}): lower min_utilization.")
+        lines = []
+        for lv, (level, choice) in enumerate(zip(self.arch.levels, self.choices)):
+            smallest = self.smallest_footprint(lv)
+            if smallest > level.capacity:
+                lines.append(f"level {level.name}: its smallest possible tiles take {smallest:,.0f} B "
+                             f"x {min(choice.stages)} stage(s), above its capacity of {level.capacity:,.0f} B")
+        if step == "capacity":
+            hint = "; ".join(lines) or "no single level is too small, but no combination fits all levels"
+            return hint + ": allow bypass there (a mapspace with `bypass: true`), fewer stages, or a larger level."
+        smem, rf = self.gpu_levels
+        blocks = self.blocks_per_sm(np.array([self.smallest_footprint(smem)]), np.array([self.smallest_footprint(rf)]))[0]
+        return (f"At most {blocks:.0f} blocks fit per SM with the smallest tiles, below min_occupancy "
+                f"{self.constraints.min_occupancy}: lower min_occupancy or the stages.")
+
+    def smallest_footprint(self, lv: int) -> float:
+        """Bytes per instance of the smallest tiles level lv can hold (one stage x its fewest
+        stages), over every keep choice: each dim at its smallest tile there."""
+        smallest_span = []
+        for rows in self.dim_tables:
+            tile = self.level_view(rows)[2][:, lv] if len(rows) else np.array([1])
+            smallest_span.append(int(tile.min()))
+        best = math.inf
+        for keep in self.choices[lv].keeps:
+            words = sum(math.prod(1 + sum(c * (smallest_span[d] - 1) for d, c in axis)
+                                  for axis in self.workload.tensors[t].axes)
+                        * self.arch.levels[lv].word_bytes(self.workload.tensors[t])
+                        for t in keep)
+            best = min(best, words)
+        return best * min(self.choices[lv].stages)

@@ -1,0 +1,131 @@
+"""Mappings out of the mapspace: factor arrays for indices into the cross product of the
+per-dim tables, every mapping in bounded batches, and uniform draws choice by choice."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from ..mapping import MappingTable
+from .common import TEMPORAL, _chunks
+
+
+class SamplingMixin:
+    """Enumeration (`tables`, `expand`) and sampling (`sample`) as MappingTables.
+
+    Part of `Mapspace` (see `space`): it reads `arch`, `workload`, `constraints`, `n_levels`,
+    `n_dims`, `level_constraints`, `slots`, `extents`, `choices` and the other mixins' methods."""
+
+    def _factors(self, index: np.ndarray) -> np.ndarray:
+        """Factor arrays (L, 3, D, N) for flat indices into the product of the per-dim tables."""
+        rows = np.unravel_index(index, [len(t) for t in self.dim_tables])
+        return self.assemble([t[r] for t, r in zip(self.dim_tables, rows)])
+
+    def _sample_factors(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        return self.assemble([t[rng.integers(0, len(t), size=count)] for t in self.dim_tables])
+
+    def assemble(self, per_dim: list[np.ndarray]) -> np.ndarray:
+        n = per_dim[0].shape[0]
+        factors = np.ones((self.n_levels, 3, self.n_dims, n), np.int64)
+        for d, rows in enumerate(per_dim):
+            for k, (lv, kind) in enumerate(self.slots):
+                factors[lv, kind, d] = rows[:, k]
+        return factors
+
+    # ------------------------------------------------------------------ enumeration and sampling
+
+    def looping_dims(self, level: int) -> frozenset[int]:
+        """Dims that may have a non-unit temporal loop at `level` (the per-dim tables say)."""
+        column = self.slots.index((level, TEMPORAL))
+        return frozenset(d for d, rows in enumerate(self.dim_tables) if len(rows) and rows[:, column].max() > 1)
+
+    def expansion_bound(self) -> int:
+        """The most mappings one factor combination expands to (keep sets x stage counts x loop
+        orders at every level): batches of factor combinations are sized by it, so that the
+        rows priced together stay bounded."""
+        return math.prod(len(c.keeps) * len(c.stages) * max(1, len(self.orders_for(lv, self.looping_dims(lv))))
+                         for lv, c in enumerate(self.choices))
+
+    def combinations(self) -> int:
+        """Size of the cross product of the per-dim tables (before coupled pruning)."""
+        return math.prod(len(t) for t in self.dim_tables)
+
+    def tables(self, batch: int = 100_000, stop=None):
+        """Every mapping of the pruned space, as MappingTables of at most about `batch` rows;
+        `stop()`, when given, is asked between batches (most batches may yield nothing)."""
+        for index in _chunks(self.combinations(), batch):
+            if stop is not None and stop():
+                return
+            factors = self._factors(index)
+            factors = factors[..., self.fanout_mask(factors)]
+            if factors.shape[-1]:
+                table = self.expand(factors)
+                if len(table):
+                    yield table
+
+    def sample(self, count: int, rng: np.random.Generator) -> MappingTable:
+        """`count` mappings drawn choice by choice: per dim a uniform factorisation row, per level
+        a uniform order class, keep set and stage count. Rows that break a coupled constraint
+        (fanout, capacity, occupancy) are dropped, not redrawn."""
+        factors = self._sample_factors(count, rng)
+        keep_idx = [rng.integers(0, len(c.keeps), size=count) for c in self.choices]
+        stage_idx = [rng.integers(0, len(c.stages), size=count) for c in self.choices]
+        table = self._build(factors, keep_idx, stage_idx, rng)
+        return table.take(self.valid_mask(table))
+
+    def expand(self, factors: np.ndarray) -> MappingTable:
+        """All keep/stage/order choices for each factor combination, pruned by capacity."""
+        n = factors.shape[-1]
+        combos = list(itertools.product(*[itertools.product(range(len(c.keeps)), range(len(c.stages)))
+                                          for c in self.choices]))
+        tables = []
+        for combo in combos:
+            keep_idx = [np.full(n, k) for k, _ in combo]
+            stage_idx = [np.full(n, s) for _, s in combo]
+            table = self._build(factors, keep_idx, stage_idx, None)
+            table = table.take(self.valid_mask(table))
+            if len(table):
+                tables.append(table)
+        if tables:
+            return MappingTable.concat(tables)
+        empty = [np.zeros(0, np.int64)] * self.n_levels
+        return self._build(factors[..., :0], empty, empty, None)
+
+    def _build(self, factors, keep_idx, stage_idx, rng) -> MappingTable:
+        """Tables for factor arrays with the given keep/stage choices; with `rng`, one random order
+        class per level, else every combination of order classes (rows repeated)."""
+        n = factors.shape[-1]
+        keep = np.zeros((self.n_levels, len(self.workload.tensors), n), bool)
+        stages = np.ones((self.n_levels, n), np.int64)
+        for lv, choice in enumerate(self.choices):
+            keep_table = np.zeros((len(choice.keeps), len(self.workload.tensors)), bool)
+            for i, k in enumerate(choice.keeps):
+                keep_table[i, list(k)] = True
+            keep[lv] = keep_table[keep_idx[lv]].T
+            stages[lv] = np.array(choice.stages)[stage_idx[lv]]
+        masks = self._nonunit_masks(factors)
+        order_lists = [[self.order_array(lv, m) for m in range(1 << self.n_dims)] for lv in range(self.n_levels)]
+        if rng is not None:
+            order = np.empty((self.n_levels, self.n_dims, n), np.int64)
+            for lv in range(self.n_levels):
+                for m in np.unique(masks[lv]):
+                    rows = np.flatnonzero(masks[lv] == m)
+                    options = order_lists[lv][m]
+                    order[lv, :, rows] = options[rng.integers(0, len(options), size=len(rows))]
+            return MappingTable(factors, order, keep, stages)
+        if n == 0:
+            return MappingTable(factors, np.zeros((self.n_levels, self.n_dims, 0), np.int64), keep, stages)
+        # every combination of order classes: group rows by their non-unit masks
+        key = np.zeros(n, np.int64)
+        for lv in range(self.n_levels):
+            key = key * (1 << self.n_dims) + masks[lv]
+        parts = []
+        for value in np.unique(key):
+            rows = np.flatnonzero(key == value)
+            per_level = [order_lists[lv][masks[lv][rows[0]]] for lv in range(self.n_levels)]
+            for choice in itertools.product(*[range(len(p)) for p in per_level]):
+                order = np.stack([np.repeat(per_level[lv][c][:, None], len(rows), axis=1)
+                                  for lv, c in enumerate(choice)])
+                parts.append(MappingTable(factors[..., rows], order, keep[..., rows], stages[..., rows]))
+        return MappingTable.concat(parts)

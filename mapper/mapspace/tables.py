@@ -1,0 +1,78 @@
+"""Per-dim factorisation tables: every ordered factorisation of a dim's extents over the
+slots, pruned by the preset's per-dim bounds and by divisibility down to the native shape."""
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from ..factors import enumerate_factorizations
+from .common import SPATIAL_X, SPATIAL_Y, TEMPORAL
+
+
+class TablesMixin:
+    """Per-dim tables (`dim_tables`) and the per-level view of their rows.
+
+    Part of `Mapspace` (see `space`): it reads `arch`, `workload`, `constraints`, `n_levels`,
+    `n_dims`, `level_constraints`, `slots`, `extents`, `choices` and the other mixins' methods."""
+
+    def _dim_rows(self, d: int) -> np.ndarray:
+        """Every ordered factorisation of dim d's allowed extents over the slots, (M, K)."""
+        return np.concatenate([enumerate_factorizations(e, len(self.slots)) for e in self.extents[d]])
+
+    def level_view(self, rows: np.ndarray):
+        """Temporal factor, spatial factor and tile per level for per-dim rows: three (M, L)."""
+        m = rows.shape[0]
+        temporal = np.ones((m, self.n_levels), np.int64)
+        spatial = np.ones((m, self.n_levels), np.int64)
+        for k, (lv, kind) in enumerate(self.slots):
+            (temporal if kind == TEMPORAL else spatial)[:, lv] *= rows[:, k]
+        full = temporal * spatial
+        tile = np.cumprod(full[:, ::-1], axis=1)[:, ::-1]
+        return temporal, spatial, tile
+
+    def constraint_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
+        temporal, spatial, tile = self.level_view(rows)
+        name = self.workload.dims[d]
+        ok = np.ones(rows.shape[0], bool)
+        for lv, lc in enumerate(self.level_constraints):
+            for key, values, ranges in (("temporal", temporal, lc.temporal), ("spatial", spatial, lc.spatial),
+                                        ("tile", tile, lc.tile)):
+                for dim_name, rng in ranges:
+                    self._dim_index(dim_name, lv, key)
+                    if dim_name == name:
+                        ok &= rng.admits(values[:, lv])
+            for key, kind, ranges in (("spatial_x", SPATIAL_X, lc.spatial_x), ("spatial_y", SPATIAL_Y, lc.spatial_y)):
+                for dim_name, rng in ranges:
+                    self._dim_index(dim_name, lv, key)
+                    if dim_name == name:
+                        # the factor on this one axis (1 where the level does not fan out along it)
+                        along = np.ones(rows.shape[0], np.int64)
+                        for k, slot in enumerate(self.slots):
+                            if slot == (lv, kind):
+                                along = rows[:, k]
+                        ok &= rng.admits(along)
+        return ok
+
+    def divisibility_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
+        """The innermost tile is a multiple of the native op shape along d; a dim smaller than
+        the native size (decode's m = 1) is taken whole, the unit padding it internally."""
+        native = dict(self.arch.compute.native_shape)
+        name = self.workload.dims[d]
+        if not self.constraints.align_to_native or native.get(name, 1) == 1:
+            return np.ones(rows.shape[0], bool)
+        tile = self.level_view(rows)[2][:, -1]
+        extent = rows.prod(axis=1)
+        return (tile % native[name] == 0) | ((tile == extent) & (extent < native[name]))
+
+    @cached_property
+    def _tables(self) -> dict[str, list[np.ndarray]]:
+        raw = [self._dim_rows(d) for d in range(self.n_dims)]
+        constrained = [r[self.constraint_mask(d, r)] for d, r in enumerate(raw)]
+        divisible = [r[self.divisibility_mask(d, r)] for d, r in enumerate(constrained)]
+        return {"raw": raw, "constraints": constrained, "divisibility": divisible}
+
+    @property
+    def dim_tables(self) -> list[np.ndarray]:
+        """Per dim, the factorisation rows that survive the per-dim pruning, (M_d, K)."""
+        return self._tables["divisibility"]
