@@ -9,7 +9,8 @@ only what no deeper decision can change:
 What is still open is bounded below by what every completion must pay: the compute units' one
 operand read (or output update and read-modify-write) per MAC at the innermost level keeping
 each tensor, divided by the largest multicast the fanout below it allows; for each undecided
-level, the cheapest traffic into it over every tile that fits it (`LinkBounds`); MAC energy;
+level, the cheapest traffic into it over every tile that fits it (`LinkBounds`), or where
+larger, the words the node's own loops must refetch into it (`refetched_links`); MAC energy;
 leakage over the bounded cycles. A second bound on the same open traffic enumerates the
 innermost level's keep sets, tiles and splits (`innermost_floor.py`); the larger one is used.
 """

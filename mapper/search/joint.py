@@ -8,11 +8,16 @@ best bound first, depth first; a subtree is dropped only when its bound exceeds 
 (`delay,energy`: its cycles bound does, or ties while its energy bound exceeds; `objective.beaten`).
 The innermost level's loop order changes no cost, so its nodes are complete mappings.
 
+With keep/bypass searched, the tree is walked in parts, one per keep vector (`keep_parts.py`),
+so that the bounds know from the root down what every level keeps; on small spaces it is
+walked whole.
+
 The incumbent, which does the pruning, comes from (in this order) the greedy mapping, mappings
 given from outside (`incumbents`, admitted into the space by `warm.py`), the same search on a
 smaller shape carried back (`coarse.py`, large spaces only), CP-SAT proposals
 (`cpsat.py`), a local search around the best of these (`neighbourhood.py`), sampled dives down
-the tree (the best-bound child of a random sample at each level), and the walk itself; every
+the tree (the best-bound child of a random sample at each level; one part after another, each
+dive's mapping improved by a local search inside its part), and the walk itself; every
 new incumbent the dives or the walk find is polished by a short local search. All of them offer
 only members of the space, ranked by the same keys as exhaustive search, so the result when the
 walk finishes is proven optimal and is exactly the mapping exhaustive search returns. When the
@@ -215,18 +220,16 @@ class _Walk:
                 break
             for i in eligible[:count - made]:
                 self.use(parts[i])
-                best, polish = self.incumbent, self.polish
-                self.incumbent, self.polish = Incumbent(parts[i].space, self.objective), False
+                local, best, polish = Incumbent(parts[i].space, self.objective), self.incumbent, self.polish
+                self.incumbent, self.polish = local, False      # the dive offers to the part's own best
                 try:
                     made += self.dive(parts[i].roots, 1, share, rngs[i])
-                    local = self.incumbent
-                    if local.table is not None:
-                        improve(parts[i].space, local, Budget(PART_POLISH_SECONDS), stop=share.spent)
                 finally:
                     self.incumbent, self.polish = best, polish
-                best.evaluated += local.evaluated
                 if local.table is not None:
+                    improve(parts[i].space, local, Budget(PART_POLISH_SECONDS), stop=share.spent)
                     best.offer(local.table)
+                best.evaluated += local.evaluated
         return made
 
     def dive(self, roots: Nodes, count: int, share: Budget, rng: np.random.Generator,
