@@ -227,7 +227,8 @@ class _Walk:
                 finally:
                     self.incumbent, self.polish = best, polish
                 if local.table is not None:
-                    improve(parts[i].space, local, Budget(PART_POLISH_SECONDS), stop=share.spent)
+                    if polish:          # the local search is on (`Joint.local_search`)
+                        improve(parts[i].space, local, Budget(PART_POLISH_SECONDS), stop=share.spent)
                     best.offer(local.table)
                 best.evaluated += local.evaluated
         return made
