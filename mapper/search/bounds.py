@@ -27,7 +27,7 @@ from ..mapping import MappingTable
 from ..mapspace import Mapspace
 from .objective import Objective
 from .innermost_floor import InnermostFloor
-from .operand_floor import SplitVectors, serve_energy, operand_floor
+from .operand_floor import SplitVectors, fill_energy, operand_floor, read_energy, serve_energy
 from ..cost.timing import level_time, total_rate
 
 
@@ -154,8 +154,7 @@ def link_weight(space: Mapspace, j: int, t: int) -> float:
     by the widest multicast), or per word drained from j for the output."""
     arch, tensor = space.arch, space.workload.tensors[t]
     level = arch.levels[j]
-    own = 0.0 if tensor.is_output else \
-        level.energy_write / level.block_size + level.word_bytes(tensor) * level.byte_energy_write
+    own = 0.0 if tensor.is_output else fill_energy(level, tensor)
     parent = np.inf
     nearest_must = max(p for p in range(j) if all(t in k for k in space.choices[p].keeps))
     for p in range(nearest_must, j):      # the parent is at or below the nearest level that must keep t
@@ -230,8 +229,9 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
         refetched = refetched_links(space, depth, table)
         energy += sum(np.maximum(links.energy[j], refetched.energy[j]) for j in range(depth + 1, n_levels))
         # the parents' side of the same traffic: bytes they must move, per instance
-        known_read += refetched.reads / np.array([lv.instances for lv in arch.levels])[:, None]
-        known_write += refetched.writes / np.array([lv.instances for lv in arch.levels])[:, None]
+        instances = np.array([lv.instances for lv in arch.levels])[:, None]
+        known_read += refetched.reads / instances
+        known_write += refetched.writes / instances
         # another bound on the same open traffic, from the innermost level's choices (keep
         # sets, tiles that fit, splits): the larger of two valid bounds is one
         innermost = links.innermost.floor(depth, [_deepest_keeper(space, t, depth, table)
@@ -283,7 +283,7 @@ def refetched_links(space: Mapspace, depth: int, table: MappingTable) -> Refetch
         j, level = below[0], arch.levels[below[0]]
         parent = _deepest_keeper(space, t, depth, table)
         serve = np.array([serve_energy(lv, tensor) for lv in arch.levels])[parent]
-        own = 0.0 if tensor.is_output else level.energy_write / level.block_size + level.word_bytes(tensor) * level.byte_energy_write
+        own = 0.0 if tensor.is_output else fill_energy(level, tensor)
         words = workload.tensor_words(t) * _refetches(space, t, depth, table)
         out.energy[j] += words * (serve + own)
         moved = out.writes if tensor.is_output else out.reads
@@ -326,8 +326,7 @@ def serving_options(space: Mapspace, t: int, depth: int, table: MappingTable) ->
             # an undecided keeper of an input is filled with every word at least once per copy
             # (no link bound covers t when no undecided level must keep it)
             level = arch.levels[lv]
-            fill = 0.0 if tensor.is_output or deeper_must or lv <= depth else \
-                level.energy_write / level.block_size + level.word_bytes(tensor) * level.byte_energy_write
+            fill = 0.0 if tensor.is_output or deeper_must or lv <= depth else fill_energy(level, tensor)
             out.append(ServingOption(lv, candidate, deepest == lv, compulsory, fill, deepest))
     return out
 
@@ -441,7 +440,7 @@ def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
         level = arch.levels[lv]
         below = _sharing_fanout(arch, tensor, lv, n_levels)
         reads = np.maximum(0.0, workload.macs / below - words * np.minimum(sharing, level.instances))
-        e = reads * (level.energy_read / level.block_size + level.word_bytes(tensor) * level.byte_energy_read)
+        e = reads * read_energy(level, tensor)
         candidate = _may_be_innermost(lv, depth, deepest, deeper_must)
         rmw = np.where(candidate, np.minimum(rmw, e), rmw)
     return np.where(np.isfinite(rmw), rmw, 0.0)

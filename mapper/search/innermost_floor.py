@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from ..mapspace import Mapspace
-from .operand_floor import SplitVectors, _shared_dims, serve_energy
+from .operand_floor import SplitVectors, _shared_dims, fill_energy, read_energy, serve_energy
 
 MAX_CELLS = 1_000_000      # tiles x split vectors priced together at most (else splits relaxed)
 MAX_TILES = 200_000        # tile vectors of the innermost level (else no bound from here)
@@ -108,20 +108,13 @@ class InnermostFloor:
         return [deepest] + [lv for lv in range(depth + 1, self.level)
                             if any(t in keep for keep in self.space.choices[lv].keeps)]
 
-    def _cheapest(self, t: int, parents: list[int], stop: int) -> np.ndarray:
-        key = (t, tuple(parents), stop)
-        if key not in self.per_word:
-            self.per_word[key] = self._per_word(t, parents, stop)
-        return self.per_word[key]
-
-    def _refetch_memo(self, t: int, order) -> np.ndarray:
-        if (t, order) not in self.refetches:
-            self.refetches[t, order] = self._refetch(t, order)
-        return self.refetches[t, order]
-
     def _per_word(self, t: int, parents: list[int], stop: int) -> np.ndarray:
         """(cells,) the cheapest energy per word a parent spends serving tensor t to what lies
-        below level `stop`-1's fanout, one transfer shared by the split's multicast."""
+        below level `stop`-1's fanout, one transfer shared by the split's multicast (memoised:
+        it does not depend on keeps, and the parts of a space ask for the same ones)."""
+        key = (t, tuple(parents), stop)
+        if key in self.per_word:
+            return self.per_word[key]
         arch, workload = self.space.arch, self.space.workload
         tensor = workload.tensors[t]
         shared = _shared_dims(workload, t)
@@ -137,6 +130,7 @@ class InnermostFloor:
                     fx, fy = arch.fanout(x)
                     spread = spread * fx * fy
             best = np.minimum(best, serve_energy(arch.levels[p], tensor) / spread)
+        self.per_word[key] = best
         return best
 
     def _compute(self, depth: int, deepest: tuple[int, ...]) -> float:
@@ -145,8 +139,8 @@ class InnermostFloor:
         macs = float(workload.macs)
         n_tensors = len(workload.tensors)
         parents = [self._parents(t, depth, deepest[t]) for t in range(n_tensors)]
-        fill_word = [self._cheapest(t, parents[t], j) for t in range(n_tensors)]
-        bypass_mac = [macs * self._cheapest(t, parents[t], space.n_levels) for t in range(n_tensors)]
+        fill_word = [self._per_word(t, parents[t], j) for t in range(n_tensors)]
+        bypass_mac = [macs * self._per_word(t, parents[t], space.n_levels) for t in range(n_tensors)]
         below = [math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(j, space.n_levels)
                            if arch.levels[x].shares(tensor)) for tensor in workload.tensors]
         kept_mac = []
@@ -156,15 +150,13 @@ class InnermostFloor:
                 # read-modify-write: every update but the first of each word in each copy reads
                 copies = self.cell_split[:, ~workload.relevance[t]].prod(axis=1)
                 reads = np.maximum(0.0, macs / below[t] - workload.tensor_words(t) * copies)
-                served = served + reads * (level.energy_read / level.block_size
-                                           + level.word_bytes(tensor) * level.byte_energy_read)
+                served = served + reads * read_energy(level, tensor)
             kept_mac.append(served)
-        write = [0.0 if tensor.is_output else level.energy_write / level.block_size
-                 + level.word_bytes(tensor) * level.byte_energy_write for tensor in workload.tensors]
+        write = [0.0 if tensor.is_output else fill_energy(level, tensor) for tensor in workload.tensors]
         choice = space.choices[j]
         best = np.inf
         for order in self.orders:
-            refetch = [self._refetch_memo(t, order) for t in range(n_tensors)]
+            refetch = [self._refetch(t, order) for t in range(n_tensors)]
             for keep in choice.keeps:
                 footprint = sum((self.words[t] * level.word_bytes(workload.tensors[t]) for t in keep),
                                 np.zeros(self.tile.shape[1]))
@@ -187,8 +179,11 @@ class InnermostFloor:
         relevant one (every relevant loop alone when too many orders to enumerate)."""
         dims = self.space.workload.tensors[t].dims
         if order is None:
-            outer = dims
+            outer = tuple(dims)
         else:
             last = max(i for i, d in enumerate(order) if d in dims)
-            outer = order[:last + 1]
-        return np.prod([self.trips[d] for d in outer], axis=0) if outer else np.ones(self.tile.shape[1])
+            outer = tuple(order[:last + 1])
+        if outer not in self.refetches:         # memoised as `_per_word` is; orders share them
+            self.refetches[outer] = (np.prod([self.trips[d] for d in outer], axis=0) if outer
+                                     else np.ones(self.tile.shape[1]))
+        return self.refetches[outer]

@@ -34,7 +34,7 @@ from ..mapping import to_table
 from ..mapspace import Mapspace
 from .bounds import LinkBounds, lower_bound
 from .coarse import coarse_incumbent
-from .keep_parts import Part, split_by_keeps
+from .keep_parts import Part, bounded_part, split_by_keeps
 from .greedy import Greedy
 from .neighbourhood import improve
 from .objective import Objective, beaten, bound_order, bound_primary
@@ -97,7 +97,7 @@ class Joint:
         large = funnel.after.get("occupancy", funnel.size) > self.parts_above
         parts = split_by_keeps(space, objective, tree, walk.links, budget) if large else None
         if parts is None:
-            parts = [self._whole(space, objective, tree, walk.links)]
+            parts = [bounded_part(space, objective, tree, walk.links)]
         else:
             notes.append(f"walked in {len(parts)} parts, one per keep vector (`keep_parts.py`); "
                          f"smallest root bound {float(bound_primary(objective, parts[0].first)):.6g}")
@@ -128,15 +128,6 @@ class Joint:
         return incumbent.result(self.name, funnel, optimal=proven, complete=complete,
                                 lower_bound=lower, notes=notes)
 
-
-    @staticmethod
-    def _whole(space, objective, tree, links) -> Part:
-        """The space as one part: its roots sorted by bound."""
-        roots = tree.roots()
-        table = tree.table(roots)
-        bounds = lower_bound(space, objective, 0, table, evaluate_many(space.arch, space.workload, table), links)
-        order = bound_order(objective, bounds)
-        return Part(space, tree, links, roots.take(order), bounds[order])
 
     def _cpsat_proposals(self, space, objective, incumbent) -> str:
         from .cpsat import propose          # OR-Tools is imported only here

@@ -4,9 +4,10 @@ Why: with keep/bypass searched, no undecided level *must* keep a tensor, so the 
 traffic into the levels below a node (`bounds.LinkBounds`, the operand and innermost floors)
 charge almost nothing until the walk reaches them, and every node near the root looks nearly
 free. With the keeps fixed first, each part's bounds charge what its levels hold from the root
-down. On `pe-array` (GEMM 256^3, bypass at both inner levels, energy) the whole space's root
-bound is 2.26 pJ/MAC against an optimum of 2.838; the 64 parts' root bounds range from 2.63 to
-40.8, the optimum drops 56 of them whole, and 11 depth-1 nodes are left open in the other 8.
+down. On `pe-array` (GEMM 256^3, bypass at both inner levels, energy; optimum 2.838 pJ/MAC)
+the 64 parts' root bounds range from 2.63 to 40.8 and the optimum drops 56 parts whole; with
+the same incumbent the walk in parts leaves 11 depth-1 nodes open, where (measured before they
+were added) without the node-dependent refetch and read-modify-write terms it left 1,565.
 
 The parts cover the space exactly (a mapping has one keep vector) and the walk visits them in
 order of their smallest root bound (the roots of each part in order of theirs), so it still
@@ -45,6 +46,15 @@ class Part:
         return self.bounds[0]
 
 
+def bounded_part(space: Mapspace, objective: Objective, tree: LevelTree, links: LinkBounds) -> Part:
+    """A space (or a part of one) with its roots sorted by their lower bounds."""
+    roots = tree.roots()
+    table = tree.table(roots)
+    bounds = lower_bound(space, objective, 0, table, evaluate_many(space.arch, space.workload, table), links)
+    order = bound_order(objective, bounds)
+    return Part(space, tree, links, roots.take(order), bounds[order])
+
+
 def keep_vectors(space: Mapspace) -> int:
     return math.prod(len(choice.keeps) for choice in space.choices)
 
@@ -63,11 +73,6 @@ def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links
         if budget.spent():
             return None
         part = space.with_keeps(picks)
-        part_tree, part_links = tree.for_space(part), links.for_space(part)
-        roots = part_tree.roots()
-        table = part_tree.table(roots)
-        bounds = lower_bound(part, objective, 0, table, evaluate_many(part.arch, part.workload, table), part_links)
-        order = bound_order(objective, bounds)
-        parts.append(Part(part, part_tree, part_links, roots.take(order), bounds[order]))
+        parts.append(bounded_part(part, objective, tree.for_space(part), links.for_space(part)))
     order = bound_order(objective, np.stack([p.first for p in parts]))   # stable: ties in keep-vector order
     return [parts[i] for i in order]

@@ -134,7 +134,7 @@ def _read_modify_write(space: Mapspace, t: int, lv: int, share, decided, vectors
     for above in range(lv):
         copies = copies * _splits(decided, vectors, above, depth, ~workload.relevance[t], first)
     reads = np.maximum(0.0, workload.macs / share - words * np.minimum(copies, level.instances))
-    return reads * (level.energy_read / level.block_size + level.word_bytes(tensor) * level.byte_energy_read)
+    return reads * read_energy(level, tensor)
 
 
 def _splits(decided, vectors, level: int, depth: int, dims: np.ndarray, first) -> np.ndarray:
@@ -157,7 +157,17 @@ def _shared_dims(workload, t: int) -> np.ndarray:
 def serve_energy(level, tensor) -> float:
     """Energy per word a level sends down (an input's read) or takes back (an output's update),
     block rounding relaxed."""
-    wb = level.word_bytes(tensor)
     if tensor.is_output:
-        return level.energy_update / level.block_size + wb * level.byte_energy_update
-    return level.energy_read / level.block_size + wb * level.byte_energy_read
+        return level.energy_update / level.block_size + level.word_bytes(tensor) * level.byte_energy_update
+    return read_energy(level, tensor)
+
+
+def read_energy(level, tensor) -> float:
+    """Energy per word read from a level (an output's partial sum read back too), block
+    rounding relaxed."""
+    return level.energy_read / level.block_size + level.word_bytes(tensor) * level.byte_energy_read
+
+
+def fill_energy(level, tensor) -> float:
+    """Energy per word written into a level, block rounding relaxed."""
+    return level.energy_write / level.block_size + level.word_bytes(tensor) * level.byte_energy_write
