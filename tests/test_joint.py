@@ -216,3 +216,50 @@ def test_cli_warm_start_of_another_shape_is_carried_over(capsys, tmp_path):
     assert main(["search", "toy", str(tmp_path / "w.yaml"), "--warm-start", str(odd), "--time-limit", "5"]) == 2
     error = capsys.readouterr().err
     assert "odd.yaml" in error and "m=256->1000" in error
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_fitting_children_are_exactly_the_children_that_fit(data):
+    """The walk's children, built dim by dim with what cannot fit dropped early
+    (`fitting_children`), are the rows `LevelTree.children` gives (it crosses every factor
+    choice, then keeps what fits), in the same order, in slices of about the size asked."""
+    from mapper.search.fitting_children import fitting_children
+    workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=256))
+    arch = data.draw(archs(min_levels=3, max_levels=4))
+    space = Mapspace(arch, workload, Constraints(levels=BYPASS_EVERYWHERE,
+                                                 imperfect=data.draw(st.booleans()), max_padding=0.5))
+    if data.draw(st.booleans()):        # a keep part: every capacity test sees one keep set
+        space = space.with_keeps(tuple(data.draw(st.integers(0, len(c.keeps) - 1)) for c in space.choices))
+    tree = LevelTree(space)
+    nodes = tree.roots()
+    limit = data.draw(st.sampled_from([1, 7, 1_000]))
+    for depth in range(tree.leaf_depth):
+        expected = tree.children(nodes)
+        slices = list(fitting_children(tree, nodes, limit))
+        firsts = [first for first, _ in slices]
+        assert firsts == sorted(firsts)
+        got = [children for _, children in slices]
+        for field in ("groups", "orders", "stages", "keeps"):
+            joined = np.concatenate([getattr(c, field) for c in got], axis=-1 if field != "groups" else 0) \
+                if got else getattr(expected, field)[..., :0] if field != "groups" else expected.groups[:0]
+            assert np.array_equal(joined, getattr(expected, field)), (depth, field)
+        if not len(expected):
+            return
+        nodes = expected.take(np.sort(data.draw(st.lists(st.integers(0, len(expected) - 1),
+                                                          min_size=1, max_size=20, unique=True))))
+
+
+def test_a_tie_on_every_cost_key_is_decided_by_the_decided_content():
+    """`outranked`: a node whose bounds tie the incumbent's score, energy and cycles loses
+    the tie when its decided factors (the first content keys) come after the incumbent's, and
+    only then; a bound below the incumbent's on any leading key keeps it."""
+    from mapper.search.bounds import NodeBounds
+    from mapper.search.objective import outranked
+    objective = parse_objective("energy", load_arch("toy"))
+    key = (10.0, 10.0, 5.0, 1, 2, 3, 4)
+    bounds = NodeBounds(np.array([10.0, 10.0, 10.0, 9.0, 10.0, 11.0]), np.array([10.0, 10.0, 10.0, 9.0, 10.0, 11.0]),
+                        np.array([5.0, 5.0, 5.0, 5.0, 4.0, 1.0]))
+    prefix = np.array([[1, 1, 1, 9, 9, 0], [2, 3, 1, 9, 9, 0]])
+    assert outranked(objective, bounds, prefix, key).tolist() == [False, True, False, False, False, True]
+    assert not outranked(objective, bounds, prefix, None).any()

@@ -49,10 +49,6 @@ class LinkBounds:
         # a level's minimum depends on the keep and stage choices of it and the levels above:
         # memoised on them, shared by the parts of a space (`for_space`)
         self._memo = {} if whole is None else whole._memo
-        self.energy = [0.0] + [self._memoised(j, link_weight) for j in range(1, space.n_levels)]
-        # the same minimum over bytes drawn from the parent gives a floor on the parent's time
-        self.cycles = [0.0] + [self._memoised(j, _link_bytes) / _parent_rate(space, j)
-                               for j in range(1, space.n_levels)]
         if whole is None:
             self.units = [self._units(space, lv, max_combinations) for lv in range(space.n_levels)]
             self.splits = SplitVectors(space)
@@ -60,17 +56,43 @@ class LinkBounds:
         else:                   # none of these depends on keeps
             self.units, self.splits = whole.units, whole.splits
             self.innermost = whole.innermost.for_space(space)
+        self.energy = [0.0] + [self._memoised(j, link_weight) for j in range(1, space.n_levels)]
+        # the same minimum over bytes drawn from the parent gives a floor on the parent's time
+        self.cycles = [0.0] + [self._time_floor(j) for j in range(1, space.n_levels)]
 
     def for_space(self, part: Mapspace) -> "LinkBounds":
         """The bounds of a part of this space (`Mapspace.with_keeps`), sharing what does not
         depend on keeps."""
         return LinkBounds(part, self.max_combinations, whole=self)
 
-    def _memoised(self, j: int, weigh) -> float:
-        key = (j, weigh.__name__, tuple(self.space.choices[:j + 1]))
+    def _memoised(self, j: int, weigh, stages: int | None = None) -> float:
+        key = (j, weigh.__name__, tuple(self.space.choices[:j + 1]), stages)
         if key not in self._memo:
-            self._memo[key] = self._level(self.space, j, self.max_combinations, weigh)
+            self._memo[key] = self._level(self.space, j, self.max_combinations, weigh, stages)
         return self._memo[key]
+
+    def _time_floor(self, j: int) -> float:
+        """A floor on the time of the levels feeding level j: the fewest bytes they must move
+        into it over their largest rate, at each stage count j may take, the least over those.
+        Under the stage-aware rule one stage leaves that traffic exposed (the parent's reads
+        for an unbuffered child, its fills, its drains): it adds to the compute time, while
+        more stages hide it but leave each stage a fraction of the capacity, so a smaller tile
+        and more traffic (the double-buffering trade of the seed notes)."""
+        space = self.space
+        rate = _parent_rate(space, j)
+        if space.arch.cycle_rule == "timeloop":     # all traffic overlaps: the most capacity is best
+            return self._memoised(j, _link_bytes) / rate
+        floors = []
+        for stages in sorted(set(space.choices[j].stages)):
+            moved = self._memoised(j, _link_bytes, stages) / rate
+            floors.append(self._compute_floor() + moved if stages == 1 else moved)
+        return min(floors)
+
+    def _compute_floor(self) -> float:
+        """The fewest cycles the MACs take on the most compute units any split reaches."""
+        arch = self.space.arch
+        units = min(math.prod(self.units), arch.compute.instances)
+        return math.ceil(self.space.workload.macs / (units * arch.compute.macs_per_cycle))
 
     @staticmethod
     def _units(space: Mapspace, lv: int, max_combinations: int) -> int:
@@ -90,7 +112,7 @@ class LinkBounds:
         return out
 
     @staticmethod
-    def _level(space: Mapspace, j: int, max_combinations: int, weigh) -> float:
+    def _level(space: Mapspace, j: int, max_combinations: int, weigh, stages: int | None = None) -> float:
         arch, workload = space.arch, space.workload
         must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[j].keeps)]
         if not must:
@@ -103,7 +125,7 @@ class LinkBounds:
         tiles = {t: np.prod([1 + sum(c * (grid[d] - 1) for d, c in axis)
                              for axis in workload.tensors[t].axes], axis=0) for t in must}
         footprint = sum(tiles[t] * arch.levels[j].word_bytes(workload.tensors[t]) for t in must)
-        fits = footprint * min(space.choices[j].stages) <= arch.levels[j].capacity
+        fits = footprint * (stages or min(space.choices[j].stages)) <= arch.levels[j].capacity
         if not fits.any():
             return 0.0
         grid, trips = grid[:, fits], trips[:, fits]
@@ -169,8 +191,22 @@ def link_weight(space: Mapspace, j: int, t: int) -> float:
     return own + (0.0 if np.isinf(parent) else parent)
 
 
+class NodeBounds(NamedTuple):
+    """Lower bounds on every completion of each node: on the objective (a pair for a
+    lexicographic one), and on the energy and the cycles, the next two ranking keys."""
+    objective: np.ndarray
+    energy: np.ndarray
+    cycles: np.ndarray
+
+
 def lower_bound(space: Mapspace, objective: Objective, depth: int, table: MappingTable,
                 costs: Costs, links: LinkBounds | None = None) -> np.ndarray:
+    """The objective's lower bound on every completion of each node (`lower_bounds`)."""
+    return lower_bounds(space, objective, depth, table, costs, links).objective
+
+
+def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: MappingTable,
+                 costs: Costs, links: LinkBounds | None = None) -> NodeBounds:
     arch, workload = space.arch, space.workload
     n_levels, n = len(arch.levels), len(table)
     tensors = workload.tensors
@@ -248,14 +284,16 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
     if arch.leakage == "all":        # with "utilized" (Timeloop's rule) idle instances do not leak: no term
         energy = energy + sum(lv.leak * lv.instances for lv in arch.levels) * cycles
     if objective.kind == "energy":
-        return energy
-    if objective.kind == "cycles":
-        return cycles
-    if objective.lexicographic:        # delay,energy: (N, 2) pairs, compared by objective.beaten
-        return np.stack([cycles, energy], axis=1)
-    if objective.kind == "edp":
-        return energy * cycles
-    return (known_read + known_write)[objective.level] * costs.level_instances[objective.level]
+        bound = energy
+    elif objective.kind == "cycles":
+        bound = cycles
+    elif objective.lexicographic:        # delay,energy: (N, 2) pairs, compared by objective.beaten
+        bound = np.stack([cycles, energy], axis=1)
+    elif objective.kind == "edp":
+        bound = energy * cycles
+    else:
+        bound = (known_read + known_write)[objective.level] * costs.level_instances[objective.level]
+    return NodeBounds(bound, energy, cycles)
 
 
 class Refetched(NamedTuple):

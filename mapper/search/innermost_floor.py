@@ -91,9 +91,12 @@ class InnermostFloor:
         if not self.enabled or depth >= self.level:
             return None
         keys = np.stack(deepest)                                                 # (T, N)
-        unique, inverse = np.unique(keys, axis=1, return_inverse=True)
-        values = np.array([self._minimum(depth, tuple(int(x) for x in unique[:, i]))
-                           for i in range(unique.shape[1])])
+        # one integer per node (levels are small: -1 .. L), as np.unique over columns sorts
+        # them as raw bytes, hundreds of times slower
+        base = self.space.n_levels + 2
+        codes = ((keys + 1) * base ** np.arange(len(keys))[:, None]).sum(axis=0)
+        unique, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        values = np.array([self._minimum(depth, tuple(int(x) for x in keys[:, i])) for i in first])
         return values[inverse.reshape(-1)]
 
     def _minimum(self, depth: int, deepest: tuple[int, ...]) -> float:

@@ -32,22 +32,25 @@ import numpy as np
 from ..cost import evaluate_many
 from ..mapping import to_table
 from ..mapspace import Mapspace
-from .bounds import LinkBounds, lower_bound
+from .bounds import LinkBounds, lower_bounds
 from .coarse import coarse_incumbent
+from .fitting_children import fitting_children
 from .keep_parts import Part, bounded_part, split_by_keeps
 from .greedy import Greedy
 from .neighbourhood import improve
-from .objective import Objective, beaten, bound_order, bound_primary
+from .objective import Objective, beaten, bound_order, bound_primary, outranked
 from .result import Budget, Incumbent, SearchResult, stops
 from .tree import LevelTree, Nodes, feasible
 from .warm import admit, factor_rows
 
 SLACK = 1e-9        # relative: bounds and scores are sums of the same terms in other orders
-COARSE_SHARE = 0.25         # of the time limit, for the coarse shape's search
+COARSE_SHARE = 0.25         # of the time limit, for the coarse shape's search,
+COARSE_MAX_SECONDS = 10.0   # up to this: with a long limit, the time is the walk's (it proves)
 COARSE_MIN_SECONDS = 1.0    # below this a coarse search finds too little to be worth it
 CPSAT_MIN_LEFT_S = 1.0     # wall seconds to the command's deadline below which CP-SAT is skipped
 COARSE_MIN_SPACE = 2e6      # pruned mappings below which the walk alone is quick
 PART_POLISH_SECONDS = 0.5   # local search after each dive into one keep vector's part
+DIVE_PATIENCE = 6           # dives into parts in a row that find nothing better end them
 
 
 @dataclass(frozen=True)
@@ -80,17 +83,10 @@ class Joint:
                 notes.append(f"no warm start: {exc}")
         if self.incumbents:
             notes.append(self._outside_incumbents(space, incumbent))
-        if self._worth_a_coarse_start(funnel):
-            notes.append(self._coarse_start(space, objective, incumbent))
         # CP-SAT's model, its wall cap (half of what is left) and the pricing of its proposals:
         # with less than CPSAT_MIN_LEFT_S to the command's deadline, they would end past it
         if self.cpsat_seconds and not budget.spent() and stops.seconds_left() >= CPSAT_MIN_LEFT_S:
             notes.append(self._cpsat_proposals(space, objective, incumbent))
-        if self.local_search and incumbent.table is not None:
-            before = incumbent.score
-            share = None if self.time_limit is None else self.time_limit / 8
-            rounds = improve(space, incumbent, Budget(share))
-            notes.append(f"local search: {rounds} improving round(s), {before:.6g} -> {incumbent.score:.6g}")
         walk = _Walk(space, objective, tree, incumbent, budget, self.chunk, progress)
         walk.polish = self.local_search
         # bounding every part costs tens of milliseconds each: a small space is walked whole
@@ -101,13 +97,22 @@ class Joint:
         else:
             notes.append(f"walked in {len(parts)} parts, one per keep vector (`keep_parts.py`); "
                          f"smallest root bound {float(bound_primary(objective, parts[0].first)):.6g}")
+        # in parts, each dive's mapping gets a local search inside its part, which finds what
+        # one local search around the incumbent would, and more: that one is left out then
+        if self.local_search and incumbent.table is not None and len(parts) == 1:
+            notes.append(self._local_search(space, incumbent))
         if self.dives:
             before = incumbent.score
-            # with parts, the dives (and their local searches) find most of the incumbents
             fraction = 10 if len(parts) == 1 else 4
             share = Budget(None if self.time_limit is None else self.time_limit / fraction)
             done = walk.dive_parts(parts, self.dives, share)
             notes.append(f"{done} sampled dive(s): {before:.6g} -> {incumbent.score:.6g}")
+        # after the quick starts, so that a walk which proves the optimum is not delayed by the
+        # smaller shape's search; in parts not at all: the dives into each part find what the
+        # smaller shape's answer brought (pe-array, bypass searched: the optimum of GEMM 256^3
+        # at 5.9 s and of 1024^3 at 4.2 s, where the coarse start's answers did not beat them)
+        if len(parts) == 1 and self._worth_a_coarse_start(funnel):
+            notes.append(self._coarse_start(space, objective, incumbent))
         complete = walk.search_parts(parts)
         if incumbent.table is None:       # the budget ended before any leaf: take random draws
             rng = np.random.default_rng(0)
@@ -129,6 +134,12 @@ class Joint:
                                 lower_bound=lower, notes=notes)
 
 
+    def _local_search(self, space, incumbent) -> str:
+        before = incumbent.score
+        share = None if self.time_limit is None else self.time_limit / 8
+        rounds = improve(space, incumbent, Budget(share))
+        return f"local search: {rounds} improving round(s), {before:.6g} -> {incumbent.score:.6g}"
+
     def _cpsat_proposals(self, space, objective, incumbent) -> str:
         from .cpsat import propose          # OR-Tools is imported only here
         seconds = self.cpsat_seconds if self.time_limit is None else min(self.cpsat_seconds, self.time_limit / 4)
@@ -149,17 +160,20 @@ class Joint:
         """Only with a time limit (its share must be worth a search) and on spaces too large to
         walk quickly anyway."""
         return (self.coarse and self.time_limit is not None
-                and self.time_limit * COARSE_SHARE >= COARSE_MIN_SECONDS
+                and self._coarse_seconds() >= COARSE_MIN_SECONDS
                 # its share must still be left: a coarse search cut short by the command's
                 # deadline still finishes its greedy start (a quick look per level), past it
-                and stops.seconds_left() >= self.time_limit * COARSE_SHARE
+                and stops.seconds_left() >= self._coarse_seconds()
                 and funnel.after.get("occupancy", funnel.size) > COARSE_MIN_SPACE)
+
+    def _coarse_seconds(self) -> float:
+        return min(self.time_limit * COARSE_SHARE, COARSE_MAX_SECONDS)
 
     def _coarse_start(self, space, objective, incumbent) -> str:
         """Offer the answer of the same search on a smaller shape, within a share of the time.
         One step only: a shape shrunk twice is usually small enough to fit where the real one
         does not, and its answer has another structure."""
-        inner = replace(self, time_limit=self.time_limit * COARSE_SHARE, incumbents=(), coarse=False)
+        inner = replace(self, time_limit=self._coarse_seconds(), incumbents=(), coarse=False)
         table, note = coarse_incumbent(space, objective, inner)
         if table is None:
             return note
@@ -204,12 +218,14 @@ class _Walk:
             self.use(parts[0])
             return self.dive(parts[0].roots, count, share, np.random.default_rng(0))
         rngs = [np.random.default_rng(i) for i in range(len(parts))]
-        made = 0
+        made, fruitless = 0, 0
         while made < count and not share.spent() and not self.budget.spent():
             eligible = [i for i, p in enumerate(parts) if not beaten(self.objective, p.first, self.incumbent.key)]
             if not eligible:
                 break
             for i in eligible[:count - made]:
+                if fruitless >= DIVE_PATIENCE or share.spent():
+                    return made     # the dives have stopped finding better: the walk's turn
                 self.use(parts[i])
                 local, best, polish = Incumbent(parts[i].space, self.objective), self.incumbent, self.polish
                 self.incumbent, self.polish = local, False      # the dive offers to the part's own best
@@ -217,11 +233,13 @@ class _Walk:
                     made += self.dive(parts[i].roots, 1, share, rngs[i])
                 finally:
                     self.incumbent, self.polish = best, polish
+                before = best.key
                 if local.table is not None:
                     if polish:          # the local search is on (`Joint.local_search`)
                         improve(parts[i].space, local, Budget(PART_POLISH_SECONDS), stop=share.spent)
                     best.offer(local.table)
                 best.evaluated += local.evaluated
+                fruitless = 0 if best.key != before else fruitless + 1
         return made
 
     def dive(self, roots: Nodes, count: int, share: Budget, rng: np.random.Generator,
@@ -242,16 +260,17 @@ class _Walk:
                 picks = np.unique(rng.integers(0, total, size=draws))
                 children = tree.children_at(node, picks, first_order_only=True)
                 priced = self._price(children, force_polish=not share.spent())
-                if priced is None or not len(priced[0]):
+                if priced is None:
                     break
-                rows, bound = priced
-                node = children.take(rows[[int(bound_order(self.objective, bound)[0])]])
+                rows, bounds, _ = priced
+                node = children.take(rows[[int(bound_order(self.objective, bounds.objective)[0])]])
         return made
 
     def _price(self, children: Nodes, force_polish: bool = False):
         """Complete mappings are offered to the incumbent (a new best is polished): None.
-        Partial ones are checked for capacity and fanout (no pricing needed, and it rules out
-        most), then priced and bounded: (rows that fit, their bounds)."""
+        Partial ones (None when none fits) are checked for capacity and fanout (no pricing needed, and it rules out
+        most), then priced and bounded: (rows that fit, their `NodeBounds`, their decided
+        factors as content keys)."""
         space, tree = self.space, self.tree
         table = tree.table(children)
         if children.depth >= tree.leaf_depth:
@@ -264,11 +283,13 @@ class _Walk:
             return None
         rows = np.flatnonzero(feasible(space, children.depth, table))
         if not len(rows):
-            return rows, np.zeros(0)
+            return None
         table = table.take(rows)
         costs = evaluate_many(space.arch, space.workload, table)
         self.incumbent.evaluated += len(rows)
-        return rows, lower_bound(space, self.objective, children.depth, table, costs, self.links)
+        bounds = lower_bounds(space, self.objective, children.depth, table, costs, self.links)
+        # the content keys begin with the factors of the decided levels (`ranking_keys`)
+        return rows, bounds, table.factors[:children.depth].reshape(-1, len(rows))
 
     def _polish(self, force: bool = False) -> None:
         """A short local search around a new incumbent the walk found (at most one second,
@@ -296,31 +317,27 @@ class _Walk:
         return True
 
     def search(self, nodes: Nodes, bounds: np.ndarray | None = None) -> bool:
-        """Depth-first over `nodes` (sorted by `bounds` when given), their children generated
-        in slices of at most about `chunk` rows (factor choices times the orders and choices
-        each expands to); False when the budget ran out, after recording the smallest bound
+        """Depth-first over `nodes` (sorted by `bounds` when given), their children that fit
+        generated in slices of about `chunk` rows (`fitting_children`: factor choices times the
+        orders and choices each expands to); False when the budget ran out, after recording the smallest bound
         left unexplored."""
         tree, incumbent = self.tree, self.incumbent
-        ends = np.cumsum(tree.factor_children(nodes))
         step = max(1, self.chunk // tree.expansion(nodes.depth))
-        position = 0
-        while position < ends[-1]:
-            node = int(np.searchsorted(ends, position, side="right"))
+        for node, children in fitting_children(tree, nodes, step):
             if bounds is not None and beaten(self.objective, bounds[node], incumbent.key):
                 return True                   # this node and the rest are provably no better
             if self.budget.spent():
                 self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
                 return False
-            stop = int(min(ends[-1], position + step))
-            children = tree.children(nodes, position, stop)
-            position = stop
             priced = self._price(children)
             if priced is None:
                 if self.progress:
                     self.progress(incumbent.evaluated)
                 continue
-            rows, bound = priced
-            keep = np.flatnonzero(~beaten(self.objective, bound, incumbent.key))
+            rows, child_bounds, prefix = priced
+            bound = child_bounds.objective
+            keep = np.flatnonzero(~beaten(self.objective, bound, incumbent.key)
+                                  & ~outranked(self.objective, child_bounds, prefix, incumbent.key))
             keep = keep[bound_order(self.objective, bound[keep])]
             if len(keep) and not self.search(children.take(rows[keep]), bound[keep]):
                 self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))

@@ -117,3 +117,22 @@ def beaten(objective: Objective, bounds: np.ndarray, key: tuple | None) -> np.nd
         return bounds > key[0] * (1 + SLACK)
     cycles, energy = bounds[..., 0], bounds[..., 1]
     return (cycles > key[0] * (1 + SLACK)) | ((cycles >= key[0] * (1 - TIE)) & (energy > key[1] * (1 + SLACK)))
+
+
+def outranked(objective: Objective, bounds, prefix: np.ndarray, key: tuple | None) -> np.ndarray:
+    """Where every completion of a node ranks after the incumbent even though its objective
+    bound may tie the incumbent's score: the bounds on the three leading ranking keys (score,
+    energy, cycles) followed by the node's decided content (`prefix`, (P, N): the factors of
+    its decided levels, the first entries of the content keys) compare above the incumbent's
+    keys, lexicographically. Equally good mappings in another subtree are then never walked
+    only to lose the tie on content. It takes equal costs to be computed equal, as they are
+    where the same counts meet the same per-access energies."""
+    n = prefix.shape[1]
+    if key is None:
+        return np.zeros(n, bool)
+    columns = [bound_primary(objective, bounds.objective), bounds.energy, bounds.cycles, *prefix]
+    greater, equal = np.zeros(n, bool), np.ones(n, bool)
+    for column, value in zip(columns, key):
+        greater |= equal & (column > value)
+        equal &= column == value
+    return greater

@@ -44,12 +44,15 @@ class LevelTree:
         self.n_levels, self.n_dims = space.n_levels, space.n_dims
         self.columns = sorted(range(len(space.slots)), key=lambda k: space.slots[k])
         self.column_level = np.array([space.slots[k][0] for k in self.columns])
-        self.rows, self.starts = [], []
+        self.rows, self.cols, self.starts = [], [], []
         self._smallest: dict[tuple[int, int, int], np.ndarray] = {}
+        self._order_rows: dict[tuple[int, int], np.ndarray] = {}
+        self.memo: dict = {}        # other modules' tables derived from the rows (shared by parts)
         for table in space.dim_tables:
             data = np.concatenate([table.prod(axis=1, keepdims=True), table[:, self.columns]], axis=1)
             data = data[np.lexsort(data.T[::-1])]
             self.rows.append(data)
+            self.cols.append(np.ascontiguousarray(data.T))     # one column gathered at a time
             starts = []
             for depth in range(self.n_levels + 1):
                 width = 1 + int((self.column_level < depth).sum())
@@ -75,9 +78,11 @@ class LevelTree:
         return Nodes(0, combos[:, :self.n_dims], np.zeros((0, self.n_dims, n), np.int64),
                      np.array(choice.stages)[combos[:, self.n_dims]][None], combos[:, self.n_dims + 1][None])
 
-    def _prefix_rows(self, depth: int, groups: np.ndarray) -> list[np.ndarray]:
-        """A representative row (extent + slots in level order) per node and dim."""
-        return [self.rows[d][self.starts[d][depth][groups[:, d]]] for d in range(self.n_dims)]
+    def _prefix_columns(self, depth: int, groups: np.ndarray, columns) -> list[list[np.ndarray]]:
+        """Per dim, the given columns (0: extent, 1 + c: slot `self.columns[c]`) of a
+        representative row of each node's group."""
+        index = [self.starts[d][depth][groups[:, d]] for d in range(self.n_dims)]
+        return [[self.cols[d][c][index[d]] for c in columns] for d in range(self.n_dims)]
 
     def _child_ranges(self, nodes: Nodes):
         """Per node and dim, the first child group and the number of child groups."""
@@ -145,9 +150,13 @@ class LevelTree:
 
     def spans(self, nodes: Nodes) -> np.ndarray:
         """(D, N) extent of every dim in the tile level `nodes.depth` holds."""
-        rows = self._prefix_rows(nodes.depth, nodes.groups)
         decided = 1 + np.flatnonzero(self.column_level < nodes.depth)
-        return np.stack([r[:, 0] // r[:, decided].prod(axis=1) for r in rows])
+        spans = []
+        for extent, *factors in self._prefix_columns(nodes.depth, nodes.groups, [0, *decided]):
+            for f in factors:
+                extent = extent // f
+            spans.append(extent)
+        return np.stack(spans)
 
     def _fitting_choices(self, nodes: Nodes) -> np.ndarray:
         """(N, stages x keeps) which of level `depth`'s stage and keep options fit its capacity
@@ -210,12 +219,12 @@ class LevelTree:
         stages/keeps (those `allowed`, (N, stages x keeps), when given)."""
         temporal = self.level_factors(nodes, level)[TEMPORAL]                       # (D, N)
         masks = ((temporal > 1) * (1 << np.arange(self.n_dims))[:, None]).sum(axis=0)
-        options = {int(m): _sorted_rows(self.space.order_array(level, int(m))) for m in np.unique(masks)}
-        if first_order_only or level == self.n_levels - 1:
-            # the innermost level's loop order changes no cost (nothing below it is refetched),
-            # and equally good mappings rank by content: the smallest order is the one kept
-            options = {m: table[:1] for m, table in options.items()}
-        n_orders = np.array([len(options[int(m)]) for m in masks])
+        unique, mask_class = np.unique(masks, return_inverse=True)
+        # the innermost level's loop order changes no cost (nothing below it is refetched),
+        # and equally good mappings rank by content: the smallest order is the one kept
+        options = [self._orders(level, int(m), first_order_only or level == self.n_levels - 1)
+                   for m in unique]
+        n_orders = np.array([len(table) for table in options])[mask_class]
         next_level = level + 1
         if next_level < self.n_levels:
             choice = self.space.choices[next_level]
@@ -230,8 +239,9 @@ class LevelTree:
         order_index = np.arange(len(pair)) - np.repeat(np.cumsum(per_pair) - per_pair, per_pair)
         parent, choice_index = node_of[pair], choice_of[pair]
         order = np.empty((self.n_dims, len(parent)), np.int64)
-        for m, table in options.items():
-            rows = np.flatnonzero(masks[parent] == m)
+        parent_class = mask_class[parent]
+        for c, table in enumerate(options):
+            rows = np.flatnonzero(parent_class == c)
             order[:, rows] = table[order_index[rows]].T
         orders = np.concatenate([nodes.orders[..., parent], order[None]], axis=0)
         stages, keeps = nodes.stages[..., parent], nodes.keeps[..., parent]
@@ -241,39 +251,49 @@ class LevelTree:
             keeps = np.concatenate([keeps, (choice_index % len(choice.keeps))[None]], axis=0)
         return Nodes(nodes.depth, nodes.groups[parent], orders, stages, keeps)
 
+    def _orders(self, level: int, mask: int, first_only: bool) -> np.ndarray:
+        """Level `level`'s order classes for the loops in `mask`, sorted (memoised: the keep
+        parts share them, as orders do not depend on keeps)."""
+        key = (level, mask)
+        if key not in self._order_rows:
+            self._order_rows[key] = _sorted_rows(self.space.order_array(level, mask))
+        rows = self._order_rows[key]
+        return rows[:1] if first_only else rows
+
     def level_factors(self, nodes: Nodes, level: int) -> np.ndarray:
         """(3, D, N) factors of `level` (decided: level < nodes.depth)."""
-        rows = self._prefix_rows(nodes.depth, nodes.groups)
         out = np.ones((3, self.n_dims, len(nodes)), np.int64)
-        for c, k in enumerate(self.columns):
-            lv, kind = self.space.slots[k]
-            if lv == level:
-                for d in range(self.n_dims):
-                    out[kind, d] *= rows[d][:, 1 + c]
+        mine = [c for c, k in enumerate(self.columns) if self.space.slots[k][0] == level]
+        values = self._prefix_columns(nodes.depth, nodes.groups, [1 + c for c in mine])
+        for i, c in enumerate(mine):
+            kind = self.space.slots[self.columns[c]][1]
+            for d in range(self.n_dims):
+                out[kind, d] *= values[d][i]
         return out
 
     def table(self, nodes: Nodes) -> MappingTable:
         """Each node as a mapping: decided levels as chosen, the remaining tile of every dim as
         temporal loops of level `depth`, deeper levels empty (unit loops, first keep option)."""
         k, n = nodes.depth, len(nodes)
-        rows = self._prefix_rows(k, nodes.groups)
         factors = np.ones((self.n_levels, 3, self.n_dims, n), np.int64)
+        chosen = [c for c, col in enumerate(self.columns) if self.space.slots[col][0] < k]
+        values = self._prefix_columns(k, nodes.groups, [0] + [1 + c for c in chosen])
         for d in range(self.n_dims):
+            extent, *slots = values[d]
             decided = np.ones(n, np.int64)
-            for c, col in enumerate(self.columns):
-                lv, kind = self.space.slots[col]
-                if lv < k:
-                    factors[lv, kind, d] = rows[d][:, 1 + c]
-                    decided *= rows[d][:, 1 + c]
+            for c, value in zip(chosen, slots):
+                lv, kind = self.space.slots[self.columns[c]]
+                factors[lv, kind, d] = value
+                decided *= value
             if k < self.n_levels:
-                factors[k, TEMPORAL, d] = rows[d][:, 0] // decided
+                factors[k, TEMPORAL, d] = extent // decided
         order = np.tile(np.arange(self.n_dims)[None, :, None], (self.n_levels, 1, n))
         order[:k] = nodes.orders
         if k < self.n_levels:       # the smallest order the space allows for level k's loops
             masks = ((factors[k, TEMPORAL] > 1) * (1 << np.arange(self.n_dims))[:, None]).sum(axis=0)
             for m in np.unique(masks):
                 rows = np.flatnonzero(masks == m)
-                order[k][:, rows] = _sorted_rows(self.space.order_array(k, int(m)))[0][:, None]
+                order[k][:, rows] = self._orders(k, int(m), True)[0][:, None]
         stages = np.ones((self.n_levels, n), np.int64)
         stages[:k + 1] = nodes.stages[:k + 1]
         keep = np.zeros((self.n_levels, len(self.space.workload.tensors), n), bool)

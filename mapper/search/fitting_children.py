@@ -1,0 +1,126 @@
+"""The children of tree nodes that fit, generated without the ones that do not.
+
+`LevelTree.children` crosses every dim's factor choices and then rules out what breaks the
+fanout of the level being split or the capacity of the level below it. On the levels near the
+compute units almost everything is ruled out: a 16x16 array takes at most 16 units per mesh
+axis over all dims together, and a 64-byte register file a tile of a few dozen words, so on
+`pe-array` (GEMM 256^3, keeps fixed) 97.7% of the factor choices a node crosses do not fit,
+and generating them was most of the walk's time.
+
+Here the cross product is built one dim at a time, as a join: after each dim the partial
+choices whose spatial factors already exceed a mesh axis, or whose tile already overflows the
+level below with every later dim at the smallest extent it can take, are dropped before the
+next dim multiplies them. Both tests only grow with the dims still to come, so nothing that
+fits is lost; the exact test (`LevelTree._fitting_choices`) still runs on what comes out.
+Each step expands at most `limit` rows at a time, so memory stays bounded by the rows priced.
+The children come out parent by parent (ascending), as `LevelTree.children` numbers them.
+"""
+from __future__ import annotations
+
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+from .tree import LevelTree, Nodes
+
+
+class _Partial(NamedTuple):
+    parent: np.ndarray      # (M,) index of the node each partial choice extends
+    groups: np.ndarray      # (M, d) child group of each dim decided so far
+    units: np.ndarray       # (2, M) spatial factors of the split level so far, per mesh axis
+    spans: np.ndarray       # (D, M) the tile below: decided dims exact, the rest their least
+
+    def take(self, rows) -> "_Partial":
+        return _Partial(self.parent[rows], self.groups[rows], self.units[:, rows], self.spans[:, rows])
+
+
+def fitting_children(tree: LevelTree, nodes: Nodes, limit: int) -> Iterator[tuple[int, Nodes]]:
+    """(first parent, children) slices: the children of `nodes` (level k's factors, its loop
+    orders, level k+1's stages and keeps; k = nodes.depth) that fit, about `limit` factor
+    choices (before orders and choices) per slice."""
+    k, n_dims = nodes.depth, tree.n_dims
+    lo, count = tree._child_ranges(nodes)
+    values = [_child_values(tree, d, k) for d in range(n_dims)]
+    least = np.stack([tree._smallest_extents(d, k, k + 1)[nodes.groups[:, d]] for d in range(n_dims)])
+    n = len(nodes)
+    start = _Partial(np.arange(n), np.zeros((n, 0), np.int64), np.ones((2, n), np.int64), least)
+    pending, size = [], 0
+    for piece in _join(tree, k, lo, count, values, start, 0, limit):
+        pending.append(piece)
+        size += len(piece.parent)
+        if size >= limit:
+            yield _emit(tree, nodes, pending)
+            pending, size = [], 0
+    if pending:
+        yield _emit(tree, nodes, pending)
+
+
+def _child_values(tree: LevelTree, d: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per child group of dim d at depth k+1: level k's spatial factors on each mesh axis, and
+    the extent of the tile level k+1 holds (memoised on the tree: the keep parts share it)."""
+    key = ("child values", d, k)
+    if key not in tree.memo:
+        cols, rows = tree.cols[d], tree.starts[d][k + 1]
+        units = [np.ones(len(rows), np.int64) for _ in range(2)]
+        extent = cols[0][rows].copy()
+        for c, slot in enumerate(tree.columns):
+            level, kind = tree.space.slots[slot]
+            if level <= k:
+                extent //= cols[1 + c][rows]
+            if level == k and kind > 0:
+                units[kind - 1] *= cols[1 + c][rows]
+        tree.memo[key] = (units[0], units[1], extent)
+    return tree.memo[key]
+
+
+def _join(tree, k, lo, count, values, partial: _Partial, d: int, limit: int) -> Iterator[_Partial]:
+    if d == tree.n_dims:
+        yield partial
+        return
+    width = count[partial.parent, d]
+    ends = np.cumsum(width)
+    first = 0
+    while first < len(width):
+        # the most partial choices whose expansion stays within `limit` rows (at least one)
+        before = ends[first - 1] if first else 0
+        last = max(first + 1, int(np.searchsorted(ends, before + limit, side="right")))
+        rows = np.arange(first, last)
+        first = last
+        per = width[rows]
+        source = np.repeat(rows, per)
+        offset = np.arange(len(source)) - np.repeat(np.cumsum(per) - per, per)
+        group = lo[partial.parent[source], d] + offset
+        x, y, extent = values[d]
+        grown = partial.take(source)
+        units = grown.units * np.stack([x[group], y[group]])
+        spans = grown.spans.copy()
+        spans[d] = extent[group]
+        ok = _may_fit(tree, k, units, spans)
+        if ok.any():
+            keep = np.flatnonzero(ok)
+            yield from _join(tree, k, lo, count, values,
+                             _Partial(grown.parent[keep], np.concatenate([grown.groups[keep], group[keep, None]], axis=1),
+                                      units[:, keep], spans[:, keep]), d + 1, limit)
+
+
+def _may_fit(tree: LevelTree, k: int, units: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """Where the split so far is within level k's fanout, and level k+1 can hold the tile (its
+    later dims at their least) in one of its keep sets with its fewest stages."""
+    space = tree.space
+    ok = (units <= np.array(space.arch.fanout(k))[:, None]).all(axis=0)
+    if k + 1 < tree.n_levels:
+        choice = space.choices[k + 1]
+        if all(choice.keeps):
+            least = tree._footprints(k + 1, spans, choice.keeps).min(axis=0) * min(choice.stages)
+            ok &= least <= space.arch.levels[k + 1].capacity
+    return ok
+
+
+def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial]) -> tuple[int, Nodes]:
+    parent = np.concatenate([p.parent for p in pending])
+    groups = np.concatenate([p.groups for p in pending])
+    k = nodes.depth
+    factor_nodes = Nodes(k + 1, groups, nodes.orders[..., parent], nodes.stages[..., parent],
+                         nodes.keeps[..., parent])
+    children = tree._with_orders_and_choices(factor_nodes, k, allowed=tree._fitting_choices(factor_nodes))
+    return int(parent[0]), children
