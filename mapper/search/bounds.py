@@ -28,6 +28,7 @@ from ..mapspace import Mapspace
 from .objective import Objective
 from .innermost_floor import InnermostFloor
 from .operand_floor import SplitVectors, fill_energy, operand_floor, read_energy, serve_energy
+from ..cost.occupancy import gpu_levels
 from ..cost.timing import level_time, total_rate
 
 
@@ -59,6 +60,7 @@ class LinkBounds:
         self.energy = [0.0] + [self._memoised(j, link_weight) for j in range(1, space.n_levels)]
         # the same minimum over bytes drawn from the parent gives a floor on the parent's time
         self.cycles = [0.0] + [self._time_floor(j) for j in range(1, space.n_levels)]
+        self.latency = [latency_floor(space, p) for p in range(space.n_levels)]
 
     def for_space(self, part: Mapspace) -> "LinkBounds":
         """The bounds of a part of this space (`Mapspace.with_keeps`), sharing what does not
@@ -146,6 +148,33 @@ class LinkBounds:
                 total = total + weight[t] * tiles[t] * np.prod([np.maximum(trips[d], 1.0) for d in outer], axis=0)
             best = min(best, float(np.min(total)))
         return best
+
+
+def latency_floor(space: Mapspace, p: int) -> float:
+    """Cycles of level p's latency that no mapping hides (docs/COST_MODEL.md, "Latency"): where
+    p must keep an input and some level below must keep it too, p serves it to its next keeper
+    below, c. A buffered c still waits once per wave of blocks (at least L); an unbuffered one
+    waits L per request, shared with the blocks resident beside it (at least L / the most
+    blocks an SM holds at once, at and below the per-SM level; one above it). Both add to
+    the compute time in p's time, so every mapping takes at least compute + this."""
+    arch, workload = space.arch, space.workload
+    latency = arch.levels[p].latency
+    if not latency:
+        return 0.0
+    gpu = gpu_levels(arch)
+
+    def most_resident(c: int) -> int:
+        return arch.gpu.max_blocks_per_sm if gpu is not None and c >= gpu[0] else 1
+
+    floor = 0.0
+    for t, tensor in enumerate(workload.tensors):
+        if tensor.is_output or not all(t in keep for keep in space.choices[p].keeps):
+            continue        # only partial sums read back wait, and a mapping may read none
+        below = [c for c in range(p + 1, space.n_levels) if any(t in keep for keep in space.choices[c].keeps)]
+        must = [c for c in below if all(t in keep for keep in space.choices[c].keeps)]
+        if must:
+            floor = max(floor, latency * min(1 / most_resident(c) for c in below if c <= must[0]))
+    return floor
 
 
 def _sharing_fanout(arch, tensor, first: int, stop: int) -> int:
@@ -278,7 +307,8 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
     cycles = compute
     for lv, level in enumerate(arch.levels):
         cycles = np.maximum(cycles, level_time(level, arch.cycle_rule, compute, known_read[lv], known_write[lv],
-                                               exposed_read[lv], exposed_write[lv]))
+                                               exposed_read[lv], exposed_write[lv],
+                                               latency_exposed=links.latency[lv] if links is not None else 0.0))
     if links is not None and depth + 1 < n_levels:
         cycles = np.maximum(cycles, max(links.cycles[depth + 1:]))
     if arch.leakage == "all":        # with "utilized" (Timeloop's rule) idle instances do not leak: no term
@@ -397,18 +427,18 @@ def _outside_relevant(space: Mapspace, t: int, depth: int, table: MappingTable) 
     outside the innermost decided loop over a dim it does: whatever the completion, each of
     their iterations brings t's words below the node afresh (the inner loop moved them on),
     so no level below can reuse them."""
-    relevant = space.workload.relevance[t]
+    relevance = space.workload.relevance[t]
     n = len(table)
-    columns = np.arange(n)
     seen = np.zeros(n, bool)
     product = np.ones(n)
     for lv in range(depth - 1, -1, -1):
+        # the level's temporal trips and relevance in loop order (one gather per level)
+        trips = np.take_along_axis(table.factors[lv, 0], table.order[lv], axis=0)     # (D, N)
+        relevant = relevance[table.order[lv]]
         for position in range(space.n_dims - 1, -1, -1):       # innermost loop first
-            dim = table.order[lv, position]
-            trips = table.factors[lv, 0, dim, columns]
-            looping = trips > 1
-            product = np.where(seen & looping & ~relevant[dim], product * trips, product)
-            seen |= looping & relevant[dim]
+            looping = trips[position] > 1
+            product = np.where(seen & looping & ~relevant[position], product * trips[position], product)
+            seen |= looping & relevant[position]
     return product
 
 

@@ -23,6 +23,8 @@ import numpy as np
 
 from .tree import LevelTree, Nodes
 
+EXAMINED_PER_SLICE = 16     # partial choices examined per slice asked for, at most, between slices
+
 
 class _Partial(NamedTuple):
     parent: np.ndarray      # (M,) index of the node each partial choice extends
@@ -34,25 +36,30 @@ class _Partial(NamedTuple):
         return _Partial(self.parent[rows], self.groups[rows], self.units[:, rows], self.spans[:, rows])
 
 
-def fitting_children(tree: LevelTree, nodes: Nodes, limit: int) -> Iterator[tuple[int, Nodes]]:
+def fitting_children(tree: LevelTree, nodes: Nodes, limit: int) -> Iterator[tuple[int, Nodes | None]]:
     """(first parent, children) slices: the children of `nodes` (level k's factors, its loop
     orders, level k+1's stages and keeps; k = nodes.depth) that fit, about `limit` factor
-    choices (before orders and choices) per slice."""
+    choices (before orders and choices) per slice; None where a stretch examined found none
+    that fits. The first parent is the first whose children are not all out yet."""
     k, n_dims = nodes.depth, tree.n_dims
     lo, count = tree._child_ranges(nodes)
     values = [_child_values(tree, d, k) for d in range(n_dims)]
     least = np.stack([tree._smallest_extents(d, k, k + 1)[nodes.groups[:, d]] for d in range(n_dims)])
     n = len(nodes)
     start = _Partial(np.arange(n), np.zeros((n, 0), np.int64), np.ones((2, n), np.int64), least)
-    pending, size = [], 0
-    for piece in _join(tree, k, lo, count, values, start, 0, limit):
-        pending.append(piece)
-        size += len(piece.parent)
-        if size >= limit:
-            yield _emit(tree, nodes, pending)
-            pending, size = [], 0
+    pending, size, examined = [], 0, 0
+    for piece, at, rows in _join(tree, k, lo, count, values, start, 0, limit):
+        if len(piece.parent):
+            pending.append(piece)
+            size += len(piece.parent)
+        examined += rows
+        # a slice when enough fit, or (possibly empty) when many were examined: the caller
+        # asks its budget between slices, and where almost nothing fits that can take a while
+        if size >= limit or examined >= EXAMINED_PER_SLICE * limit:
+            yield _emit(tree, nodes, pending, at)
+            pending, size, examined = [], 0, 0
     if pending:
-        yield _emit(tree, nodes, pending)
+        yield _emit(tree, nodes, pending, len(nodes) - 1)
 
 
 def _child_values(tree: LevelTree, d: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -73,9 +80,12 @@ def _child_values(tree: LevelTree, d: int, k: int) -> tuple[np.ndarray, np.ndarr
     return tree.memo[key]
 
 
-def _join(tree, k, lo, count, values, partial: _Partial, d: int, limit: int) -> Iterator[_Partial]:
+def _join(tree, k, lo, count, values, partial: _Partial, d: int,
+          limit: int) -> Iterator[tuple[_Partial, int, int]]:
+    """(choices that may fit, the parent being expanded, rows examined) over dims d.. of the
+    partial choices, depth first, so in ascending parent order."""
     if d == tree.n_dims:
-        yield partial
+        yield partial, int(partial.parent[0]), 0
         return
     width = count[partial.parent, d]
     ends = np.cumsum(width)
@@ -96,6 +106,7 @@ def _join(tree, k, lo, count, values, partial: _Partial, d: int, limit: int) -> 
         spans = grown.spans.copy()
         spans[d] = extent[group]
         ok = _may_fit(tree, k, units, spans)
+        yield partial.take(rows[:0]), int(partial.parent[rows[0]]), len(source)
         if ok.any():
             keep = np.flatnonzero(ok)
             yield from _join(tree, k, lo, count, values,
@@ -116,7 +127,10 @@ def _may_fit(tree: LevelTree, k: int, units: np.ndarray, spans: np.ndarray) -> n
     return ok
 
 
-def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial]) -> tuple[int, Nodes]:
+def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int) -> tuple[int, Nodes | None]:
+    """(the first parent not yet wholly expanded, the pending choices' children or None)."""
+    if not pending:
+        return at, None
     parent = np.concatenate([p.parent for p in pending])
     groups = np.concatenate([p.groups for p in pending])
     k = nodes.depth

@@ -13,15 +13,19 @@ so that the bounds know from the root down what every level keeps; on small spac
 walked whole.
 
 The incumbent, which does the pruning, comes from (in this order) the greedy mapping, mappings
-given from outside (`incumbents`, admitted into the space by `warm.py`), the same search on a
-smaller shape carried back (`coarse.py`, large spaces only), CP-SAT proposals
-(`cpsat.py`), a local search around the best of these (`neighbourhood.py`), sampled dives down
-the tree (the best-bound child of a random sample at each level; one part after another, each
-dive's mapping improved by a local search inside its part), and the walk itself; every
-new incumbent the dives or the walk find is polished by a short local search. All of them offer
+given from outside (`incumbents`, admitted into the space by `warm.py`), CP-SAT proposals
+(`cpsat.py`), a local search around the best of these (`neighbourhood.py`; only when the space
+is walked whole), sampled dives down the tree (the best-bound child of a random sample at each
+level; in parts, one part after another, each dive's mapping improved by a local search inside
+its part, until several in a row find nothing better), the same search on a smaller shape
+carried back (`coarse.py`, large spaces walked whole only), and the walk itself; every new
+incumbent the dives or the walk find is polished by a short local search. All of them offer
 only members of the space, ranked by the same keys as exhaustive search, so the result when the
-walk finishes is proven optimal and is exactly the mapping exhaustive search returns. When the
-time limit stops it, the smallest bound of what was left unexplored gives a proven gap.
+walk finishes is proven optimal and is exactly the mapping exhaustive search returns. Equally
+good mappings are ranked by their contents, and a subtree whose bounds tie the incumbent on
+every cost key is dropped when its decided factors already rank after the incumbent's
+(`objective.outranked`). When the time limit stops it, the smallest bound of what was left
+unexplored gives a proven gap.
 """
 from __future__ import annotations
 
@@ -329,7 +333,7 @@ class _Walk:
             if self.budget.spent():
                 self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
                 return False
-            priced = self._price(children)
+            priced = None if children is None else self._price(children)
             if priced is None:
                 if self.progress:
                     self.progress(incumbent.evaluated)
