@@ -89,16 +89,12 @@ def _join(tree, k, lo, count, values, partial: _Partial, d: int,
         return
     width = count[partial.parent, d]
     ends = np.cumsum(width)
-    first = 0
-    while first < len(width):
-        # the most partial choices whose expansion stays within `limit` rows (at least one)
-        before = ends[first - 1] if first else 0
-        last = max(first + 1, int(np.searchsorted(ends, before + limit, side="right")))
-        rows = np.arange(first, last)
-        first = last
-        per = width[rows]
-        source = np.repeat(rows, per)
-        offset = np.arange(len(source)) - np.repeat(np.cumsum(per) - per, per)
+    # the expansion numbered flat (partial choice by partial choice, dim d's groups inside),
+    # `limit` at a time, a partial choice's groups split across slices where they are many
+    for first in range(0, int(ends[-1]) if len(ends) else 0, limit):
+        flat = np.arange(first, min(int(ends[-1]), first + limit))
+        source = np.searchsorted(ends, flat, side="right")
+        offset = flat - (ends - width)[source]
         group = lo[partial.parent[source], d] + offset
         x, y, extent = values[d]
         grown = partial.take(source)
@@ -106,7 +102,7 @@ def _join(tree, k, lo, count, values, partial: _Partial, d: int,
         spans = grown.spans.copy()
         spans[d] = extent[group]
         ok = _may_fit(tree, k, units, spans)
-        yield partial.take(rows[:0]), int(partial.parent[rows[0]]), len(source)
+        yield partial.take(source[:0]), int(partial.parent[source[0]]), len(source)
         if ok.any():
             keep = np.flatnonzero(ok)
             yield from _join(tree, k, lo, count, values,

@@ -29,6 +29,7 @@ unexplored gives a proven gap.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -36,7 +37,7 @@ import numpy as np
 from ..cost import evaluate_many
 from ..mapping import to_table
 from ..mapspace import Mapspace
-from .bounds import LinkBounds, lower_bounds
+from .bounds import LinkBounds, NodeBounds, lower_bounds
 from .coarse import coarse_incumbent
 from .fitting_children import fitting_children
 from .keep_parts import Part, bounded_part, split_by_keeps
@@ -54,6 +55,7 @@ COARSE_MIN_SECONDS = 1.0    # below this a coarse search finds too little to be 
 CPSAT_MIN_LEFT_S = 1.0     # wall seconds to the command's deadline below which CP-SAT is skipped
 COARSE_MIN_SPACE = 2e6      # pruned mappings below which the walk alone is quick
 PART_POLISH_SECONDS = 0.5   # local search after each dive into one keep vector's part
+PRICED_CELLS = 2_000_000    # factor slots (rows x levels x kinds x dims) priced together at most
 DIVE_PATIENCE = 6           # dives into parts in a row that find nothing better end them
 
 
@@ -101,8 +103,9 @@ class Joint:
         else:
             notes.append(f"walked in {len(parts)} parts, one per keep vector (`keep_parts.py`); "
                          f"smallest root bound {float(bound_primary(objective, parts[0].first)):.6g}")
-        # in parts, each dive's mapping gets a local search inside its part, which finds what
-        # one local search around the incumbent would, and more: that one is left out then
+        # walked whole, the local search goes first and the dives polish only what beats it;
+        # in parts, the dives (each polished inside its part) go first, and the local search
+        # then starts from the best of them, across parts
         if self.local_search and incumbent.table is not None and len(parts) == 1:
             notes.append(self._local_search(space, incumbent))
         if self.dives:
@@ -111,6 +114,8 @@ class Joint:
             share = Budget(None if self.time_limit is None else self.time_limit / fraction)
             done = walk.dive_parts(parts, self.dives, share)
             notes.append(f"{done} sampled dive(s): {before:.6g} -> {incumbent.score:.6g}")
+        if self.local_search and incumbent.table is not None and len(parts) > 1:
+            notes.append(self._local_search(space, incumbent))
         # after the quick starts, so that a walk which proves the optimum is not delayed by the
         # smaller shape's search; in parts not at all: the dives into each part find what the
         # smaller shape's answer brought (pe-array, bypass searched: the optimum of GEMM 256^3
@@ -277,23 +282,30 @@ class _Walk:
         factors as content keys)."""
         space, tree = self.space, self.tree
         table = tree.table(children)
+        # the cost model's intermediates grow with the slots of a mapping: wide tables are
+        # priced a part at a time (on a 6-level, 7-dim conv 64,000 rows took 320 MiB at once)
+        step = max(1, PRICED_CELLS // math.prod(table.factors.shape[:-1]))
         if children.depth >= tree.leaf_depth:
             rows = np.flatnonzero(space.valid_mask(table))
-            if len(rows):
-                before = self.incumbent.key
-                self.incumbent.offer(table.take(rows))
-                if self.polish and self.incumbent.key != before:
-                    self._polish(force=force_polish)
+            before = self.incumbent.key
+            for start in range(0, len(rows), step):
+                self.incumbent.offer(table.take(rows[start:start + step]))
+            if self.polish and self.incumbent.key != before:
+                self._polish(force=force_polish)
             return None
         rows = np.flatnonzero(feasible(space, children.depth, table))
         if not len(rows):
             return None
-        table = table.take(rows)
-        costs = evaluate_many(space.arch, space.workload, table)
+        parts = []
+        for start in range(0, len(rows), step):
+            part = table.take(rows[start:start + step])
+            costs = evaluate_many(space.arch, space.workload, part)
+            bounds = lower_bounds(space, self.objective, children.depth, part, costs, self.links)
+            # the content keys begin with the factors of the decided levels (`ranking_keys`)
+            parts.append((bounds, part.factors[:children.depth].reshape(-1, len(part))))
         self.incumbent.evaluated += len(rows)
-        bounds = lower_bounds(space, self.objective, children.depth, table, costs, self.links)
-        # the content keys begin with the factors of the decided levels (`ranking_keys`)
-        return rows, bounds, table.factors[:children.depth].reshape(-1, len(rows))
+        bounds = NodeBounds(*(np.concatenate([b[i] for b, _ in parts]) for i in range(3)))
+        return rows, bounds, np.concatenate([prefix for _, prefix in parts], axis=1)
 
     def _polish(self, force: bool = False) -> None:
         """A short local search around a new incumbent the walk found (at most one second,
@@ -342,6 +354,7 @@ class _Walk:
             bound = child_bounds.objective
             keep = np.flatnonzero(~beaten(self.objective, bound, incumbent.key)
                                   & ~outranked(self.objective, child_bounds, prefix, incumbent.key))
+            del priced, child_bounds, prefix      # not held while the walk goes deeper
             keep = keep[bound_order(self.objective, bound[keep])]
             if len(keep) and not self.search(children.take(rows[keep]), bound[keep]):
                 self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
