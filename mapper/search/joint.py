@@ -25,6 +25,7 @@ time limit stops it, the smallest bound of what was left unexplored gives a prov
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -36,7 +37,7 @@ from .bounds import LinkBounds, lower_bound
 from .coarse import coarse_incumbent
 from .keep_parts import Part, bounded_part, split_by_keeps
 from .greedy import Greedy
-from .neighbourhood import improve
+from .neighbourhood import _offer_sliced, improve
 from .objective import Objective, beaten, bound_order, bound_primary
 from .result import Budget, Incumbent, SearchResult, stops
 from .tree import LevelTree, Nodes, feasible
@@ -48,6 +49,9 @@ COARSE_MIN_SECONDS = 1.0    # below this a coarse search finds too little to be 
 CPSAT_MIN_LEFT_S = 1.0     # wall seconds to the command's deadline below which CP-SAT is skipped
 COARSE_MIN_SPACE = 2e6      # pruned mappings below which the walk alone is quick
 PART_POLISH_SECONDS = 0.5   # local search after each dive into one keep vector's part
+COARSE_RESERVE_S, COARSE_RESERVE = 0.5, 0.2   # of the seconds left, kept from the coarse search
+CHUNK_SECONDS = 0.2         # wall seconds a chunk of the walk should take, against a deadline
+FIRST_CHUNK = 8_000         # rows of the first chunk, before any has been timed
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,10 @@ class Joint:
         tree = LevelTree(space)
         incumbent = Incumbent(space, objective)
         notes = []
-        if self.warm_start and not budget.spent():
+        # even with the budget already spent (a loaded machine's start-up can use all of a
+        # one-second limit): greedy then takes one quick look per level, a complete mapping in
+        # a few tenths of a second, where the fallback below draws and prices random mappings
+        if self.warm_start:
             try:
                 share = None if self.time_limit is None else self.time_limit / 3
                 warm = Greedy(time_limit=share).run(space, objective)
@@ -138,8 +145,9 @@ class Joint:
             return "CP-SAT proposals skipped (padded extents)"
         before = incumbent.score
         table = space.expand(factors)
-        if len(table):
-            incumbent.offer(table, mask=space.valid_mask(table))
+        # in slices, with the wall clock asked between them (an evaluation budget does not
+        # cut them: what is priced under --max-evaluations stays as it was)
+        _offer_sliced(space, incumbent, table, stops.wall_stopped)
         return (f"CP-SAT proposed {factors.shape[-1]} tilings ({len(table)} mappings priced); "
                 + ("improved the incumbent to " + f"{incumbent.score:.6g}" if incumbent.score < before
                    else "none beat the incumbent"))
@@ -159,8 +167,13 @@ class Joint:
         """Offer the answer of the same search on a smaller shape, within a share of the time.
         One step only: a shape shrunk twice is usually small enough to fit where the real one
         does not, and its answer has another structure."""
-        inner = replace(self, time_limit=self.time_limit * COARSE_SHARE, incumbents=(), coarse=False)
-        table, note = coarse_incumbent(space, objective, inner)
+        # its share, but never past what the command has left less a reserve for carrying
+        # its answer back and for the walk (wall clock only: infinite under an evaluation budget)
+        share, left = self.time_limit * COARSE_SHARE, stops.seconds_left()
+        if left != float("inf"):
+            share = min(share, left - max(COARSE_RESERVE_S, COARSE_RESERVE * left))
+        inner = replace(self, time_limit=share, incumbents=(), coarse=False)
+        table, note = coarse_incumbent(space, objective, inner, carry=lambda: not stops.wall_stopped())
         if table is None:
             return note
         before = incumbent.score
@@ -189,6 +202,8 @@ class _Walk:
         self.links = LinkBounds(space)
         self.polish = False
         self.polished_at = -np.inf
+        self.polish_seconds = 0.0   # wall seconds spent polishing, left out of the chunks' timing
+        self.row_seconds: dict[int, float] = {}     # depth -> wall seconds per child row, last chunk
 
     def use(self, part: Part) -> None:
         self.space, self.tree, self.links = part.space, part.tree, part.links
@@ -277,8 +292,23 @@ class _Walk:
         now = stops.clock()      # the budget clock: evaluations under --max-evaluations
         if now - self.polished_at < 5.0 and not force:
             return
+        started = time.perf_counter()
         improve(self.whole, self.incumbent, Budget(1.0), stop=self.budget.spent)
         self.polished_at = stops.clock()
+        self.polish_seconds += time.perf_counter() - started
+
+    def _chunk_rows(self, depth: int) -> int:
+        """Child rows generated and priced together at `depth`: `chunk`, but against a wall-clock
+        deadline no more than CHUNK_SECONDS' worth at the last rate measured there (or the
+        slowest measured anywhere; FIRST_CHUNK before any), since a chunk cannot be cut and one
+        of 64,000 rows takes up to a second on a large space, unloaded. Under an evaluation
+        budget it stays `chunk`, so the walk's order never depends on the machine's load."""
+        if stops.per_evaluation is not None or (self.budget.deadline is None and stops.deadline is None):
+            return self.chunk
+        rate = self.row_seconds.get(depth, max(self.row_seconds.values(), default=None))
+        if rate is None:
+            return min(self.chunk, FIRST_CHUNK)
+        return int(min(self.chunk, max(1, CHUNK_SECONDS / max(rate, 1e-9))))
 
     def search_parts(self, parts: list[Part]) -> bool:
         """Walk the parts (sorted by bound) until one's bound exceeds the incumbent; False when
@@ -302,7 +332,7 @@ class _Walk:
         left unexplored."""
         tree, incumbent = self.tree, self.incumbent
         ends = np.cumsum(tree.factor_children(nodes))
-        step = max(1, self.chunk // tree.expansion(nodes.depth))
+        expansion = tree.expansion(nodes.depth)
         position = 0
         while position < ends[-1]:
             node = int(np.searchsorted(ends, position, side="right"))
@@ -311,10 +341,14 @@ class _Walk:
             if self.budget.spent():
                 self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
                 return False
-            stop = int(min(ends[-1], position + step))
+            stop = int(min(ends[-1], position + max(1, self._chunk_rows(nodes.depth + 1) // expansion)))
+            started, polished = time.perf_counter(), self.polish_seconds
             children = tree.children(nodes, position, stop)
             position = stop
             priced = self._price(children)
+            if len(children):
+                seconds = time.perf_counter() - started - (self.polish_seconds - polished)
+                self.row_seconds[children.depth] = seconds / len(children)
             if priced is None:
                 if self.progress:
                     self.progress(incumbent.evaluated)

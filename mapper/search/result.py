@@ -168,6 +168,12 @@ class _Stops:
             return float("inf")
         return self.deadline - time.perf_counter()
 
+    def wall_stopped(self) -> bool:
+        """`stopped()` by the wall-clock deadline or Ctrl-C, never by an evaluation budget: for
+        checks that only keep a step within the time limit (slicing a batch, skipping a
+        wind-down), so that under `--max-evaluations` what is priced stays as it was."""
+        return self.interrupted or (self.per_evaluation is None and self.stopped())
+
     def reason(self) -> str:
         """What ends the searches of this command, for notes: "the time limit", "the evaluation
         budget (N mappings)" or "Ctrl-C"."""
