@@ -6,9 +6,11 @@ reserved for bugs.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import signal
 import sys
+import threading
 import time
 
 from .cost import evaluate
@@ -410,5 +412,23 @@ def _main(argv: list[str] | None) -> int:
         stops.reset()       # a caller's later searches (in this process) are not bound by this command
 
 
+def command() -> None:
+    """The `mapper` command (console script, `python -m mapper`): `main`, then, once the output
+    is flushed and the exit handlers have run, an exit without finalising the interpreter.
+    Freeing numpy's and OR-Tools' modules one by one takes 0.1-0.3 s unloaded (measured; three
+    times that at three times the load), and the time limit's bar is wall time to the exit.
+    With a thread still running (none of this project's commands leaves one), it exits as usual."""
+    status = main()
+    if threading.active_count() > 1:
+        sys.exit(status)
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        sys.exit(status)        # let the interpreter report what it cannot write
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    command()

@@ -25,6 +25,7 @@ time limit stops it, the smallest bound of what was left unexplored gives a prov
 """
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, replace
 
@@ -47,11 +48,14 @@ SLACK = 1e-9        # relative: bounds and scores are sums of the same terms in 
 COARSE_SHARE = 0.25         # of the time limit, for the coarse shape's search
 COARSE_MIN_SECONDS = 1.0    # below this a coarse search finds too little to be worth it
 CPSAT_MIN_LEFT_S = 1.0     # wall seconds to the command's deadline below which CP-SAT is skipped
+ORTOOLS_IMPORT_PER_STARTUP = 1.5   # importing OR-Tools, in units of this process's start-up
+                                   # (0.35-0.6 s against 0.5 s, measured unloaded; both scale with load)
 COARSE_MIN_SPACE = 2e6      # pruned mappings below which the walk alone is quick
 PART_POLISH_SECONDS = 0.5   # local search after each dive into one keep vector's part
 COARSE_RESERVE_S, COARSE_RESERVE = 0.5, 0.2   # of the seconds left, kept from the coarse search
 CHUNK_SECONDS = 0.2         # wall seconds a chunk of the walk should take, against a deadline
-FIRST_CHUNK = 8_000         # rows of the first chunk, before any has been timed
+FIRST_CHUNK = 2_000         # rows of the first chunk, before any has been timed (bounding a row
+                            # takes up to ~150 us at the top of eyeriss conv-resnet50-conv3, unloaded)
 
 
 @dataclass(frozen=True)
@@ -90,8 +94,10 @@ class Joint:
         if self._worth_a_coarse_start(funnel):
             notes.append(self._coarse_start(space, objective, incumbent))
         # CP-SAT's model, its wall cap (half of what is left) and the pricing of its proposals:
-        # with less than CPSAT_MIN_LEFT_S to the command's deadline, they would end past it
-        if self.cpsat_seconds and not budget.spent() and stops.seconds_left() >= CPSAT_MIN_LEFT_S:
+        # with less than CPSAT_MIN_LEFT_S to the command's deadline (and the time to import
+        # OR-Tools, the first time), they would end past it
+        if (self.cpsat_seconds and not budget.spent()
+                and stops.seconds_left() >= CPSAT_MIN_LEFT_S + _ortools_import_seconds()):
             notes.append(self._cpsat_proposals(space, objective, incumbent))
         if self.local_search and incumbent.table is not None:
             before = incumbent.score
@@ -138,6 +144,8 @@ class Joint:
 
     def _cpsat_proposals(self, space, objective, incumbent) -> str:
         from .cpsat import propose          # OR-Tools is imported only here
+        if stops.seconds_left() < CPSAT_MIN_LEFT_S:
+            return "CP-SAT proposals skipped: importing OR-Tools left too little time"
         seconds = self.cpsat_seconds if self.time_limit is None else min(self.cpsat_seconds, self.time_limit / 4)
         factors = propose(space, seconds, favour_parallelism=objective.kind in ("edp", "cycles", "delay_energy"),
                           hint=None if incumbent.table is None else factor_rows(space, incumbent.table))
@@ -189,6 +197,15 @@ class Joint:
             incumbent.offer(table, mask=space.valid_mask(table))
         return (f"{len(admitted)} of {len(self.incumbents)} given incumbent(s) lie in the space"
                 + (f"; best {incumbent.score:.6g}" if incumbent.score < before else ""))
+
+
+def _ortools_import_seconds() -> float:
+    """An estimate of the wall seconds importing OR-Tools takes now: none once imported, else
+    in proportion to this command's start-up (`stops.startup`), which shows the machine's load.
+    Zero for a library call (no start-up measured)."""
+    if "mapper.search.cpsat" in sys.modules:
+        return 0.0
+    return ORTOOLS_IMPORT_PER_STARTUP * stops.startup
 
 
 class _Walk:
@@ -253,10 +270,13 @@ class _Walk:
                 total = int(tree.factor_children(node)[0])
                 # one loop order per factor choice (the smallest): the dive samples tilings and
                 # keeps widely; the local search then tries the other orders of what it finds
-                draws = min(total, max(1, min(samples, self.chunk // tree.expansion(node.depth, True))))
+                rows = self._chunk_rows(node.depth + 1)
+                draws = min(total, max(1, min(samples, rows // tree.expansion(node.depth, True))))
                 picks = np.unique(rng.integers(0, total, size=draws))
+                started, polished = time.perf_counter(), self.polish_seconds
                 children = tree.children_at(node, picks, first_order_only=True)
                 priced = self._price(children, force_polish=not share.spent())
+                self._timed(children, started, polished)
                 if priced is None or not len(priced[0]):
                     break
                 rows, bound = priced
@@ -310,6 +330,13 @@ class _Walk:
             return min(self.chunk, FIRST_CHUNK)
         return int(min(self.chunk, max(1, CHUNK_SECONDS / max(rate, 1e-9))))
 
+    def _timed(self, children: Nodes, started: float, polished: float) -> None:
+        """Record the wall seconds per row of `children`, generated and priced since `started`
+        (less the polishing done meanwhile, which had `polish_seconds` at `polished`)."""
+        if len(children):
+            seconds = time.perf_counter() - started - (self.polish_seconds - polished)
+            self.row_seconds[children.depth] = seconds / len(children)
+
     def search_parts(self, parts: list[Part]) -> bool:
         """Walk the parts (sorted by bound) until one's bound exceeds the incumbent; False when
         the budget ran out, after recording a bound on every part left unexplored."""
@@ -346,9 +373,7 @@ class _Walk:
             children = tree.children(nodes, position, stop)
             position = stop
             priced = self._price(children)
-            if len(children):
-                seconds = time.perf_counter() - started - (self.polish_seconds - polished)
-                self.row_seconds[children.depth] = seconds / len(children)
+            self._timed(children, started, polished)
             if priced is None:
                 if self.progress:
                     self.progress(incumbent.evaluated)

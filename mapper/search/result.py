@@ -139,6 +139,7 @@ class _Stops:
         best mapping, print it and exit within it."""
         from ..cost import vectorised
         self.deadline = None
+        self.startup = since        # a measure of how fast this process runs now (load)
         if seconds is not None and not max_evaluations:
             reserve = min(FINISH_RESERVE_S, FINISH_RESERVE_FRACTION * seconds)
             self.deadline = time.perf_counter() + seconds - since - reserve
