@@ -18,7 +18,7 @@ from mapper.mapspace import Mapspace
 from mapper.search import Greedy, Joint, parse_objective
 from mapper.search.coarse import coarse_incumbent
 from mapper.search.greedy import QUICK_LOOK_WINDOWS, _Descent, _stack
-from mapper.search.joint import CHUNK_SECONDS, FIRST_CHUNK, _Walk
+from mapper.search.joint import CHUNK_SECONDS, CHUNK_SHARE, FIRST_CHUNK, _Walk
 from mapper.search.result import Budget, Incumbent, stops
 from mapper.search.tree import LevelTree
 
@@ -57,14 +57,21 @@ def _walk(space: Mapspace, time_limit: float | None) -> _Walk:
 
 
 def test_chunks_follow_the_measured_rate_against_a_wall_deadline():
-    stops.reset(30.0)
-    walk = _walk(space_of("tpu", "conv-alexnet-conv3"), 30.0)
+    space = space_of("tpu", "conv-alexnet-conv3")
+    stops.reset(0.5)                                          # the deadline is near
+    walk = _walk(space, 30.0)
     assert walk._chunk_rows(2) == FIRST_CHUNK                 # nothing timed yet
-    walk.row_seconds[2] = 1e-4                                # 0.1 ms a row
-    assert walk._chunk_rows(2) == int(CHUNK_SECONDS / 1e-4)
-    assert walk._chunk_rows(3) == int(CHUNK_SECONDS / 1e-4)   # untimed depth: the slowest rate
+    walk.row_seconds[2] = 1e-4                                # 0.1 ms a row: 0.2 s is 2,000 rows
+    assert abs(walk._chunk_rows(2) - CHUNK_SECONDS / 1e-4) <= 1
+    assert abs(walk._chunk_rows(3) - CHUNK_SECONDS / 1e-4) <= 1   # untimed depth: the slowest rate
     walk.row_seconds[3] = 1e-8                                # cheap rows: never above `chunk`
     assert walk._chunk_rows(3) == 64_000
+    stops.reset(100.0)                                        # far from it: a quarter of what is left
+    walk = _walk(space, None)
+    walk.row_seconds[2] = 1e-3
+    assert 0.9 * CHUNK_SHARE * 99 / 1e-3 < walk._chunk_rows(2) <= CHUNK_SHARE * 100 / 1e-3
+    walk.row_seconds[2] = 1e-4
+    assert walk._chunk_rows(2) == 64_000
 
 
 def test_chunks_stay_fixed_under_an_evaluation_budget_and_without_a_limit():

@@ -53,7 +53,8 @@ ORTOOLS_IMPORT_PER_STARTUP = 1.5   # importing OR-Tools, in units of this proces
 COARSE_MIN_SPACE = 2e6      # pruned mappings below which the walk alone is quick
 PART_POLISH_SECONDS = 0.5   # local search after each dive into one keep vector's part
 COARSE_RESERVE_S, COARSE_RESERVE = 0.5, 0.2   # of the seconds left, kept from the coarse search
-CHUNK_SECONDS = 0.2         # wall seconds a chunk of the walk should take, against a deadline
+CHUNK_SECONDS = 0.2         # wall seconds a chunk of the walk may take near a deadline,
+CHUNK_SHARE = 0.25          # or this share of the seconds left, when that is more
 FIRST_CHUNK = 2_000         # rows of the first chunk, before any has been timed (bounding a row
                             # takes up to ~150 us at the top of eyeriss conv-resnet50-conv3, unloaded)
 
@@ -319,16 +320,24 @@ class _Walk:
 
     def _chunk_rows(self, depth: int) -> int:
         """Child rows generated and priced together at `depth`: `chunk`, but against a wall-clock
-        deadline no more than CHUNK_SECONDS' worth at the last rate measured there (or the
-        slowest measured anywhere; FIRST_CHUNK before any), since a chunk cannot be cut and one
-        of 64,000 rows takes up to a second on a large space, unloaded. Under an evaluation
-        budget it stays `chunk`, so the walk's order never depends on the machine's load."""
-        if stops.per_evaluation is not None or (self.budget.deadline is None and stops.deadline is None):
+        deadline no more than what takes CHUNK_SHARE of the seconds left, or CHUNK_SECONDS when
+        that is more, at the last rate measured there (or the slowest measured anywhere;
+        FIRST_CHUNK before any): a chunk cannot be cut, and one of 64,000 rows takes up to ten
+        seconds at the top of a large space (~150 us a row), unloaded. Far from the deadline
+        chunks stay large: best bound first is ordered within a chunk, and small ones slow the
+        walk. Under an evaluation budget it stays `chunk`, so the walk's order never depends
+        on the machine's load."""
+        if stops.per_evaluation is not None:
+            return self.chunk
+        left = min(stops.seconds_left(), float("inf") if self.budget.deadline is None
+                   else self.budget.deadline - time.perf_counter())
+        if left == float("inf"):
             return self.chunk
         rate = self.row_seconds.get(depth, max(self.row_seconds.values(), default=None))
         if rate is None:
             return min(self.chunk, FIRST_CHUNK)
-        return int(min(self.chunk, max(1, CHUNK_SECONDS / max(rate, 1e-9))))
+        seconds = max(CHUNK_SECONDS, CHUNK_SHARE * left)
+        return int(min(self.chunk, max(1, seconds / max(rate, 1e-9))))
 
     def _timed(self, children: Nodes, started: float, polished: float) -> None:
         """Record the wall seconds per row of `children`, generated and priced since `started`
