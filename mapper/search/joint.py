@@ -271,8 +271,8 @@ class _Walk:
                 total = int(tree.factor_children(node)[0])
                 # one loop order per factor choice (the smallest): the dive samples tilings and
                 # keeps widely; the local search then tries the other orders of what it finds
-                rows = self._chunk_rows(node.depth + 1)
-                draws = min(total, max(1, min(samples, rows // tree.expansion(node.depth, True))))
+                most = self._chunk_rows(node.depth + 1)
+                draws = min(total, max(1, min(samples, most // tree.expansion(node.depth, True))))
                 picks = np.unique(rng.integers(0, total, size=draws))
                 started, polished = time.perf_counter(), self.polish_seconds
                 children = tree.children_at(node, picks, first_order_only=True)
