@@ -55,8 +55,9 @@ PART_POLISH_SECONDS = 0.5   # local search after each dive into one keep vector'
 COARSE_RESERVE_S, COARSE_RESERVE = 0.5, 0.2   # of the seconds left, kept from the coarse search
 CHUNK_SECONDS = 0.2         # wall seconds a chunk of the walk may take near a deadline,
 CHUNK_SHARE = 0.25          # or this share of the seconds left, when that is more
-FIRST_CHUNK = 2_000         # rows of the first chunk, before any has been timed (bounding a row
-                            # takes up to ~150 us at the top of eyeriss conv-resnet50-conv3, unloaded)
+FIRST_CHUNK = 2_000         # rows of the first chunk, before any has been timed,
+ASSUMED_ROW_SECONDS = 5e-4  # and fewer near the deadline at this rate: bounding a row takes up to
+                            # ~170 us at the top of tpu conv-alexnet-conv3 unloaded, 3x that at 3x load
 
 
 @dataclass(frozen=True)
@@ -322,7 +323,7 @@ class _Walk:
         """Child rows generated and priced together at `depth`: `chunk`, but against a wall-clock
         deadline no more than what takes CHUNK_SHARE of the seconds left, or CHUNK_SECONDS when
         that is more, at the last rate measured there (or the slowest measured anywhere;
-        FIRST_CHUNK before any): a chunk cannot be cut, and one of 64,000 rows takes up to ten
+        before any, FIRST_CHUNK, or CHUNK_SHARE of the seconds left at ASSUMED_ROW_SECONDS): a chunk cannot be cut, and one of 64,000 rows takes up to ten
         seconds at the top of a large space (~150 us a row), unloaded. Far from the deadline
         chunks stay large: best bound first is ordered within a chunk, and small ones slow the
         walk. Under an evaluation budget it stays `chunk`, so the walk's order never depends
@@ -335,7 +336,7 @@ class _Walk:
             return self.chunk
         rate = self.row_seconds.get(depth, max(self.row_seconds.values(), default=None))
         if rate is None:
-            return min(self.chunk, FIRST_CHUNK)
+            return int(min(self.chunk, FIRST_CHUNK, max(1, CHUNK_SHARE * left / ASSUMED_ROW_SECONDS)))
         seconds = max(CHUNK_SECONDS, CHUNK_SHARE * left)
         return int(min(self.chunk, max(1, seconds / max(rate, 1e-9))))
 
