@@ -3,7 +3,7 @@ estimate past a cap on work) and the funnel of counts after each pruning step.""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -142,6 +142,21 @@ class CountingMixin:
 
     def funnel(self, exact_limit: int = 3_000_000, samples: int = 50_000, seed: int = 0,
                max_terms: int = MAX_EXACT_TERMS) -> Funnel:
+        """`_funnel`, computed once per space and arguments (a joint search and its greedy warm
+        start both ask, a tenth of a second each on the largest presets); a copy each time. One
+        that `stop` cut short (estimated for want of time) is not kept."""
+        memo = self.__dict__.setdefault("_funnel_memo", {})
+        key = (exact_limit, samples, seed, max_terms)
+        if key not in memo:
+            self._funnel_cut = False
+            funnel = self._funnel(exact_limit, samples, seed, max_terms)
+            if self._funnel_cut:
+                return funnel
+            memo[key] = funnel
+        kept = memo[key]
+        return replace(kept, after=dict(kept.after))
+
+    def _funnel(self, exact_limit: int, samples: int, seed: int, max_terms: int) -> Funnel:
         """Candidates left after each pruning step. Bounded work whatever the space: the raw,
         constraints and divisibility counts are exact up to `max_terms` combinations of per-dim
         loop patterns (`_closed_form_size`), the coupled steps up to `exact_limit` factor
@@ -161,6 +176,7 @@ class CountingMixin:
         if combos <= exact_limit:
             for index in _chunks(combos, 200_000):
                 if self.stop is not None and self.stop():     # out of time: estimate instead
+                    self._funnel_cut = True
                     totals = dict.fromkeys(STEPS[2:], 0.0)
                     break
                 for step, value in self._weights(self._factors(index)).items():

@@ -48,10 +48,12 @@ def shrunk(space: Mapspace) -> Mapspace | None:
     return coarse
 
 
-def coarse_incumbent(space: Mapspace, objective: Objective, search) -> tuple[object | None, str]:
+def coarse_incumbent(space: Mapspace, objective: Objective, search, carry=None) -> tuple[object | None, str]:
     """The best mapping `search` (a strategy) finds on the shrunk space, carried to `space` and
     admitted as a one-row table (None when there is no smaller shape, or the answer does not
-    carry over), and a note saying what happened."""
+    carry over), and a note saying what happened. `carry()`, when given and False after the
+    search, leaves the answer where it is: the command's time is up, and carrying it (rescale,
+    admit, the masks) would end past it."""
     coarse = shrunk(space)
     if coarse is None:
         return None, "no coarse shape (no dim shrinks, or the smaller shape has no mapping)"
@@ -60,6 +62,8 @@ def coarse_incumbent(space: Mapspace, objective: Objective, search) -> tuple[obj
         result = search.run(coarse, objective)
     except MapperError as exc:
         return None, f"coarse shape {shape}: {exc}"
+    if carry is not None and not carry():
+        return None, f"coarse shape {shape}: best {result.score:.6g}, not carried (out of time)"
     carried = rescale(result.mapping, coarse.workload, space.workload)
     table = None if carried is None else admit(space, carried)
     if table is None:

@@ -24,6 +24,7 @@ from ..mapspace import Mapspace
 from .bounds import link_weight
 
 SCALE = 1000          # log2 values are scaled to integers
+MIN_SOLVE_S = 0.05    # wall seconds of solving below which no proposal is worth its model
 
 
 class _Collector(cp_model.CpSolverSolutionCallback):
@@ -41,11 +42,20 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
             hint: list[int] | None = None, max_solutions: int = 20, seed: int = 0,
             deterministic_time: float = 8.0) -> np.ndarray | None:
     """Factor arrays (L, 3, D, N) of up to `max_solutions` improving CP-SAT solutions, or None
-    when the space has padded extents (several per dim; the tree search covers those)."""
+    when the space has padded extents (several per dim; the tree search covers those).
+
+    Against the command's wall-clock deadline, building the model (Python, up to a few tenths
+    of a second on a large GEMM, more under load) counts too: no proposals (an empty array)
+    when building has used half of what was left at entry, or when less than MIN_SOLVE_S of
+    solving would remain."""
     if any(len(e) > 1 for e in space.extents):
         return None
     arch, workload = space.arch, space.workload
     n_levels = space.n_levels
+    none = np.zeros((n_levels, 3, space.n_dims, 0), np.int64)
+    out_of_time = _build_clock()
+    if out_of_time():
+        return none
     model = cp_model.CpModel()
     views = [space.level_view(t) for t in space.dim_tables]              # temporal, spatial, tile
     rows = [model.new_int_var(0, len(t) - 1, f"row_{d}") for d, t in enumerate(space.dim_tables)]
@@ -94,6 +104,8 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
     log_tile = [[element(d, np.round(np.log2(views[d][2][:, lv]) * SCALE), f"log_{lv}_{d}")
                  for d in range(space.n_dims)] for lv in range(n_levels)]
     log_units = []
+    if out_of_time():
+        return none
     for lv in range(n_levels):
         for kind, limit in zip((1, 2), arch.fanout(lv)):
             cols = [k for k, slot in enumerate(space.slots) if slot == (lv, kind)]
@@ -106,6 +118,8 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
                                   f"lsp_{lv}_{kind}_{d}")[0] for d in range(space.n_dims)]
     footprint_bits = []
     for lv in range(1, n_levels):
+        if out_of_time():
+            return none
         must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[lv].keeps)]
         terms = []
         for t in must:
@@ -149,20 +163,37 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
     if hint is not None:
         for var, value in zip(rows, hint):
             model.add_hint(var, value)
+    wall_cap = _wall_seconds(time_limit)
+    if out_of_time() or (wall_cap < MIN_SOLVE_S and out_of_time.walled):
+        return none
     solver = cp_model.CpSolver()
     # a deterministic-time budget keeps the proposals reproducible while the wall-clock
     # `time_limit` does not bind first
     solver.parameters.max_deterministic_time = deterministic_time
-    solver.parameters.max_time_in_seconds = _wall_seconds(time_limit)
+    solver.parameters.max_time_in_seconds = wall_cap
     solver.parameters.catch_sigint_signal = False   # Ctrl-C is the CLI's: it keeps the best so far
     solver.parameters.num_workers = 1      # deterministic under the seed
     solver.parameters.random_seed = seed
     collector = _Collector(rows, max_solutions)
     status = solver.solve(model, collector)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or not collector.solutions:
-        return np.zeros((n_levels, 3, space.n_dims, 0), np.int64)
+        return none
     index = np.array(collector.solutions, np.int64).T                                # (D, S)
     return space.assemble([t[i] for t, i in zip(space.dim_tables, index)])
+
+
+def _build_clock():
+    """A check for the model building: True once it has used half of the wall seconds left to
+    the command's deadline at the start (at once when under 2 x MIN_SOLVE_S were left). Always
+    False without a wall deadline (none, or an evaluation budget): the proposals then never
+    depend on the machine's load."""
+    from .result import stops
+    left, started = stops.seconds_left(), time.perf_counter()
+
+    def out_of_time() -> bool:
+        return out_of_time.walled and (left < 2 * MIN_SOLVE_S or time.perf_counter() - started > left / 2)
+    out_of_time.walled = not math.isinf(left)
+    return out_of_time
 
 
 def _wall_seconds(time_limit: float) -> float:

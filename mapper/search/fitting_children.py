@@ -36,11 +36,13 @@ class _Partial(NamedTuple):
         return _Partial(self.parent[rows], self.groups[rows], self.units[:, rows], self.spans[:, rows])
 
 
-def fitting_children(tree: LevelTree, nodes: Nodes, limit: int) -> Iterator[tuple[int, Nodes | None]]:
+def fitting_children(tree: LevelTree, nodes: Nodes, limit) -> Iterator[tuple[int, Nodes | None]]:
     """(first parent, children) slices: the children of `nodes` (level k's factors, its loop
     orders, level k+1's stages and keeps; k = nodes.depth) that fit, about `limit` factor
     choices (before orders and choices) per slice; None where a stretch examined found none
-    that fits. The first parent is the first whose children are not all out yet."""
+    that fits. The first parent is the first whose children are not all out yet. `limit` may
+    be a function, asked before each step (the walk sizes its chunks by the time left)."""
+    limit = limit if callable(limit) else (lambda rows=limit: rows)
     k, n_dims = nodes.depth, tree.n_dims
     lo, count = tree._child_ranges(nodes)
     values = [_child_values(tree, d, k) for d in range(n_dims)]
@@ -55,7 +57,7 @@ def fitting_children(tree: LevelTree, nodes: Nodes, limit: int) -> Iterator[tupl
         examined += rows
         # a slice when enough fit, or (possibly empty) when many were examined: the caller
         # asks its budget between slices, and where almost nothing fits that can take a while
-        if size >= limit or examined >= EXAMINED_PER_SLICE * limit:
+        if size >= limit() or examined >= EXAMINED_PER_SLICE * limit():
             yield _emit(tree, nodes, pending, at)
             pending, size, examined = [], 0, 0
     if pending:
@@ -81,7 +83,7 @@ def _child_values(tree: LevelTree, d: int, k: int) -> tuple[np.ndarray, np.ndarr
 
 
 def _join(tree, k, lo, count, values, partial: _Partial, d: int,
-          limit: int) -> Iterator[tuple[_Partial, int, int]]:
+          limit) -> Iterator[tuple[_Partial, int, int]]:
     """(choices that may fit, the parent being expanded, rows examined) over dims d.. of the
     partial choices, depth first, so in ascending parent order."""
     if d == tree.n_dims:
@@ -91,8 +93,10 @@ def _join(tree, k, lo, count, values, partial: _Partial, d: int,
     ends = np.cumsum(width)
     # the expansion numbered flat (partial choice by partial choice, dim d's groups inside),
     # `limit` at a time, a partial choice's groups split across slices where they are many
-    for first in range(0, int(ends[-1]) if len(ends) else 0, limit):
-        flat = np.arange(first, min(int(ends[-1]), first + limit))
+    total, first = (int(ends[-1]) if len(ends) else 0), 0
+    while first < total:
+        flat = np.arange(first, min(total, first + limit()))
+        first += len(flat)
         source = np.searchsorted(ends, flat, side="right")
         offset = flat - (ends - width)[source]
         group = lo[partial.parent[source], d] + offset

@@ -170,8 +170,10 @@ class _Descent:
         the largest tiles below, often none that fit."""
         width = max(1, self.greedy.slice // QUICK_LOOK_WINDOWS)
         starts = np.unique(np.linspace(0, total - width, QUICK_LOOK_WINDOWS).astype(np.int64))
-        return _stack([self.tree.children(parent, int(s), int(s) + width, first_order_only=first_order_only)
-                       for s in starts])
+        # the runs do not overlap (total > slice): generated in one call, the same rows in the
+        # same order as run after run, without a fixed cost per run (~4 ms, most of a quick look)
+        flat = (starts[:, None] + np.arange(width)).reshape(-1)
+        return self.tree.children_at(parent, flat, first_order_only=first_order_only)
 
     def _best_child(self, parent: Nodes, depth: int, wanted, first_order_only: bool, reorder: bool,
                     how: str) -> tuple[Nodes | None, bool]:

@@ -30,6 +30,8 @@ unexplored gives a proven gap.
 from __future__ import annotations
 
 import math
+import sys
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -42,7 +44,7 @@ from .coarse import coarse_incumbent
 from .fitting_children import fitting_children
 from .keep_parts import Part, bounded_part, split_by_keeps
 from .greedy import Greedy
-from .neighbourhood import improve
+from .neighbourhood import _offer_sliced, improve
 from .objective import Objective, beaten, bound_order, bound_primary, outranked
 from .result import Budget, Incumbent, SearchResult, stops
 from .tree import LevelTree, Nodes, feasible
@@ -53,10 +55,18 @@ COARSE_SHARE = 0.25         # of the time limit, for the coarse shape's search,
 COARSE_MAX_SECONDS = 10.0   # up to this: with a long limit, the time is the walk's (it proves)
 COARSE_MIN_SECONDS = 1.0    # below this a coarse search finds too little to be worth it
 CPSAT_MIN_LEFT_S = 1.0     # wall seconds to the command's deadline below which CP-SAT is skipped
+ORTOOLS_IMPORT_PER_STARTUP = 1.5   # importing OR-Tools, in units of this process's start-up
+                                   # (0.35-0.6 s against 0.5 s, measured unloaded; both scale with load)
 COARSE_MIN_SPACE = 2e6      # pruned mappings below which the walk alone is quick
 PART_POLISH_SECONDS = 0.5   # local search after each dive into one keep vector's part
 PRICED_CELLS = 2_000_000    # factor slots (rows x levels x kinds x dims) priced together at most
 DIVE_PATIENCE = 6           # dives into parts in a row that find nothing better end them
+COARSE_RESERVE_S, COARSE_RESERVE = 0.5, 0.2   # of the seconds left, kept from the coarse search
+CHUNK_SECONDS = 0.2         # wall seconds a chunk of the walk may take near a deadline,
+CHUNK_SHARE = 0.25          # or this share of the seconds left, when that is more
+FIRST_CHUNK = 2_000         # rows of the first chunk, before any has been timed,
+ASSUMED_ROW_SECONDS = 5e-4  # and fewer near the deadline at this rate: bounding a row takes up to
+                            # ~170 us at the top of tpu conv-alexnet-conv3 unloaded, 3x that at 3x load
 
 
 @dataclass(frozen=True)
@@ -79,7 +89,10 @@ class Joint:
         tree = LevelTree(space)
         incumbent = Incumbent(space, objective)
         notes = []
-        if self.warm_start and not budget.spent():
+        # even with the budget already spent (a loaded machine's start-up can use all of a
+        # one-second limit): greedy then takes one quick look per level, a complete mapping in
+        # a few tenths of a second, where the fallback below draws and prices random mappings
+        if self.warm_start:
             try:
                 share = None if self.time_limit is None else self.time_limit / 3
                 warm = Greedy(time_limit=share).run(space, objective)
@@ -90,8 +103,10 @@ class Joint:
         if self.incumbents:
             notes.append(self._outside_incumbents(space, incumbent))
         # CP-SAT's model, its wall cap (half of what is left) and the pricing of its proposals:
-        # with less than CPSAT_MIN_LEFT_S to the command's deadline, they would end past it
-        if self.cpsat_seconds and not budget.spent() and stops.seconds_left() >= CPSAT_MIN_LEFT_S:
+        # with less than CPSAT_MIN_LEFT_S to the command's deadline (and the time to import
+        # OR-Tools, the first time), they would end past it
+        if (self.cpsat_seconds and not budget.spent()
+                and stops.seconds_left() >= CPSAT_MIN_LEFT_S + _ortools_import_seconds()):
             notes.append(self._cpsat_proposals(space, objective, incumbent))
         walk = _Walk(space, objective, tree, incumbent, budget, self.chunk, progress)
         walk.polish = self.local_search
@@ -151,6 +166,8 @@ class Joint:
 
     def _cpsat_proposals(self, space, objective, incumbent) -> str:
         from .cpsat import propose          # OR-Tools is imported only here
+        if stops.seconds_left() < CPSAT_MIN_LEFT_S:
+            return "CP-SAT proposals skipped: importing OR-Tools left too little time"
         seconds = self.cpsat_seconds if self.time_limit is None else min(self.cpsat_seconds, self.time_limit / 4)
         factors = propose(space, seconds, favour_parallelism=objective.kind in ("edp", "cycles", "delay_energy"),
                           hint=None if incumbent.table is None else factor_rows(space, incumbent.table))
@@ -158,8 +175,9 @@ class Joint:
             return "CP-SAT proposals skipped (padded extents)"
         before = incumbent.score
         table = space.expand(factors)
-        if len(table):
-            incumbent.offer(table, mask=space.valid_mask(table))
+        # in slices, with the wall clock asked between them (an evaluation budget does not
+        # cut them: what is priced under --max-evaluations stays as it was)
+        _offer_sliced(space, incumbent, table, stops.wall_stopped)
         return (f"CP-SAT proposed {factors.shape[-1]} tilings ({len(table)} mappings priced); "
                 + ("improved the incumbent to " + f"{incumbent.score:.6g}" if incumbent.score < before
                    else "none beat the incumbent"))
@@ -182,8 +200,13 @@ class Joint:
         """Offer the answer of the same search on a smaller shape, within a share of the time.
         One step only: a shape shrunk twice is usually small enough to fit where the real one
         does not, and its answer has another structure."""
-        inner = replace(self, time_limit=self._coarse_seconds(), incumbents=(), coarse=False)
-        table, note = coarse_incumbent(space, objective, inner)
+        # its share, but never past what the command has left less a reserve for carrying
+        # its answer back and for the walk (wall clock only: infinite under an evaluation budget)
+        share, left = self._coarse_seconds(), stops.seconds_left()
+        if left != float("inf"):
+            share = min(share, left - max(COARSE_RESERVE_S, COARSE_RESERVE * left))
+        inner = replace(self, time_limit=share, incumbents=(), coarse=False)
+        table, note = coarse_incumbent(space, objective, inner, carry=lambda: not stops.wall_stopped())
         if table is None:
             return note
         before = incumbent.score
@@ -201,6 +224,15 @@ class Joint:
                 + (f"; best {incumbent.score:.6g}" if incumbent.score < before else ""))
 
 
+def _ortools_import_seconds() -> float:
+    """An estimate of the wall seconds importing OR-Tools takes now: none once imported, else
+    in proportion to this command's start-up (`stops.startup`), which shows the machine's load.
+    Zero for a library call (no start-up measured)."""
+    if "mapper.search.cpsat" in sys.modules:
+        return 0.0
+    return ORTOOLS_IMPORT_PER_STARTUP * stops.startup
+
+
 class _Walk:
     """One run of the branch and bound (the strategy object itself stays immutable)."""
 
@@ -212,6 +244,8 @@ class _Walk:
         self.links = LinkBounds(space)
         self.polish = False
         self.polished_at = -np.inf
+        self.polish_seconds = 0.0   # wall seconds spent polishing, left out of the chunks' timing
+        self.row_seconds: dict[int, float] = {}     # depth -> wall seconds per child row, last chunk
 
     def use(self, part: Part) -> None:
         self.space, self.tree, self.links = part.space, part.tree, part.links
@@ -265,10 +299,13 @@ class _Walk:
                 total = int(tree.factor_children(node)[0])
                 # one loop order per factor choice (the smallest): the dive samples tilings and
                 # keeps widely; the local search then tries the other orders of what it finds
-                draws = min(total, max(1, min(samples, self.chunk // tree.expansion(node.depth, True))))
+                most = self._chunk_rows(node.depth + 1)
+                draws = min(total, max(1, min(samples, most // tree.expansion(node.depth, True))))
                 picks = np.unique(rng.integers(0, total, size=draws))
+                started, polished = time.perf_counter(), self.polish_seconds
                 children = tree.children_at(node, picks, first_order_only=True)
                 priced = self._price(children, force_polish=not share.spent())
+                self._timed(children, started, polished)
                 if priced is None:
                     break
                 rows, bounds, _ = priced
@@ -314,8 +351,38 @@ class _Walk:
         now = stops.clock()      # the budget clock: evaluations under --max-evaluations
         if now - self.polished_at < 5.0 and not force:
             return
+        started = time.perf_counter()
         improve(self.whole, self.incumbent, Budget(1.0), stop=self.budget.spent)
         self.polished_at = stops.clock()
+        self.polish_seconds += time.perf_counter() - started
+
+    def _chunk_rows(self, depth: int) -> int:
+        """Child rows generated and priced together at `depth`: `chunk`, but against a wall-clock
+        deadline no more than what takes CHUNK_SHARE of the seconds left, or CHUNK_SECONDS when
+        that is more, at the last rate measured there (or the slowest measured anywhere;
+        before any, FIRST_CHUNK, or CHUNK_SHARE of the seconds left at ASSUMED_ROW_SECONDS): a chunk cannot be cut, and one of 64,000 rows takes up to ten
+        seconds at the top of a large space (~150 us a row), unloaded. Far from the deadline
+        chunks stay large: best bound first is ordered within a chunk, and small ones slow the
+        walk. Under an evaluation budget it stays `chunk`, so the walk's order never depends
+        on the machine's load."""
+        if stops.per_evaluation is not None:
+            return self.chunk
+        left = min(stops.seconds_left(), float("inf") if self.budget.deadline is None
+                   else self.budget.deadline - time.perf_counter())
+        if left == float("inf"):
+            return self.chunk
+        rate = self.row_seconds.get(depth, max(self.row_seconds.values(), default=None))
+        if rate is None:
+            return int(min(self.chunk, FIRST_CHUNK, max(1, CHUNK_SHARE * left / ASSUMED_ROW_SECONDS)))
+        seconds = max(CHUNK_SECONDS, CHUNK_SHARE * left)
+        return int(min(self.chunk, max(1, seconds / max(rate, 1e-9))))
+
+    def _timed(self, children: Nodes, started: float, polished: float) -> None:
+        """Record the wall seconds per row of `children`, generated and priced since `started`
+        (less the polishing done meanwhile, which had `polish_seconds` at `polished`)."""
+        if len(children):
+            seconds = time.perf_counter() - started - (self.polish_seconds - polished)
+            self.row_seconds[children.depth] = seconds / len(children)
 
     def search_parts(self, parts: list[Part]) -> bool:
         """Walk the parts (sorted by bound) until one's bound exceeds the incumbent; False when
@@ -338,25 +405,30 @@ class _Walk:
         orders and choices each expands to); False when the budget ran out, after recording the smallest bound
         left unexplored."""
         tree, incumbent = self.tree, self.incumbent
-        step = max(1, self.chunk // tree.expansion(nodes.depth))
-        for node, children in fitting_children(tree, nodes, step):
+        expansion = tree.expansion(nodes.depth)
+        chunk = lambda: max(1, self._chunk_rows(nodes.depth + 1) // expansion)     # noqa: E731
+        started, polished = time.perf_counter(), self.polish_seconds
+        for node, children in fitting_children(tree, nodes, chunk):
             if bounds is not None and beaten(self.objective, bounds[node], incumbent.key):
                 return True                   # this node and the rest are provably no better
             if self.budget.spent():
                 self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
                 return False
             priced = None if children is None else self._price(children)
+            if children is not None:        # generated (since the last slice) and priced
+                self._timed(children, started, polished)
             if priced is None:
                 if self.progress:
                     self.progress(incumbent.evaluated)
-                continue
-            rows, child_bounds, prefix = priced
-            bound = child_bounds.objective
-            keep = np.flatnonzero(~beaten(self.objective, bound, incumbent.key)
-                                  & ~outranked(self.objective, child_bounds, prefix, incumbent.key))
-            del priced, child_bounds, prefix      # not held while the walk goes deeper
-            keep = keep[bound_order(self.objective, bound[keep])]
-            if len(keep) and not self.search(children.take(rows[keep]), bound[keep]):
-                self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
-                return False
+            else:
+                rows, child_bounds, prefix = priced
+                bound = child_bounds.objective
+                keep = np.flatnonzero(~beaten(self.objective, bound, incumbent.key)
+                                      & ~outranked(self.objective, child_bounds, prefix, incumbent.key))
+                del priced, child_bounds, prefix      # not held while the walk goes deeper
+                keep = keep[bound_order(self.objective, bound[keep])]
+                if len(keep) and not self.search(children.take(rows[keep]), bound[keep]):
+                    self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
+                    return False
+            started, polished = time.perf_counter(), self.polish_seconds    # the next slice's clock
         return True

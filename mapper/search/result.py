@@ -139,6 +139,7 @@ class _Stops:
         best mapping, print it and exit within it."""
         from ..cost import vectorised
         self.deadline = None
+        self.startup = since        # a measure of how fast this process runs now (load)
         if seconds is not None and not max_evaluations:
             reserve = min(FINISH_RESERVE_S, FINISH_RESERVE_FRACTION * seconds)
             self.deadline = time.perf_counter() + seconds - since - reserve
@@ -167,6 +168,12 @@ class _Stops:
         if self.deadline is None or self.per_evaluation is not None:
             return float("inf")
         return self.deadline - time.perf_counter()
+
+    def wall_stopped(self) -> bool:
+        """`stopped()` by the wall-clock deadline or Ctrl-C, never by an evaluation budget: for
+        checks that only keep a step within the time limit (slicing a batch, skipping a
+        wind-down), so that under `--max-evaluations` what is priced stays as it was."""
+        return self.interrupted or (self.per_evaluation is None and self.stopped())
 
     def reason(self) -> str:
         """What ends the searches of this command, for notes: "the time limit", "the evaluation

@@ -11,18 +11,24 @@ from pathlib import Path
 
 import yaml
 
+from typing import TYPE_CHECKING
+
 from ..errors import SpecError
 from ..units import Where
-from . import constraints as tl_constraints
-from .design import Imported, build, design_name, read_parts, timeloop_keys
-from .mapping import export
-from .yamlio import read_timeloop_yaml
+
+if TYPE_CHECKING:
+    from .design import Imported
+
+# the Timeloop readers (design, mapping, yamlio, constraints) are imported where they are used:
+# a search of this project's own specs or presets never needs them (~30 ms of start-up)
 
 
 def _is_timeloop(arg) -> bool:
     path = Path(str(arg))
     if not path.is_file():
         return False
+    from .design import timeloop_keys
+    from .yamlio import read_timeloop_yaml
     try:
         return bool(timeloop_keys(read_timeloop_yaml(path)))
     except SpecError:
@@ -40,6 +46,7 @@ def load_inputs(arch_arg, workload_arg, mapping_arg=None, ert=None, extra=(),
         timeloop += [a for a in extra if a is not None and _is_timeloop(a)]
     if not timeloop:
         return None
+    from .design import build, read_parts
     parts = read_parts(list(dict.fromkeys(timeloop)) + ([ert] if ert else []))
     arch = None if parts.architecture is not None else load_arch(arch_arg)
     workload = None if parts.problem is not None else load_workload(workload_arg)
@@ -57,6 +64,7 @@ def print_notes(imported: Imported | None) -> None:
 
 
 def write_export(path, mapping, arch, workload, imported: Imported | None) -> None:
+    from .mapping import export
     ctx = imported.arch_ctx if imported else None
     data = export(mapping, arch, workload, ctx)
     header = (f"# Timeloop mapping written by mapper for {workload.name} on {arch.name}.\n"
@@ -72,6 +80,8 @@ def with_timeloop_rules(arch):
 
 def import_command(files, out_dir, ert=None, timeloop_rules: bool = False) -> list[Path]:
     """Translate Timeloop files into this project's YAML in out_dir; returns the files written."""
+    from . import constraints as tl_constraints
+    from .design import build, design_name, read_parts
     parts = read_parts(list(files) + ([ert] if ert else []))
     imported = build(parts, timeloop_rules=timeloop_rules)
     out = Path(out_dir)
@@ -106,6 +116,7 @@ def import_command(files, out_dir, ert=None, timeloop_rules: bool = False) -> li
 def imported_constraints(imported: Imported, name: str = "timeloop"):
     """The mapspace of Timeloop's constraints (inline v0.4 ones and any constraints file read)."""
     from ..load import constraints_from_dict
+    from . import constraints as tl_constraints
     data = tl_constraints.translate(imported.arch_ctx, imported.arch, imported.workload,
                                     imported.notes, name)
     return constraints_from_dict(data, Where(f"{name} (translated Timeloop constraints)"))
@@ -119,7 +130,6 @@ def search_inputs(args):
     constraints."""
     from ..load import load_arch, load_constraints, load_warm_start, load_workload
     from ..load import mapping_from_checked_dict
-    from .mapping import translate as translate_mapping
     rules = getattr(args, "timeloop_rules", False)
     imported = load_inputs(args.arch, args.workload, None, getattr(args, "ert", None),
                            extra=[args.mapspace, getattr(args, "timeloop_mapper", None)], timeloop_rules=rules)
@@ -142,6 +152,8 @@ def search_inputs(args):
     warm = []
     for path in getattr(args, "warm_start", None) or ():
         if _is_timeloop(path):
+            from .mapping import translate as translate_mapping
+            from .yamlio import read_timeloop_yaml
             data = read_timeloop_yaml(Path(path))
             where = Where(str(path))
             ctx = imported.arch_ctx if imported else None
@@ -153,7 +165,7 @@ def search_inputs(args):
 
 
 def _mapper_only(path, arch, workload) -> Imported:
-    from .design import mapper_objective
+    from .design import Imported, mapper_objective, read_parts
     parts = read_parts([path])
     if parts.mapper is None:
         raise SpecError(str(path), "mapper", "expected Timeloop's `mapper:` settings")

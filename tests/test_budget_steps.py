@@ -1,0 +1,145 @@
+"""The steps a search cannot cut keep within the command's wall-clock deadline: CP-SAT gives up
+before building its model when too little is left, the walk sizes its chunks from measured
+seconds per row (but keeps them fixed under an evaluation budget, so results stay
+reproducible), the coarse start leaves its answer where it is once time is up, and a joint
+search that starts past its deadline still returns the greedy mapping. Also: the quick look of
+a hurried greedy level, generated in one call, is the same rows as run after run; the funnel is
+counted once per space."""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from mapper.load import load_arch, load_constraints, load_workload
+from mapper.mapspace import Mapspace
+from mapper.search import Greedy, Joint, parse_objective
+from mapper.search.coarse import coarse_incumbent
+from mapper.search.greedy import QUICK_LOOK_WINDOWS, _Descent, _stack
+from mapper.search.joint import ASSUMED_ROW_SECONDS, CHUNK_SECONDS, CHUNK_SHARE, FIRST_CHUNK, _Walk
+from mapper.search.result import Budget, Incumbent, stops
+from mapper.search.tree import LevelTree
+
+
+@pytest.fixture(autouse=True)
+def no_command_limit():
+    stops.reset()
+    yield
+    stops.reset()
+
+
+def space_of(arch: str, workload: str) -> Mapspace:
+    return Mapspace(load_arch(arch), load_workload(workload), load_constraints(None))
+
+
+def test_cpsat_with_almost_no_time_left_returns_no_proposals_at_once():
+    from mapper.search.cpsat import propose
+    space = space_of("h100", "gemm-16384")      # its model alone takes ~0.2 s to build, unloaded
+    stops.reset(0.05)                           # a command deadline ~0.05 s away
+    started = time.perf_counter()
+    factors = propose(space, 2.0)
+    assert time.perf_counter() - started < 0.1
+    assert factors is not None and factors.shape[-1] == 0
+
+
+def test_cpsat_without_a_deadline_still_proposes():
+    from mapper.search.cpsat import propose
+    factors = propose(space_of("tpu", "conv-alexnet-conv3"), 2.0)
+    assert factors is not None and factors.shape[-1] > 0
+
+
+def _walk(space: Mapspace, time_limit: float | None) -> _Walk:
+    objective = parse_objective("edp", space.arch)
+    return _Walk(space, objective, LevelTree(space), Incumbent(space, objective), Budget(time_limit),
+                 64_000, None)
+
+
+def test_chunks_follow_the_measured_rate_against_a_wall_deadline():
+    space = space_of("tpu", "conv-alexnet-conv3")
+    stops.reset(0.5)                                          # the deadline is near
+    walk = _walk(space, 30.0)
+    # nothing timed yet: a quarter of the ~0.46 s left at a pessimistic rate
+    assert 1 <= walk._chunk_rows(2) <= CHUNK_SHARE * 0.5 / ASSUMED_ROW_SECONDS < FIRST_CHUNK
+    walk.row_seconds[2] = 1e-4                                # 0.1 ms a row: 0.2 s is 2,000 rows
+    assert abs(walk._chunk_rows(2) - CHUNK_SECONDS / 1e-4) <= 1
+    assert abs(walk._chunk_rows(3) - CHUNK_SECONDS / 1e-4) <= 1   # untimed depth: the slowest rate
+    walk.row_seconds[3] = 1e-8                                # cheap rows: never above `chunk`
+    assert walk._chunk_rows(3) == 64_000
+    stops.reset(100.0)                                        # far from it: a quarter of what is left
+    walk = _walk(space, None)
+    assert walk._chunk_rows(2) == FIRST_CHUNK                 # nothing timed yet
+    walk.row_seconds[2] = 1e-3
+    assert 0.9 * CHUNK_SHARE * 99 / 1e-3 < walk._chunk_rows(2) <= CHUNK_SHARE * 100 / 1e-3
+    walk.row_seconds[2] = 1e-4
+    assert walk._chunk_rows(2) == 64_000
+
+
+def test_chunks_stay_fixed_under_an_evaluation_budget_and_without_a_limit():
+    space = space_of("tpu", "conv-alexnet-conv3")
+    stops.reset(30.0, max_evaluations=10_000)
+    walk = _walk(space, 30.0)
+    walk.row_seconds[2] = 1e-3                                # however slow the rows were
+    assert walk._chunk_rows(2) == 64_000
+    stops.reset()
+    walk = _walk(space, None)
+    walk.row_seconds[2] = 1e-3
+    assert walk._chunk_rows(2) == 64_000
+
+
+def test_the_quick_look_in_one_call_is_the_runs_one_after_another():
+    space = space_of("tpu", "conv-resnet50-conv3")
+    objective = parse_objective("edp", space.arch)
+    descent = _Descent(Greedy(slice=2_000), space, objective, Budget(None))
+    root = descent.tree.roots().take(np.array([0]))
+    total = int(descent.tree.factor_children(root)[0])
+    assert total > 4 * descent.greedy.slice
+    look = descent._quick_look(root, total, True)
+    width = descent.greedy.slice // QUICK_LOOK_WINDOWS
+    starts = np.unique(np.linspace(0, total - width, QUICK_LOOK_WINDOWS).astype(np.int64))
+    runs = _stack([descent.tree.children(root, int(s), int(s) + width, first_order_only=True) for s in starts])
+    for field in ("groups", "orders", "stages", "keeps"):
+        assert np.array_equal(getattr(look, field), getattr(runs, field)), field
+
+
+def test_the_funnel_is_counted_once_and_handed_out_as_copies():
+    space = space_of("eyeriss", "conv-resnet50-conv3")
+    first = space.funnel()
+    first.after["fanout"] = -1                 # a caller's change does not reach the next one
+    second = space.funnel()
+    assert second.after["fanout"] != -1 and second == space.funnel()
+    assert space.funnel(seed=1) is not None    # other arguments: counted on their own
+
+
+def test_a_funnel_cut_short_by_the_stop_is_not_kept():
+    small = replace(load_workload("gemm-256"), sizes=(16, 16, 16))   # few enough to count exactly
+    space = Mapspace(load_arch("toy"), small, load_constraints(None))
+    space.stop = lambda: True                  # out of time: the coupled steps are estimated
+    cut = space.funnel()
+    space.stop = None
+    full = space.funnel()
+    assert "fanout" in cut.estimated and "fanout" not in full.estimated
+
+
+def test_the_coarse_answer_is_not_carried_once_time_is_up():
+    space = space_of("h100", "gemm-4096")
+    objective = parse_objective("edp", space.arch)
+    table, note = coarse_incumbent(space, objective, Greedy(), carry=lambda: False)
+    assert table is None and "not carried (out of time)" in note
+    table, note = coarse_incumbent(space, objective, Greedy(), carry=lambda: True)
+    assert table is not None and "best" in note
+
+
+def test_a_joint_search_started_past_its_deadline_returns_the_greedy_mapping():
+    space = space_of("tpu", "conv-resnet50-conv3")
+    objective = parse_objective("edp", space.arch)
+    stops.reset(0.001)                         # the whole limit went to the start-up
+    time.sleep(0.01)
+    started = time.perf_counter()
+    result = Joint(time_limit=1.0).run(space, objective)
+    greedy = Greedy(time_limit=0.001).run(space, objective)
+    assert time.perf_counter() - started < 5.0
+    assert result.notes[0].startswith("warm start (greedy)")
+    assert not any("random draws" in note for note in result.notes)
+    assert result.score <= greedy.score and result.optimal is False
