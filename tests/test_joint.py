@@ -154,10 +154,13 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
     # with latencies (and GPUs, whose resident blocks share them): the floor on what no
     # mapping hides (`latency_floor`)
     arch = data.draw(archs(min_levels=3, max_levels=4, latency=data.draw(st.booleans())))
-    # bypass everywhere, or nowhere: then every level must keep what it may, and the floors
-    # that need a level to keep a tensor (link and latency floors) apply
-    bypass = data.draw(st.booleans())
-    space = Mapspace(arch, workload, Constraints(levels=BYPASS_EVERYWHERE if bypass else ()))
+    # bypass everywhere, nowhere or at some levels: where a level must keep what it may, the
+    # floors that need a keeper (link and latency floors) apply, and a tensor's parent may be
+    # one level or another
+    bypass = data.draw(st.sampled_from(["every", "none", "some"]))
+    levels = {"every": BYPASS_EVERYWHERE, "none": ()}.get(bypass) or tuple(
+        (level.name, LevelConstraints(bypass=data.draw(st.booleans()))) for level in arch.levels[1:])
+    space = Mapspace(arch, workload, Constraints(levels=levels))
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
     sample = space.sample(200, np.random.default_rng(data.draw(st.integers(0, 1000))))
     if not len(sample):

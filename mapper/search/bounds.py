@@ -195,9 +195,16 @@ def _link_bytes(space: Mapspace, j: int, t: int) -> float:
 
 
 def _parent_rate(space: Mapspace, j: int) -> float:
-    """The most bytes per cycle the levels that may feed level j can move, all instances
-    (reads and writes together: valid under either cycle rule)."""
-    return max(total_rate(level) * level.instances for level in space.arch.levels[:j])
+    """The most bytes per cycle the levels that may feed level j can move together, all
+    instances (reads and writes together: valid under either cycle rule). Together: the
+    tensors j must keep may come from different parents at once, each parent's time bounding
+    only its share, so the traffic T takes at least T / the sum of their rates."""
+    feeders = set()
+    for t in range(len(space.workload.tensors)):
+        if all(t in keep for keep in space.choices[j].keeps):
+            nearest = max(p for p in range(j) if all(t in keep for keep in space.choices[p].keeps))
+            feeders |= {p for p in range(nearest, j) if any(t in keep for keep in space.choices[p].keeps)}
+    return sum(total_rate(space.arch.levels[p]) * space.arch.levels[p].instances for p in feeders) or np.inf
 
 
 def link_weight(space: Mapspace, j: int, t: int) -> float:

@@ -14,11 +14,11 @@ walked whole.
 
 The incumbent, which does the pruning, comes from (in this order) the greedy mapping, mappings
 given from outside (`incumbents`, admitted into the space by `warm.py`), CP-SAT proposals
-(`cpsat.py`), a local search around the best of these (`neighbourhood.py`; only when the space
-is walked whole), sampled dives down the tree (the best-bound child of a random sample at each
+(`cpsat.py`), sampled dives down the tree (the best-bound child of a random sample at each
 level; in parts, one part after another, each dive's mapping improved by a local search inside
-its part, until several in a row find nothing better), the same search on a smaller shape
-carried back (`coarse.py`, large spaces walked whole only), and the walk itself; every new
+its part, until several in a row find nothing better), a local search around the best of these
+(`neighbourhood.py`; before the dives when the space is walked whole), the same search on a
+smaller shape carried back (`coarse.py`, large spaces walked whole only), and the walk itself; every new
 incumbent the dives or the walk find is polished by a short local search. All of them offer
 only members of the space, ranked by the same keys as exhaustive search, so the result when the
 walk finishes is proven optimal and is exactly the mapping exhaustive search returns. Equally
@@ -51,7 +51,7 @@ from .tree import LevelTree, Nodes, feasible
 from .warm import admit, factor_rows
 
 SLACK = 1e-9        # relative: bounds and scores are sums of the same terms in other orders
-COARSE_SHARE = 0.25         # of the time limit, for the coarse shape's search,
+COARSE_SHARE = 0.25         # of the time limit, for the coarse shape's search, but
 COARSE_MAX_SECONDS = 10.0   # up to this: with a long limit, the time is the walk's (it proves)
 COARSE_MIN_SECONDS = 1.0    # below this a coarse search finds too little to be worth it
 CPSAT_MIN_LEFT_S = 1.0     # wall seconds to the command's deadline below which CP-SAT is skipped
