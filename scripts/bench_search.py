@@ -4,7 +4,7 @@
 
 Per case: the pruned mapspace size, greedy's score, the joint search's score, the seconds to
 its best mapping and in all, whether it is proven optimal (else the proven gap), the mappings
-priced and the peak memory (tracemalloc, numpy arrays included). With `--ablation`, each case
+priced and the peak resident memory of its process (`benchlib.run_measured`). With `--ablation`, each case
 runs twice more: without CP-SAT proposals and without the local search, to show what each does.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ timeloop-<design>.yaml; Timeloop's reported figures are in tests/data/timeloop_d
 Per design: Timeloop's reported EDP, `evaluate` of the mapping Timeloop's mapper chose (and its
 ratio to Timeloop's figure, which checks the translation), greedy's EDP, the joint search's EDP
 and its ratio to Timeloop's, whether it is proven optimal (else the proven gap), the seconds and
-the peak memory (tracemalloc, numpy arrays included). EDP is in pJ x cycles.
+the peak resident memory of its process (`benchlib.run_measured`). EDP is in pJ x cycles.
 
 Each mapspace file holds Timeloop's constraints, or a superset where the format cannot say them
 exactly (partial loop orders); it lacks only Timeloop's imperfect (remainder) factors, and

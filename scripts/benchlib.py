@@ -1,23 +1,41 @@
-"""What the benchmark scripts share: one strategy run, timed, its peak memory traced."""
+"""What the benchmark scripts share: one strategy run, timed, in a process of its own whose
+peak resident memory is read at the end."""
 from __future__ import annotations
 
+import multiprocessing
+import resource
 import time
-import tracemalloc
 
 
 def run_measured(strategy, space, objective):
     """(result, error text, seconds, peak MiB); an exception becomes the error text, so that a
-    table goes on past a case that fails."""
-    tracemalloc.start()
+    table goes on past a case that fails. The run is a forked child process, so that its peak
+    is its own (`ru_maxrss`: the interpreter, numpy and OR-Tools included, as a user's command
+    sees it) and its time is not slowed by tracing allocations (tracemalloc, used before,
+    slowed numpy-heavy searches several times over)."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_measured_child, args=(strategy, space, objective, send))
+    child.start()
+    send.close()
+    try:
+        out = receive.recv()
+    except EOFError:                    # the child died (killed for memory, say)
+        out = (None, f"the run's process ended with status {child.exitcode}", float("nan"), float("nan"))
+    child.join()
+    return out
+
+
+def _measured_child(strategy, space, objective, send) -> None:
     start = time.perf_counter()
     try:
         result, error = strategy.run(space, objective), None
     except Exception as exc:
         result, error = None, f"{type(exc).__name__}: {str(exc)[:90]}"
     seconds = time.perf_counter() - start
-    peak = tracemalloc.get_traced_memory()[1] / 2**20
-    tracemalloc.stop()
-    return result, error, seconds, peak
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024       # KiB on Linux
+    send.send((result, error, seconds, peak))
+    send.close()
 
 
 def joint_variants(time_limit: float, ablation: bool) -> list:
