@@ -51,7 +51,7 @@ def fitting_children(tree: LevelTree, nodes: Nodes, limit) -> Iterator[tuple[int
     start = _Partial(np.arange(n), np.zeros((n, 0), np.int64), np.ones((2, n), np.int64), least)
     pending, size, examined = [], 0, 0
     for piece, at, rows in _join(tree, k, lo, count, values, start, 0, limit):
-        if len(piece.parent):
+        if piece is not None:
             pending.append(piece)
             size += len(piece.parent)
         examined += rows
@@ -83,9 +83,10 @@ def _child_values(tree: LevelTree, d: int, k: int) -> tuple[np.ndarray, np.ndarr
 
 
 def _join(tree, k, lo, count, values, partial: _Partial, d: int,
-          limit) -> Iterator[tuple[_Partial, int, int]]:
+          limit) -> Iterator[tuple[_Partial | None, int, int]]:
     """(choices that may fit, the parent being expanded, rows examined) over dims d.. of the
-    partial choices, depth first, so in ascending parent order."""
+    partial choices, depth first, so in ascending parent order; (None, parent, rows) after
+    each expansion, so that the caller counts the rows examined."""
     if d == tree.n_dims:
         yield partial, int(partial.parent[0]), 0
         return
@@ -106,7 +107,7 @@ def _join(tree, k, lo, count, values, partial: _Partial, d: int,
         spans = grown.spans.copy()
         spans[d] = extent[group]
         ok = _may_fit(tree, k, units, spans)
-        yield partial.take(source[:0]), int(partial.parent[source[0]]), len(source)
+        yield None, int(partial.parent[source[0]]), len(source)
         if ok.any():
             keep = np.flatnonzero(ok)
             yield from _join(tree, k, lo, count, values,

@@ -406,7 +406,10 @@ class _Walk:
         left unexplored."""
         tree, incumbent = self.tree, self.incumbent
         expansion = tree.expansion(nodes.depth)
-        chunk = lambda: max(1, self._chunk_rows(nodes.depth + 1) // expansion)     # noqa: E731
+
+        def chunk() -> int:         # factor choices per slice, asked anew as the deadline nears
+            return max(1, self._chunk_rows(nodes.depth + 1) // expansion)
+
         started, polished = time.perf_counter(), self.polish_seconds
         for node, children in fitting_children(tree, nodes, chunk):
             if bounds is not None and beaten(self.objective, bounds[node], incumbent.key):
