@@ -70,7 +70,10 @@ def test_time_limit_holds_on_a_large_convolution(strategy):
     # second for a machine shared with other jobs, where a step between two budget checks slows
     assert elapsed <= max(1.1 * limit, limit + 0.5) + LOAD_ALLOWANCE_S, elapsed
     search = strict(out)["search"]
-    assert search["optimal"] is False and search["complete"] is False
+    assert search["optimal"] is False
+    # greedy's descent may finish within the limit on a quiet machine (one vectorised quick
+    # look per level): then, and only then, it is complete
+    assert search["complete"] is False or (strategy == "greedy" and elapsed < limit), search
     if strategy == "joint":
         assert 0 < search["gap"] < 1
 
