@@ -36,12 +36,15 @@ class _Partial(NamedTuple):
         return _Partial(self.parent[rows], self.groups[rows], self.units[:, rows], self.spans[:, rows])
 
 
-def fitting_children(tree: LevelTree, nodes: Nodes, limit) -> Iterator[tuple[int, Nodes | None]]:
+def fitting_children(tree: LevelTree, nodes: Nodes, limit, first_order_only: bool = False,
+                     choices: np.ndarray | None = None) -> Iterator[tuple[int, Nodes | None]]:
     """(first parent, children) slices: the children of `nodes` (level k's factors, its loop
     orders, level k+1's stages and keeps; k = nodes.depth) that fit, about `limit` factor
     choices (before orders and choices) per slice; None where a stretch examined found none
     that fits. The first parent is the first whose children are not all out yet. `limit` may
-    be a function, asked before each step (the walk sizes its chunks by the time left)."""
+    be a function, asked before each step (the walk sizes its chunks by the time left). With
+    `first_order_only`, each factor choice comes with the first of its loop orders only; with
+    `choices` (stages x keeps, bool), level k+1 takes only the stage and keep options it marks."""
     limit = limit if callable(limit) else (lambda rows=limit: rows)
     k, n_dims = nodes.depth, tree.n_dims
     lo, count = tree._child_ranges(nodes)
@@ -58,10 +61,10 @@ def fitting_children(tree: LevelTree, nodes: Nodes, limit) -> Iterator[tuple[int
         # a slice when enough fit, or (possibly empty) when many were examined: the caller
         # asks its budget between slices, and where almost nothing fits that can take a while
         if size >= limit() or examined >= EXAMINED_PER_SLICE * limit():
-            yield _emit(tree, nodes, pending, at)
+            yield _emit(tree, nodes, pending, at, first_order_only, choices)
             pending, size, examined = [], 0, 0
     if pending:
-        yield _emit(tree, nodes, pending, len(nodes) - 1)
+        yield _emit(tree, nodes, pending, len(nodes) - 1, first_order_only, choices)
 
 
 def _child_values(tree: LevelTree, d: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -128,7 +131,8 @@ def _may_fit(tree: LevelTree, k: int, units: np.ndarray, spans: np.ndarray) -> n
     return ok
 
 
-def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int) -> tuple[int, Nodes | None]:
+def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int,
+          first_order_only: bool, choices: np.ndarray | None) -> tuple[int, Nodes | None]:
     """(the first parent not yet wholly expanded, the pending choices' children or None)."""
     if not pending:
         return at, None
@@ -137,5 +141,8 @@ def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int) -> tu
     k = nodes.depth
     factor_nodes = Nodes(k + 1, groups, nodes.orders[..., parent], nodes.stages[..., parent],
                          nodes.keeps[..., parent])
-    children = tree._with_orders_and_choices(factor_nodes, k, allowed=tree._fitting_choices(factor_nodes))
+    allowed = tree._fitting_choices(factor_nodes)
+    if choices is not None:
+        allowed &= choices
+    children = tree._with_orders_and_choices(factor_nodes, k, first_order_only, allowed)
     return int(parent[0]), children

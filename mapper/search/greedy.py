@@ -38,6 +38,7 @@ import numpy as np
 from ..cost import evaluate_many
 from ..errors import InfeasibleError
 from ..mapspace import Mapspace
+from .fitting_children import fitting_children
 from .objective import Objective, ranking_keys
 from .result import Budget, Incumbent, SearchResult, stops
 from .tree import LevelTree, Nodes, feasible
@@ -150,7 +151,8 @@ class _Descent:
             return None
         return frozenset([int(parent.keeps[depth, 0])]), int(parent.stages[depth, 0])
 
-    def _slices(self, parent: Nodes, depth: int, first_order_only: bool, reorder: bool, how: str):
+    def _slices(self, parent: Nodes, depth: int, first_order_only: bool, reorder: bool, how: str,
+                wanted=None):
         """The children of `parent` in slices of about `slice` factor choices: all of them in
         turn ("walk", "patient"), or one quick look spread over the whole level."""
         tree, size = self.tree, self.greedy.slice
@@ -161,8 +163,21 @@ class _Descent:
         if how == "quick look" and total > size:
             yield self._quick_look(parent, total, first_order_only)
             return
-        for start in range(0, total, size):
-            yield tree.children(parent, start, min(total, start + size), first_order_only=first_order_only)
+        # only the choices that fit are generated: on pe-array (bypass searched) crossing every
+        # choice and ruling out the ones that do not fit was 1.4 of greedy's 2.1 s
+        for _, children in fitting_children(tree, parent, size, first_order_only, self._choices(depth, wanted)):
+            yield children       # None: a stretch where none fits (the walk asks its budget)
+
+    def _choices(self, depth: int, wanted) -> np.ndarray | None:
+        """(stages x keeps) the options of level `depth` in the tier `wanted`: the others are not
+        generated (with 8 keep sets they were most of the rows crossed with orders)."""
+        if wanted is None:
+            return None
+        keep_options, stage = wanted
+        choice = self.space.choices[depth]
+        mask = np.zeros((len(choice.stages), len(choice.keeps)), bool)
+        mask[choice.stages.index(stage), sorted(keep_options)] = True
+        return mask.reshape(-1)
 
     def _quick_look(self, parent: Nodes, total: int, first_order_only: bool) -> Nodes:
         """About `slice` factor choices in evenly spaced runs over all `total`: the tree lists a
@@ -185,9 +200,11 @@ class _Descent:
         kept: list = []                  # (key, child), the best few so far, best first
         total = 1 if reorder else int(self.tree.factor_children(parent)[0])
         finished = how != "quick look" or total <= self.greedy.slice
-        for children in self._slices(parent, depth, first_order_only, reorder, how):
+        for children in self._slices(parent, depth, first_order_only, reorder, how, wanted):
             if how == "walk" and self._out_of_time(depth):
                 return (_stack([node for _, node in kept]) if kept else None), False
+            if children is None:
+                continue
             if wanted is not None:
                 keep_options, stage = wanted
                 children = children.take(np.flatnonzero(np.isin(children.keeps[depth], list(keep_options))
