@@ -143,6 +143,28 @@ def test_bounds_never_exceed_a_mapping_below_them():
         assert bound <= cost * (1 + 1e-9), depth
 
 
+def test_a_level_that_fills_and_feeds_is_bounded_below_its_best_mapping():
+    """h100 GEMM 4096^3: the L2 both takes its inputs from HBM and sends the SMs their tiles,
+    and its time bound counts both (`bounds._moved_floor`). Tight: the root's cycles bound is
+    within 2% of the bundled EDP mapping's cycles, and no prefix's bound exceeds its cost."""
+    from mapper import load_mapping
+    from mapper.load import load_constraints
+    from mapper.search.bounds import LinkBounds, lower_bounds
+    arch, workload = load_arch("h100"), load_workload("gemm-4096")
+    space = Mapspace(arch, workload, load_constraints("default"))
+    table = admit(space, load_mapping("h100-gemm-4096-edp", arch, workload))
+    costs = evaluate_many(arch, workload, table)
+    objective, links = parse_objective("edp", arch), LinkBounds(space)
+    for depth in range(space.n_levels + 1):
+        node = _prefix_table(space, table, depth)
+        bounds = lower_bounds(space, objective, min(depth, space.n_levels), node,
+                              evaluate_many(arch, workload, node), links)
+        assert bounds.cycles[0] <= costs.cycles[0] * (1 + 1e-9), depth
+        assert bounds.objective[0] <= costs.edp[0] * (1 + 1e-9), depth
+        if depth == 0:
+            assert bounds.cycles[0] >= 0.98 * costs.cycles[0]
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.data())
 def test_every_node_bound_is_below_every_mapping_under_it(data):

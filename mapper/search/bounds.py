@@ -61,6 +61,15 @@ class LinkBounds:
         # the same minimum over bytes drawn from the parent gives a floor on the parent's time
         self.cycles = [0.0] + [self._time_floor(j) for j in range(1, space.n_levels)]
         self.latency = [latency_floor(space, p) for p in range(space.n_levels)]
+        # a level moves both what fills it and what it sends down: per level p, the bytes
+        # written into it at least, and the links j it alone can feed (`_single_feeder`)
+        self.own_bytes = [0.0] + [self._memoised(p, _own_bytes) for p in range(1, space.n_levels)]
+        # per stage count j may take: more stages, less capacity each, more traffic
+        self.sent_bytes = [[]] + [[(stages, self._memoised(j, _link_bytes, stages))
+                                   for stages in sorted(set(space.choices[j].stages))]
+                                  for j in range(1, space.n_levels)]
+        self.fed_by = [[j for j in range(1, space.n_levels) if _single_feeder(space, j) == p]
+                       for p in range(space.n_levels)]
 
     def for_space(self, part: Mapspace) -> "LinkBounds":
         """The bounds of a part of this space (`Mapspace.with_keeps`), sharing what does not
@@ -199,12 +208,19 @@ def _parent_rate(space: Mapspace, j: int) -> float:
     instances (reads and writes together: valid under either cycle rule). Together: the
     tensors j must keep may come from different parents at once, each parent's time bounding
     only its share, so the traffic T takes at least T / the sum of their rates."""
+    return sum(total_rate(space.arch.levels[p]) * space.arch.levels[p].instances
+               for p in _feeders(space, j)) or np.inf
+
+
+def _feeders(space: Mapspace, j: int) -> set[int]:
+    """The levels that may send level j a tensor it must keep: for each, the nearest level
+    above that must keep it and any between that may."""
     feeders = set()
     for t in range(len(space.workload.tensors)):
         if all(t in keep for keep in space.choices[j].keeps):
             nearest = max(p for p in range(j) if all(t in keep for keep in space.choices[p].keeps))
             feeders |= {p for p in range(nearest, j) if any(t in keep for keep in space.choices[p].keeps)}
-    return sum(total_rate(space.arch.levels[p]) * space.arch.levels[p].instances for p in feeders) or np.inf
+    return feeders
 
 
 def link_weight(space: Mapspace, j: int, t: int) -> float:
@@ -318,6 +334,9 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
                                                latency_exposed=links.latency[lv] if links is not None else 0.0))
     if links is not None and depth + 1 < n_levels:
         cycles = np.maximum(cycles, max(links.cycles[depth + 1:]))
+    if links is not None:
+        cycles = np.maximum(cycles, _moved_floor(space, depth, links, refetched, compute,
+                                                 (known_read + known_write) * instances))
     if arch.leakage == "all":        # with "utilized" (Timeloop's rule) idle instances do not leak: no term
         energy = energy + sum(lv.leak * lv.instances for lv in arch.levels) * cycles
     if objective.kind == "energy":
@@ -333,10 +352,58 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
     return NodeBounds(bound, energy, cycles)
 
 
+def _moved_floor(space: Mapspace, depth: int, links: LinkBounds, refetched: "Refetched",
+                 compute: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """Cycles each level needs at least for everything it moves, reads and writes together
+    (`known`, (L, N): the bytes the decided levels fix, over all its instances). An undecided
+    level is also filled with at least its cheapest input traffic (`LinkBounds.own_bytes`),
+    and a level that alone can feed an undecided link j sends down at least j's floor (or the
+    node's refetches into j where more, already in `known`). The link floors bound each link
+    alone; a level that both fills from above and feeds below (h100's L2) pays for both. As
+    in `LinkBounds._time_floor`, j with one stage exposes what it draws, on top of compute."""
+    floor = 0.0
+    stage_aware = space.arch.cycle_rule != "timeloop"
+    for p, level in enumerate(space.arch.levels):
+        rate = total_rate(level) * level.instances
+        if math.isinf(rate):
+            continue
+        base = known[p] + (links.own_bytes[p] if p > depth else 0.0)
+        every_link = base
+        for j in links.fed_by[p]:
+            if j <= depth:
+                continue
+            refetch = refetched.by_link[j]
+            options = []
+            for stages, sent in links.sent_bytes[j]:
+                time = (base + np.maximum(sent - refetch, 0.0)) / rate
+                if stages == 1 and stage_aware:
+                    time = np.maximum(time, compute + np.maximum(sent, refetch) / rate)
+                options.append(time)
+            floor = np.maximum(floor, np.minimum.reduce(options))
+            every_link = every_link + np.maximum(links.sent_bytes[j][0][1] - refetch, 0.0)
+        floor = np.maximum(floor, every_link / rate)
+    return floor
+
+
+def _single_feeder(space: Mapspace, j: int) -> int | None:
+    """The one level that can send level j everything j must keep, when there is only one
+    (no level between it and j may keep any of it); None when j must keep nothing."""
+    feeders = _feeders(space, j)
+    return feeders.pop() if len(feeders) == 1 else None
+
+
+def _own_bytes(space: Mapspace, j: int, t: int) -> float:
+    """Bytes level j itself writes per word of an input filled into it (the output's drains
+    are its parent's updates, counted there: none here)."""
+    tensor = space.workload.tensors[t]
+    return 0.0 if tensor.is_output else space.arch.levels[j].word_bytes(tensor)
+
+
 class Refetched(NamedTuple):
     energy: np.ndarray      # (L, N) by the level filled (or drained)
     reads: np.ndarray       # (L, N) bytes, by the parent that sends them
     writes: np.ndarray      # (L, N) bytes, by the parent that takes them back (the output's)
+    by_link: np.ndarray     # (L, N) the same bytes (reads and writes), by the level filled
 
 
 def refetched_links(space: Mapspace, depth: int, table: MappingTable) -> Refetched:
@@ -350,7 +417,7 @@ def refetched_links(space: Mapspace, depth: int, table: MappingTable) -> Refetch
     energy over every tile but with none of the node's loops; the larger of the two holds."""
     arch, workload = space.arch, space.workload
     n = len(table)
-    out = Refetched(np.zeros((space.n_levels, n)), np.zeros((space.n_levels, n)), np.zeros((space.n_levels, n)))
+    out = Refetched(*(np.zeros((space.n_levels, n)) for _ in range(4)))
     for t, tensor in enumerate(workload.tensors):
         below = [lv for lv in range(depth + 1, space.n_levels) if any(t in k for k in space.choices[lv].keeps)]
         if not below or not all(t in k for k in space.choices[below[0]].keeps):
@@ -364,6 +431,7 @@ def refetched_links(space: Mapspace, depth: int, table: MappingTable) -> Refetch
         moved = out.writes if tensor.is_output else out.reads
         word_bytes = np.array([lv.word_bytes(tensor) for lv in arch.levels])[parent]
         np.add.at(moved, (parent, np.arange(n)), words * word_bytes)
+        out.by_link[j] += words * word_bytes
     return out
 
 
