@@ -321,11 +321,16 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
         known_read += refetched.reads / instances
         known_write += refetched.writes / instances
         # another bound on the same open traffic, from the innermost level's choices (keep
-        # sets, tiles that fit, splits): the larger of two valid bounds is one
+        # sets, tiles that fit, splits): the larger of two valid bounds is one. It charges
+        # the innermost level's fills and what it serves, read at or below the deepest level
+        # that must keep each tensor: the traffic into the undecided levels between (their
+        # fills, their parents' reads) is other accesses, bounded by their own link floors
         innermost = links.innermost.floor(depth, [_deepest_keeper(space, t, depth, table)
                                                   for t in range(len(tensors))])
         if innermost is not None:
-            energy = np.maximum(energy, decided + innermost)
+            between = sum((np.maximum(links.energy[j], refetched.energy[j])
+                           for j in range(depth + 1, n_levels - 1)), np.zeros(n))
+            energy = np.maximum(energy, decided + innermost + between)
 
     cycles = compute
     for lv, level in enumerate(arch.levels):

@@ -107,9 +107,14 @@ class InnermostFloor:
 
     def _parents(self, t: int, depth: int, deepest: int) -> list[int]:
         """Levels that may serve tensor t to the innermost level: the deepest decided keeper and
-        the undecided levels between that may keep it."""
-        return [deepest] + [lv for lv in range(depth + 1, self.level)
-                            if any(t in keep for keep in self.space.choices[lv].keeps)]
+        the undecided levels between that may keep it; where an undecided level must keep it,
+        only the deepest such and those below it (the innermost level's words pass through
+        it), so that the traffic into the levels between is disjoint from what is charged
+        here and `bounds.lower_bounds` adds their link floors to this one."""
+        choices = self.space.choices
+        may = [lv for lv in range(depth + 1, self.level) if any(t in keep for keep in choices[lv].keeps)]
+        must = [lv for lv in may if all(t in keep for keep in choices[lv].keeps)]
+        return [lv for lv in may if lv >= must[-1]] if must else [deepest] + may
 
     def _per_word(self, t: int, parents: list[int], stop: int) -> np.ndarray:
         """(cells,) the cheapest energy per word a parent spends serving tensor t to what lies
