@@ -12,7 +12,10 @@ each tensor, divided by the largest multicast the fanout below it allows; for ea
 level, the cheapest traffic into it over every tile that fits it (`LinkBounds`), or where
 larger, the words the node's own loops must refetch into it (`refetched_links`); MAC energy;
 leakage over the bounded cycles. A second bound on the same open traffic enumerates the
-innermost level's keep sets, tiles and splits (`innermost_floor.py`); the larger one is used.
+innermost level's keep sets, tiles and splits (`innermost_floor.py`), plus the link floors of
+the levels between; the larger one is used. Each level's time is also bounded by everything it
+must move together: its own fills at least and, where it alone can feed an undecided level,
+that level's link floor (`_moved_floor`).
 """
 from __future__ import annotations
 
