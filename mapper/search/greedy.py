@@ -54,7 +54,8 @@ MAX_BACKTRACKS = 64          # dead ends tolerated before the descent gives up
 class Greedy:
     max_orders: int = 24
     time_limit: float | None = None
-    slice: int = 50_000              # factor choices priced together
+    slice: int = 50_000              # factor choices priced together (a walk's slice: rows, each
+                                     # factor choice that fits with its orders and options)
     name: str = "greedy"
 
     def run(self, space: Mapspace, objective: Objective, progress=None) -> SearchResult:
@@ -164,8 +165,11 @@ class _Descent:
             yield self._quick_look(parent, total, first_order_only)
             return
         # only the choices that fit are generated: on pe-array (bypass searched) crossing every
-        # choice and ruling out the ones that do not fit was 1.4 of greedy's 2.1 s
-        for _, children in fitting_children(tree, parent, size, first_order_only, self._choices(depth, wanted)):
+        # choice and ruling out the ones that do not fit was 1.4 of greedy's 2.1 s. Each that
+        # fits comes with its orders and options: a slice is `slice` rows after that expansion
+        # (as factor choices, on h100 attention-qk the slices took 1.1 GB)
+        fitting = max(1, size // tree.expansion(parent.depth, first_order_only))
+        for _, children in fitting_children(tree, parent, fitting, first_order_only, self._choices(depth, wanted)):
             yield children       # None: a stretch where none fits (the walk asks its budget)
 
     def _choices(self, depth: int, wanted) -> np.ndarray | None:
