@@ -33,6 +33,14 @@ class Mapping:
     levels: tuple[LevelMapping, ...]                   # one per architecture level
 
 
+def along_last(array: np.ndarray, rows) -> np.ndarray:
+    """array[..., rows] (indices or a mask) with the last axis innermost in memory. numpy's
+    fancy index on the last axis lays that axis out outermost, and every operation over the
+    mappings then strides: the cost model ran at half speed on such tables."""
+    rows = np.asarray(rows)
+    return np.take(array, np.flatnonzero(rows) if rows.dtype == bool else rows, axis=-1)
+
+
 @dataclass(frozen=True)
 class MappingTable:
     """N mappings as arrays, the mapping axis last so numpy works on long contiguous vectors.
@@ -52,8 +60,8 @@ class MappingTable:
         return self.factors.shape[-1]
 
     def take(self, rows) -> "MappingTable":
-        return MappingTable(self.factors[..., rows], self.order[..., rows], self.keep[..., rows],
-                            self.stages[..., rows])
+        """The mappings `rows` (indices or a mask), in that order."""
+        return MappingTable(*(along_last(a, rows) for a in (self.factors, self.order, self.keep, self.stages)))
 
     @staticmethod
     def concat(tables: list["MappingTable"]) -> "MappingTable":

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..mapping import MappingTable
+from ..mapping import MappingTable, along_last
 from .common import TEMPORAL, _chunks
 
 
@@ -58,7 +58,7 @@ class SamplingMixin:
             if stop is not None and stop():
                 return
             factors = self._factors(index)
-            factors = factors[..., self.fanout_mask(factors)]
+            factors = along_last(factors, self.fanout_mask(factors))
             if factors.shape[-1]:
                 table = self.expand(factors)
                 if len(table):
@@ -127,5 +127,6 @@ class SamplingMixin:
             for choice in itertools.product(*[range(len(p)) for p in per_level]):
                 order = np.stack([np.repeat(per_level[lv][c][:, None], len(rows), axis=1)
                                   for lv, c in enumerate(choice)])
-                parts.append(MappingTable(factors[..., rows], order, keep[..., rows], stages[..., rows]))
+                parts.append(MappingTable(along_last(factors, rows), order, along_last(keep, rows),
+                                          along_last(stages, rows)))
         return MappingTable.concat(parts)

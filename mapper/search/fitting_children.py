@@ -21,6 +21,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
+from ..mapping import along_last
 from .tree import LevelTree, Nodes
 
 EXAMINED_PER_SLICE = 16     # partial choices examined per slice asked for, at most, between slices
@@ -33,7 +34,8 @@ class _Partial(NamedTuple):
     spans: np.ndarray       # (D, M) the tile below: decided dims exact, the rest their least
 
     def take(self, rows) -> "_Partial":
-        return _Partial(self.parent[rows], self.groups[rows], self.units[:, rows], self.spans[:, rows])
+        return _Partial(self.parent[rows], self.groups[rows], along_last(self.units, rows),
+                        along_last(self.spans, rows))
 
 
 def fitting_children(tree: LevelTree, nodes: Nodes, limit, first_order_only: bool = False,
@@ -139,8 +141,8 @@ def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int,
     parent = np.concatenate([p.parent for p in pending])
     groups = np.concatenate([p.groups for p in pending])
     k = nodes.depth
-    factor_nodes = Nodes(k + 1, groups, nodes.orders[..., parent], nodes.stages[..., parent],
-                         nodes.keeps[..., parent])
+    factor_nodes = Nodes(k + 1, groups, along_last(nodes.orders, parent),
+                         along_last(nodes.stages, parent), along_last(nodes.keeps, parent))
     allowed = tree._fitting_choices(factor_nodes)
     if choices is not None:
         allowed &= choices

@@ -17,7 +17,7 @@ import itertools
 
 import numpy as np
 
-from ..mapping import MappingTable
+from ..mapping import MappingTable, along_last
 from ..mapspace import Mapspace
 from .result import Budget, Incumbent
 from .warm import carried_orders, factor_rows
@@ -71,7 +71,7 @@ def _vary(space: Mapspace, table: MappingTable, rows: list[int], dims: tuple[int
     for d, pick in zip(dims, picks):
         per_dim[d] = space.dim_tables[d][pick]
     factors = space.assemble(per_dim)
-    factors = factors[..., space.fanout_mask(factors)]
+    factors = along_last(factors, space.fanout_mask(factors))
     n = factors.shape[-1]
     keep = np.repeat(table.keep, n, axis=-1)
     stages = np.repeat(table.stages, n, axis=-1)
@@ -95,7 +95,8 @@ def _with_every_choice(space: Mapspace, table: MappingTable, rng: np.random.Gene
             keep[lv, list(space.choices[lv].keeps[k]), i] = True
             stages[lv, i] = stage
     rows, choice = np.repeat(np.arange(n), len(combos)), np.tile(np.arange(len(combos)), n)
-    return MappingTable(base.factors[..., rows], base.order[..., rows], keep[..., choice], stages[..., choice])
+    return MappingTable(along_last(base.factors, rows), along_last(base.order, rows),
+                        along_last(keep, choice), along_last(stages, choice))
 
 
 def _offer_expanded(space: Mapspace, incumbent: Incumbent, factors: np.ndarray, spent) -> None:

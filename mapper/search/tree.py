@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..mapping import MappingTable
+from ..mapping import MappingTable, along_last
 from ..mapspace import TEMPORAL, Mapspace
 
 
@@ -34,8 +34,8 @@ class Nodes:
         return self.groups.shape[0]
 
     def take(self, rows) -> "Nodes":
-        return Nodes(self.depth, self.groups[rows], self.orders[..., rows], self.stages[..., rows],
-                     self.keeps[..., rows])
+        return Nodes(self.depth, self.groups[rows], along_last(self.orders, rows),
+                     along_last(self.stages, rows), along_last(self.keeps, rows))
 
 
 class LevelTree:
@@ -143,8 +143,8 @@ class LevelTree:
             c = count[parent, d]
             groups[:, d] = lo[parent, d] + local % c
             local //= c
-        factor_nodes = Nodes(k + 1, groups, nodes.orders[..., parent], nodes.stages[..., parent],
-                             nodes.keeps[..., parent])
+        factor_nodes = Nodes(k + 1, groups, along_last(nodes.orders, parent),
+                             along_last(nodes.stages, parent), along_last(nodes.keeps, parent))
         return self._with_orders_and_choices(factor_nodes, k, first_order_only,
                                              self._fitting_choices(factor_nodes))
 
@@ -243,8 +243,8 @@ class LevelTree:
         for c, table in enumerate(options):
             rows = np.flatnonzero(parent_class == c)
             order[:, rows] = table[order_index[rows]].T
-        orders = np.concatenate([nodes.orders[..., parent], order[None]], axis=0)
-        stages, keeps = nodes.stages[..., parent], nodes.keeps[..., parent]
+        orders = np.concatenate([along_last(nodes.orders, parent), order[None]], axis=0)
+        stages, keeps = along_last(nodes.stages, parent), along_last(nodes.keeps, parent)
         if next_level < self.n_levels:
             stage_values = np.array(choice.stages)[choice_index // len(choice.keeps)]
             stages = np.concatenate([stages, stage_values[None]], axis=0)
