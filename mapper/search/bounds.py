@@ -19,6 +19,7 @@ that level's link floor (`_moved_floor`).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import NamedTuple
@@ -40,13 +41,34 @@ def _action_energy(level, count, word_bytes, per_access, per_byte):
     return blocks * per_access + count * (word_bytes * per_byte)
 
 
+class TileFloor(NamedTuple):
+    """A link's floor as a function of the largest tile a node leaves level j: the minimum
+    over the tiles no larger than it, per dim (every tile below a node's level-k tile is)."""
+    values: tuple           # per dim, the tile extents level j may take, ascending
+    least: np.ndarray | None    # (len(values[d]) for each d): the minimum over the box up to each
+    whole: float            # over every tile (also where `least` was too large to keep)
+
+    def below(self, spans: np.ndarray) -> np.ndarray | float:
+        """Per node, the floor over tiles within `spans` ((D, N) extents of the node's tile)."""
+        if self.least is None:
+            return self.whole
+        index = tuple(np.maximum(np.searchsorted(v, span, side="right") - 1, 0)
+                      for v, span in zip(self.values, spans))
+        return self.least[index]
+
+
+NO_FLOOR = TileFloor((), None, 0.0)
+MAX_FLOOR_CELLS = 200_000   # tile vectors above which only the floor over all tiles is kept
+
+
 class LinkBounds:
     """Per level j >= 1, a lower bound on the energy of the traffic into it, valid whatever
     the rest of the mapping: the minimum, over every tile vector level j can hold (with only
     the tensors it must keep, at its fewest stages), of the fills into j and the matching
     parent reads (or, for the output, the drains into the parent), with every loop above j
     merged into one loop per dim in the best order (merging and reordering never add
-    traffic) and the widest multicast the fanout allows."""
+    traffic) and the widest multicast the fanout allows. Kept per largest tile (`TileFloor`),
+    so that a node whose decided tile above is small is bounded by the tiles it still allows."""
 
     def __init__(self, space: Mapspace, max_combinations: int = 2_000_000, whole: "LinkBounds | None" = None):
         self.space, self.max_combinations = space, max_combinations
@@ -60,14 +82,13 @@ class LinkBounds:
         else:                   # none of these depends on keeps
             self.units, self.splits = whole.units, whole.splits
             self.innermost = whole.innermost.for_space(space)
-        self.energy = [0.0] + [self._memoised(j, link_weight) for j in range(1, space.n_levels)]
-        # the same minimum over bytes drawn from the parent gives a floor on the parent's time
-        self.cycles = [0.0] + [self._time_floor(j) for j in range(1, space.n_levels)]
+        self.energy = [NO_FLOOR] + [self._memoised(j, link_weight) for j in range(1, space.n_levels)]
         self.latency = [latency_floor(space, p) for p in range(space.n_levels)]
         # a level moves both what fills it and what it sends down: per level p, the bytes
         # written into it at least, and the links j it alone can feed (`_single_feeder`)
-        self.own_bytes = [0.0] + [self._memoised(p, _own_bytes) for p in range(1, space.n_levels)]
-        # per stage count j may take: more stages, less capacity each, more traffic
+        self.own_bytes = [NO_FLOOR] + [self._memoised(p, _own_bytes) for p in range(1, space.n_levels)]
+        # per stage count j may take: more stages, less capacity each, more traffic; the
+        # same minimum over bytes drawn from the parent gives a floor on the parent's time
         self.sent_bytes = [[]] + [[(stages, self._memoised(j, _link_bytes, stages))
                                    for stages in sorted(set(space.choices[j].stages))]
                                   for j in range(1, space.n_levels)]
@@ -85,28 +106,22 @@ class LinkBounds:
             self._memo[key] = self._level(self.space, j, self.max_combinations, weigh, stages)
         return self._memo[key]
 
-    def _time_floor(self, j: int) -> float:
-        """A floor on the time of the levels feeding level j: the fewest bytes they must move
-        into it over their largest rate, at each stage count j may take, the least over those.
-        Under the stage-aware rule one stage leaves that traffic exposed (the parent's reads
-        for an unbuffered child, its fills, its drains): it adds to the compute time, while
-        more stages hide it but leave each stage a fraction of the capacity, so a smaller tile
-        and more traffic (the double-buffering trade of the seed notes)."""
-        space = self.space
-        rate = _parent_rate(space, j)
-        if space.arch.cycle_rule == "timeloop":     # all traffic overlaps: the most capacity is best
-            return self._memoised(j, _link_bytes) / rate
+    def time_floor(self, j: int, spans: np.ndarray, compute: np.ndarray) -> np.ndarray:
+        """Per node, a floor on the time of the levels feeding level j: the fewest bytes they
+        must move into it (within the node's tile `spans`) over their largest rate, at each
+        stage count j may take, the least over those. Under the stage-aware rule one stage
+        leaves that traffic exposed (the parent's reads for an unbuffered child, its fills, its
+        drains): it adds to the node's `compute` floor, while more stages hide it but leave
+        each stage a fraction of the capacity, so a smaller tile and more traffic (the
+        double-buffering trade of the seed notes)."""
+        rate = _parent_rate(self.space, j)
+        if self.space.arch.cycle_rule == "timeloop":    # all traffic overlaps: the most capacity is best
+            return self.sent_bytes[j][0][1].below(spans) / rate
         floors = []
-        for stages in sorted(set(space.choices[j].stages)):
-            moved = self._memoised(j, _link_bytes, stages) / rate
-            floors.append(self._compute_floor() + moved if stages == 1 else moved)
-        return min(floors)
-
-    def _compute_floor(self) -> float:
-        """The fewest cycles the MACs take on the most compute units any split reaches."""
-        arch = self.space.arch
-        units = min(math.prod(self.units), arch.compute.instances)
-        return math.ceil(self.space.workload.macs / (units * arch.compute.macs_per_cycle))
+        for stages, sent in self.sent_bytes[j]:
+            moved = sent.below(spans) / rate
+            floors.append(compute + moved if stages == 1 else moved)
+        return functools.reduce(np.minimum, floors)
 
     @staticmethod
     def _units(space: Mapspace, lv: int, max_combinations: int) -> int:
@@ -126,14 +141,14 @@ class LinkBounds:
         return out
 
     @staticmethod
-    def _level(space: Mapspace, j: int, max_combinations: int, weigh, stages: int | None = None) -> float:
+    def _level(space: Mapspace, j: int, max_combinations: int, weigh, stages: int | None = None) -> TileFloor:
         arch, workload = space.arch, space.workload
         must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[j].keeps)]
         if not must:
-            return 0.0
+            return NO_FLOOR
         values = [np.unique(space.level_view(rows)[2][:, j]) for rows in space.dim_tables]
         if math.prod(len(v) for v in values) > max_combinations:
-            return 0.0
+            return NO_FLOOR
         grid = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")])        # (D, M)
         trips = np.array(workload.sizes, float)[:, None] / grid                          # Q_d
         tiles = {t: np.prod([1 + sum(c * (grid[d] - 1) for d, c in axis)
@@ -141,13 +156,11 @@ class LinkBounds:
         footprint = sum(tiles[t] * arch.levels[j].word_bytes(workload.tensors[t]) for t in must)
         fits = footprint * (stages or min(space.choices[j].stages)) <= arch.levels[j].capacity
         if not fits.any():
-            return 0.0
-        grid, trips = grid[:, fits], trips[:, fits]
-        tiles = {t: v[fits] for t, v in tiles.items()}
+            return NO_FLOOR
         weight = {t: weigh(space, j, t) for t in must}
         n_dims = len(workload.dims)
         orders = itertools.permutations(range(n_dims)) if n_dims <= 5 else [None]
-        best = np.inf
+        best = np.full(grid.shape[1], np.inf)
         for order in orders:
             total = 0.0
             for t in must:
@@ -158,8 +171,16 @@ class LinkBounds:
                     last = max(i for i, d in enumerate(order) if d in dims)
                     outer = order[:last + 1]
                 total = total + weight[t] * tiles[t] * np.prod([np.maximum(trips[d], 1.0) for d in outer], axis=0)
-            best = min(best, float(np.min(total)))
-        return best
+            best = np.minimum(best, total)
+        best = np.where(fits, best, np.inf)
+        whole = float(best.min())
+        if len(best) > MAX_FLOOR_CELLS:
+            return TileFloor(tuple(values), None, whole)
+        # the minimum over each box of tiles no larger than a grid point, dim by dim
+        least = best.reshape([len(v) for v in values])
+        for axis in range(n_dims):
+            least = np.minimum.accumulate(least, axis=axis)
+        return TileFloor(tuple(values), least, whole)
 
 
 def latency_floor(space: Mapspace, p: int) -> float:
@@ -317,8 +338,12 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
                             for t, tensor in enumerate(tensors) if tensor.is_output)
     energy += floor
     if links is not None:
+        # the node's tile at level `depth` bounds every tile below it (`TileFloor.below`)
+        spans = table.factors[min(depth, n_levels - 1):].prod(axis=(0, 1))
         refetched = refetched_links(space, depth, table)
-        energy += sum(np.maximum(links.energy[j], refetched.energy[j]) for j in range(depth + 1, n_levels))
+        link_energy = [np.maximum(links.energy[j].below(spans), refetched.energy[j]) if j > depth else 0.0
+                       for j in range(n_levels)]
+        energy += sum(link_energy[depth + 1:], np.zeros(n))
         # the parents' side of the same traffic: bytes they must move, per instance
         instances = np.array([lv.instances for lv in arch.levels])[:, None]
         known_read += refetched.reads / instances
@@ -331,8 +356,7 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
         innermost = links.innermost.floor(depth, [_deepest_keeper(space, t, depth, table)
                                                   for t in range(len(tensors))])
         if innermost is not None:
-            between = sum((np.maximum(links.energy[j], refetched.energy[j])
-                           for j in range(depth + 1, n_levels - 1)), np.zeros(n))
+            between = sum(link_energy[depth + 1:n_levels - 1], np.zeros(n))
             energy = np.maximum(energy, decided + innermost + between)
 
     cycles = compute
@@ -340,10 +364,10 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
         cycles = np.maximum(cycles, level_time(level, arch.cycle_rule, compute, known_read[lv], known_write[lv],
                                                exposed_read[lv], exposed_write[lv],
                                                latency_exposed=links.latency[lv] if links is not None else 0.0))
-    if links is not None and depth + 1 < n_levels:
-        cycles = np.maximum(cycles, max(links.cycles[depth + 1:]))
     if links is not None:
-        cycles = np.maximum(cycles, _moved_floor(space, depth, links, refetched, compute,
+        for j in range(depth + 1, n_levels):
+            cycles = np.maximum(cycles, links.time_floor(j, spans, compute))
+        cycles = np.maximum(cycles, _moved_floor(space, depth, links, refetched, compute, spans,
                                                  (known_read + known_write) * instances))
     if arch.leakage == "all":        # with "utilized" (Timeloop's rule) idle instances do not leak: no term
         energy = energy + sum(lv.leak * lv.instances for lv in arch.levels) * cycles
@@ -361,34 +385,36 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
 
 
 def _moved_floor(space: Mapspace, depth: int, links: LinkBounds, refetched: "Refetched",
-                 compute: np.ndarray, known: np.ndarray) -> np.ndarray:
+                 compute: np.ndarray, spans: np.ndarray, known: np.ndarray) -> np.ndarray:
     """Cycles each level needs at least for everything it moves, reads and writes together
     (`known`, (L, N): the bytes the decided levels fix, over all its instances). An undecided
     level is also filled with at least its cheapest input traffic (`LinkBounds.own_bytes`),
     and a level that alone can feed an undecided link j sends down at least j's floor (or the
     node's refetches into j where more, already in `known`). The link floors bound each link
     alone; a level that both fills from above and feeds below (h100's L2) pays for both. As
-    in `LinkBounds._time_floor`, j with one stage exposes what it draws, on top of compute."""
+    in `LinkBounds.time_floor`, j with one stage exposes what it draws, on top of compute;
+    every floor is over the tiles within the node's (`spans`)."""
     floor = 0.0
     stage_aware = space.arch.cycle_rule != "timeloop"
     for p, level in enumerate(space.arch.levels):
         rate = total_rate(level) * level.instances
         if math.isinf(rate):
             continue
-        base = known[p] + (links.own_bytes[p] if p > depth else 0.0)
+        base = known[p] + (links.own_bytes[p].below(spans) if p > depth else 0.0)
         every_link = base
         for j in links.fed_by[p]:
             if j <= depth:
                 continue
             refetch = refetched.by_link[j]
             options = []
-            for stages, sent in links.sent_bytes[j]:
+            for stages, floor_j in links.sent_bytes[j]:
+                sent = floor_j.below(spans)
                 time = (base + np.maximum(sent - refetch, 0.0)) / rate
                 if stages == 1 and stage_aware:
                     time = np.maximum(time, compute + np.maximum(sent, refetch) / rate)
                 options.append(time)
-            floor = np.maximum(floor, np.minimum.reduce(options))
-            every_link = every_link + np.maximum(links.sent_bytes[j][0][1] - refetch, 0.0)
+            floor = np.maximum(floor, functools.reduce(np.minimum, options))
+            every_link = every_link + np.maximum(links.sent_bytes[j][0][1].below(spans) - refetch, 0.0)
         floor = np.maximum(floor, every_link / rate)
     return floor
 
