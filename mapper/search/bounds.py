@@ -44,17 +44,24 @@ def _action_energy(level, count, word_bytes, per_access, per_byte):
 class TileFloor(NamedTuple):
     """A link's floor as a function of the largest tile a node leaves level j: the minimum
     over the tiles no larger than it, per dim (every tile below a node's level-k tile is)."""
-    values: tuple           # per dim, the tile extents level j may take, ascending
-    least: np.ndarray | None    # (len(values[d]) for each d): the minimum over the box up to each
+    index: tuple            # per dim, extent -> the last of its tile extents within it
+    least: np.ndarray | None    # over the tile grid: the minimum over the box up to each point
     whole: float            # over every tile (also where `least` was too large to keep)
 
     def below(self, spans: np.ndarray) -> np.ndarray | float:
         """Per node, the floor over tiles within `spans` ((D, N) extents of the node's tile)."""
         if self.least is None:
             return self.whole
-        index = tuple(np.maximum(np.searchsorted(v, span, side="right") - 1, 0)
-                      for v, span in zip(self.values, spans))
-        return self.least[index]
+        return self.least[tuple(index[np.minimum(span, len(index) - 1)]
+                                for index, span in zip(self.index, spans))]
+
+    @staticmethod
+    def of(values: list[np.ndarray], least: np.ndarray | None, whole: float) -> "TileFloor":
+        """From each dim's tile extents (ascending): a lookup from any extent up to the largest
+        to the position of the last extent within it (searched once, not per node)."""
+        index = tuple(np.maximum(np.searchsorted(v, np.arange(int(v[-1]) + 1), side="right") - 1, 0)
+                      for v in values)
+        return TileFloor(index, least, whole)
 
 
 NO_FLOOR = TileFloor((), None, 0.0)
@@ -175,12 +182,12 @@ class LinkBounds:
         best = np.where(fits, best, np.inf)
         whole = float(best.min())
         if len(best) > MAX_FLOOR_CELLS:
-            return TileFloor(tuple(values), None, whole)
+            return TileFloor((), None, whole)
         # the minimum over each box of tiles no larger than a grid point, dim by dim
         least = best.reshape([len(v) for v in values])
         for axis in range(n_dims):
             least = np.minimum.accumulate(least, axis=axis)
-        return TileFloor(tuple(values), least, whole)
+        return TileFloor.of(values, least, whole)
 
 
 def latency_floor(space: Mapspace, p: int) -> float:

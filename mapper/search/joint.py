@@ -17,8 +17,9 @@ given from outside (`incumbents`, admitted into the space by `warm.py`), CP-SAT 
 (`cpsat.py`), sampled dives down the tree (the best-bound child of a random sample at each
 level; in parts, one part after another, each dive's mapping improved by a local search inside
 its part, until several in a row find nothing better), a local search around the best of these
-(`neighbourhood.py`; before the dives when the space is walked whole), the same search on a
-smaller shape carried back (`coarse.py`, large spaces walked whole only), and the walk itself; every new
+(`neighbourhood.py`; before the dives when the space is walked whole), when asked for
+(`coarse`), the same search on a smaller shape carried back (`coarse.py`, large spaces walked
+whole only), and the walk itself; every new
 incumbent the dives or the walk find is polished by a short local search. All of them offer
 only members of the space, ranked by the same keys as exhaustive search, so the result when the
 walk finishes is proven optimal and is exactly the mapping exhaustive search returns. Equally
@@ -78,7 +79,11 @@ class Joint:
     local_search: bool = True       # improve the warm start by moves around it before the walk
     incumbents: tuple = ()          # mappings from outside (a neighbouring shape's optimum, ...)
     dives: int = 24                 # sampled dives down the tree before the walk, for incumbents
-    coarse: bool = True             # start from a smaller shape's answer (`coarse.py`) on large spaces
+    # start from a smaller shape's answer (`coarse.py`) on large spaces: off by default, as on
+    # the bench cases (h100 GEMMs 1024^3 to 16384^3, conv, eyeriss conv, Timeloop's designs) it
+    # never beat the incumbent, and its share of the time delayed the walk (h100 GEMM 1024^3:
+    # proven in 21.7 s without it, 23.5% gap at 30 s with it)
+    coarse: bool = False
     parts_above: float = 20_000     # pruned mappings above which the walk is split by keep vector
     name: str = "joint"
 
@@ -133,8 +138,7 @@ class Joint:
             notes.append(self._local_search(space, incumbent))
         # after the quick starts, so that a walk which proves the optimum is not delayed by the
         # smaller shape's search; in parts not at all: the dives into each part find what the
-        # smaller shape's answer brought (pe-array, bypass searched: the optimum of GEMM 256^3
-        # at 5.9 s and of 1024^3 at 4.2 s, where the coarse start's answers did not beat them)
+        # smaller shape's answer brought
         if len(parts) == 1 and self._worth_a_coarse_start(funnel):
             notes.append(self._coarse_start(space, objective, incumbent))
         complete = walk.search_parts(parts)
