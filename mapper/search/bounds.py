@@ -168,9 +168,16 @@ class LinkBounds:
         n_dims = len(workload.dims)
         orders = itertools.permutations(range(n_dims)) if n_dims <= 5 else [None]
         best = np.full(grid.shape[1], np.inf)
+        # a sliding window (p+r) fetches only the new slice as it moves, which the merged
+        # loops below do not see: the tile-by-tile count could exceed a mapping's traffic
+        # (conv1d, p and r of 2, under a level-1 tile of p = 1: 4 words against 3), so such a tensor
+        # is charged its words once, which every mapping fills into j at least
+        sliding = sum(weight[t] * workload.tensor_words(t) for t in must if workload.tensors[t].has_sliding_axis)
         for order in orders:
-            total = 0.0
+            total = sliding
             for t in must:
+                if workload.tensors[t].has_sliding_axis:
+                    continue
                 dims = workload.tensors[t].dims
                 if order is None:           # too many orders: each tensor at its best alone
                     outer = dims
@@ -201,11 +208,6 @@ def latency_floor(space: Mapspace, p: int) -> float:
     latency = arch.levels[p].latency
     if not latency:
         return 0.0
-    gpu = gpu_levels(arch)
-
-    def most_resident(c: int) -> int:
-        return arch.gpu.max_blocks_per_sm if gpu is not None and c >= gpu[0] else 1
-
     floor = 0.0
     for t, tensor in enumerate(workload.tensors):
         if tensor.is_output or not all(t in keep for keep in space.choices[p].keeps):
@@ -213,8 +215,39 @@ def latency_floor(space: Mapspace, p: int) -> float:
         below = [c for c in range(p + 1, space.n_levels) if any(t in keep for keep in space.choices[c].keeps)]
         must = [c for c in below if all(t in keep for keep in space.choices[c].keeps)]
         if must:
-            floor = max(floor, latency * min(1 / most_resident(c) for c in below if c <= must[0]))
+            floor = max(floor, latency * min(1 / _most_resident(arch, c) for c in below if c <= must[0]))
     return floor
+
+
+def decided_latency_floor(space: Mapspace, depth: int, table: MappingTable, static: list[float]) -> np.ndarray:
+    """(L, N) each level's latency floor per node: `latency_floor` (`static`), or more where the
+    node has decided both a level p keeping an input and that input's next keeper below, c,
+    with c's stage count: a buffered c waits L once per wave at least, an unbuffered one L
+    per request shared by at most the blocks resident beside it (the same rules, with c
+    known). h100 conv3: at depth 2 the L2's wait rises from L / 32 to L = 200 cycles."""
+    arch, workload = space.arch, space.workload
+    n = len(table)
+    out = np.repeat(np.asarray(static, float)[:, None], n, axis=1)
+    for p, level in enumerate(arch.levels[:depth]):
+        if not level.latency:
+            continue
+        for t, tensor in enumerate(workload.tensors):
+            if tensor.is_output:        # only partial sums read back wait, and a mapping may read none
+                continue
+            found, wait = np.zeros(n, bool), np.zeros(n)
+            for c in range(p + 1, min(depth, space.n_levels - 1) + 1):
+                here = ~found & table.keep[c, t]
+                unbuffered = level.latency / _most_resident(arch, c)
+                wait = np.where(here, np.where(table.stages[c] > 1, level.latency, unbuffered), wait)
+                found |= here
+            out[p] = np.maximum(out[p], np.where(table.keep[p, t], wait, 0.0))
+    return out
+
+
+def _most_resident(arch, c: int) -> int:
+    """The most thread blocks resident beside each other at level c (one above the per-SM level)."""
+    gpu = gpu_levels(arch)
+    return arch.gpu.max_blocks_per_sm if gpu is not None and c >= gpu[0] else 1
 
 
 def _sharing_fanout(arch, tensor, first: int, stop: int) -> int:
@@ -366,11 +399,13 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
             between = sum(link_energy[depth + 1:n_levels - 1], np.zeros(n))
             energy = np.maximum(energy, decided + innermost + between)
 
+    latency = (decided_latency_floor(space, depth, table, links.latency) if links is not None
+               else np.zeros(n_levels))
     cycles = compute
     for lv, level in enumerate(arch.levels):
         cycles = np.maximum(cycles, level_time(level, arch.cycle_rule, compute, known_read[lv], known_write[lv],
                                                exposed_read[lv], exposed_write[lv],
-                                               latency_exposed=links.latency[lv] if links is not None else 0.0))
+                                               latency_exposed=latency[lv]))
     if links is not None:
         for j in range(depth + 1, n_levels):
             cycles = np.maximum(cycles, links.time_floor(j, spans, compute))
