@@ -50,9 +50,11 @@ def workloads(draw, kinds=tuple(EINSUMS), max_macs: int = 600):
 
 
 @st.composite
-def archs(draw, min_levels: int = 2, max_levels: int = 3, latency: bool = False):
+def archs(draw, min_levels: int = 2, max_levels: int = 3, latency: bool = False, capacity: bool = False):
     """Random architectures; with `latency`, levels may declare an access latency and a
-    three-level one may be a GPU (its middle level per SM) with tight occupancy limits."""
+    three-level one may be a GPU (its middle level per SM) with tight occupancy limits; with
+    `capacity`, the levels below the first may hold only a few words (small enough that tiles
+    and keep sets compete for them, on the small workloads the tests draw)."""
     n_levels = draw(st.integers(min_levels, max_levels))
     mesh = [1, 1]
     levels = []
@@ -79,6 +81,8 @@ def archs(draw, min_levels: int = 2, max_levels: int = 3, latency: bool = False)
             levels[-1]["word_bits"] = word_bits
         if latency:
             levels[-1]["latency"] = draw(st.sampled_from([0, 3, 40, "25 ns"]))
+        if capacity and i > 0:
+            levels[-1]["capacity"] = draw(st.sampled_from(["unlimited", "8 B", "16 B", "32 B", "128 B"]))
     compute_mesh = [mesh[0] * draw(st.sampled_from([1, 2])), mesh[1] * draw(st.sampled_from([1, 2]))]
     data = {"name": "random", "clock": "1 GHz", "levels": levels,
             "compute": {"mesh": compute_mesh, "instances": compute_mesh[0] * compute_mesh[1],

@@ -25,7 +25,7 @@ BYPASS_EVERYWHERE = (("every", LevelConstraints(bypass=True)),)
 @given(st.data())
 def test_joint_equals_exhaustive_on_four_level_spaces(data):
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=24))
-    arch = data.draw(archs(min_levels=4, max_levels=4))
+    arch = data.draw(archs(min_levels=4, max_levels=4, capacity=data.draw(st.booleans())))
     imperfect = data.draw(st.booleans())
     # bypass at every level, or at some levels only (the others must keep what they may)
     bypass = data.draw(st.sampled_from(["every", "some"]))
@@ -208,7 +208,10 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=64))
     # with latencies (and GPUs, whose resident blocks share them): the floor on what no
     # mapping hides (`latency_floor`)
-    arch = data.draw(archs(min_levels=3, max_levels=4, latency=data.draw(st.booleans())))
+    # with small capacities too: tiles and keep sets then compete for the room, which is
+    # where a floor over the tiles that fit can go wrong (a sliding window's, once)
+    arch = data.draw(archs(min_levels=3, max_levels=4, latency=data.draw(st.booleans()),
+                           capacity=data.draw(st.booleans())))
     # bypass everywhere, nowhere or at some levels: where a level must keep what it may, the
     # floors that need a keeper (link and latency floors) apply, and a tensor's parent may be
     # one level or another
