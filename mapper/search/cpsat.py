@@ -14,6 +14,7 @@ stages and priced by the cost model; the branch and bound does the proving.
 from __future__ import annotations
 
 import math
+import threading
 
 import time
 
@@ -175,11 +176,26 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
     solver.parameters.num_workers = 1      # deterministic under the seed
     solver.parameters.random_seed = seed
     collector = _Collector(rows, max_solutions)
-    status = solver.solve(model, collector)
+    status = _solve_until_interrupted(solver, model, collector)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or not collector.solutions:
         return none
     index = np.array(collector.solutions, np.int64).T                                # (D, S)
     return space.assemble([t[i] for t, i in zip(space.dim_tables, index)])
+
+
+def _solve_until_interrupted(solver, model, collector):
+    """`solver.solve` in a worker thread while this one watches for Ctrl-C: the CLI's SIGINT
+    handler runs only between Python steps of the main thread, and a solve in it would let
+    it run (and the command stop) only at the solver's wall cap, seconds later."""
+    from .result import stops
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(solver.solve(model, collector)), daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+        if stops.interrupted:
+            solver.stop_search()
+    return outcome[0]
 
 
 def _build_clock():
