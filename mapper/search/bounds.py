@@ -99,7 +99,8 @@ class LinkBounds:
         self.sent_bytes = [[]] + [[(stages, self._memoised(j, _link_bytes, stages))
                                    for stages in sorted(set(space.choices[j].stages))]
                                   for j in range(1, space.n_levels)]
-        self.fed_by = [[j for j in range(1, space.n_levels) if _single_feeder(space, j) == p]
+        self.single_feeder = [None] + [_single_feeder(space, j) for j in range(1, space.n_levels)]
+        self.fed_by = [[j for j, feeder in enumerate(self.single_feeder) if feeder == p]
                        for p in range(space.n_levels)]
 
     def for_space(self, part: Mapspace) -> "LinkBounds":
@@ -228,6 +229,8 @@ def decided_latency_floor(space: Mapspace, depth: int, table: MappingTable, stat
     arch, workload = space.arch, space.workload
     n = len(table)
     out = np.repeat(np.asarray(static, float)[:, None], n, axis=1)
+    if not any(level.latency for level in arch.levels[:depth]):
+        return out
     for p, level in enumerate(arch.levels[:depth]):
         if not level.latency:
             continue
@@ -407,8 +410,10 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
                                                exposed_read[lv], exposed_write[lv],
                                                latency_exposed=latency[lv]))
     if links is not None:
+        # a link with one feeder is bounded in `_moved_floor`, on top of the feeder's other bytes
         for j in range(depth + 1, n_levels):
-            cycles = np.maximum(cycles, links.time_floor(j, spans, compute))
+            if links.single_feeder[j] is None:
+                cycles = np.maximum(cycles, links.time_floor(j, spans, compute))
         cycles = np.maximum(cycles, _moved_floor(space, depth, links, refetched, compute, spans,
                                                  (known_read + known_write) * instances))
     if arch.leakage == "all":        # with "utilized" (Timeloop's rule) idle instances do not leak: no term
@@ -448,15 +453,15 @@ def _moved_floor(space: Mapspace, depth: int, links: LinkBounds, refetched: "Ref
             if j <= depth:
                 continue
             refetch = refetched.by_link[j]
+            extra = [np.maximum(floor_j.below(spans) - refetch, 0.0) for _, floor_j in links.sent_bytes[j]]
             options = []
-            for stages, floor_j in links.sent_bytes[j]:
-                sent = floor_j.below(spans)
-                time = (base + np.maximum(sent - refetch, 0.0)) / rate
+            for (stages, _), more in zip(links.sent_bytes[j], extra):
+                time = (base + more) / rate
                 if stages == 1 and stage_aware:
-                    time = np.maximum(time, compute + np.maximum(sent, refetch) / rate)
+                    time = np.maximum(time, compute + (refetch + more) / rate)
                 options.append(time)
             floor = np.maximum(floor, functools.reduce(np.minimum, options))
-            every_link = every_link + np.maximum(links.sent_bytes[j][0][1].below(spans) - refetch, 0.0)
+            every_link = every_link + extra[0]      # the fewest stages: the most capacity
         floor = np.maximum(floor, every_link / rate)
     return floor
 

@@ -174,12 +174,11 @@ class InnermostFloor:
                 total = np.zeros(self.tile.shape[1])
                 for t in range(n_tensors):
                     if t in keep:
-                        fills = self.instances * self.words[t] * refetch[t]
-                        if workload.tensors[t].has_sliding_axis:
-                            # a window (p+r) moving along its axis fetches only the new slice,
-                            # which the merged loops' whole-tile count does not see: each
-                            # instance fills its tile at least once, nothing more is certain
-                            fills = self.instances * self.words[t]
+                        # a window (p+r) moving along its axis fetches only the new slice,
+                        # which the merged loops' whole-tile count does not see: each
+                        # instance fills its tile at least once, nothing more is certain
+                        sliding = workload.tensors[t].has_sliding_axis
+                        fills = self.instances * self.words[t] * (1.0 if sliding else refetch[t])
                         total = total + fills * (write[t] + fill_word[t]) + kept_mac[t]
                     else:
                         total = total + bypass_mac[t]
