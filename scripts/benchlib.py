@@ -11,7 +11,8 @@ def run_measured(strategy, space, objective):
     """(result, error text, seconds, peak MiB); an exception becomes the error text, so that a
     table goes on past a case that fails. The run is a forked child process, so that its peak
     is its own (`ru_maxrss`: the interpreter, numpy and OR-Tools included, as a user's command
-    sees it) and its time is not slowed by tracing allocations (tracemalloc, used before,
+    sees it, plus its largest walk worker's) and its time is not slowed by tracing allocations
+    (tracemalloc, used before,
     slowed numpy-heavy searches several times over)."""
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
@@ -33,7 +34,10 @@ def _measured_child(strategy, space, objective, send) -> None:
     except Exception as exc:
         result, error = None, f"{type(exc).__name__}: {str(exc)[:90]}"
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024       # KiB on Linux
+    # KiB on Linux; with the walk on several cores (`mapper/search/parallel.py`), its own peak
+    # plus its largest worker's, an upper bound on what the run held at once
+    peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
     send.send((result, error, seconds, peak))
     send.close()
 

@@ -37,8 +37,11 @@ def test_joint_equals_exhaustive_on_four_level_spaces(data):
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles", "delay,energy"])), arch)
     if space.funnel().after["divisibility"] > 400_000:
         return
-    # half the draws walk the space in keep-vector parts whatever its size (`keep_parts.py`)
-    joint = Joint(time_limit=None, parts_above=data.draw(st.sampled_from([0, 20_000])))
+    # half the draws walk the space in keep-vector parts whatever its size (`keep_parts.py`),
+    # half of those on two cores (`parallel.py`; forking costs about a second a search here)
+    parts = data.draw(st.booleans())
+    joint = Joint(time_limit=None, parts_above=0 if parts else 20_000, parallel_above=0,
+                  workers=2 if parts and data.draw(st.booleans()) else 1)
     try:
         exact = Exhaustive().run(space, objective)
     except InfeasibleError:         # small capacities can leave no mapping: both must say so

@@ -58,7 +58,7 @@ def brute_force(arch, workload, constraints):
     keep_options = [[tuple(tensors)]] + [[c for r in range(len(tensors) + 1)
                                           for c in itertools.combinations(tensors, r)]
                                          for _ in range(n_levels - 1)]
-    raw, valid = set(), set()
+    raw, admitted = set(), []          # admitted: (key, mapping) meeting the constraints
     for rows in itertools.product(*per_dim):
         levels_t = [[1] * n_dims for _ in range(n_levels)]
         levels_s = [[] for _ in range(n_levels)]
@@ -80,15 +80,20 @@ def brute_force(arch, workload, constraints):
                     mapping = Mapping(tuple(LevelMapping(tuple((d, levels_t[lv][d]) for d in perms[lv]),
                                                          tuple(levels_s[lv]), frozenset(keeps[lv]), stages[lv])
                                             for lv in range(n_levels)))
-                    if _admits(ms, mapping, rows, perms, keeps, stages):
-                        valid.add(key)
-    return raw, valid
+                    if _admits(ms, rows, perms, keeps, stages):
+                        admitted.append((key, mapping))
+    # the cost model's validity (capacity, fanout, occupancy) and the mapspace's own checks,
+    # row by row but priced together: one call per mapping took two minutes on the gemm case
+    if not admitted:
+        return raw, set()
+    table = to_table([m for _, m in admitted], n_dims, len(workload.tensors))
+    ok = evaluate_many(arch, workload, table).valid & ms.valid_mask(table)
+    return raw, {key for (key, _), good in zip(admitted, ok) if good}
 
 
-def _admits(ms, mapping, rows, perms, keeps, stages):
-    """The mapping satisfies the constraints and the cost model calls it valid."""
-    wl, arch = ms.workload, ms.arch
-    table = to_table([mapping], len(wl.dims), len(wl.tensors))
+def _admits(ms, rows, perms, keeps, stages):
+    """The mapping satisfies the constraints (its factors, orders, keeps and stages)."""
+    wl = ms.workload
     for d, row in enumerate(rows):
         r = np.array([row])
         if not (ms.constraint_mask(d, r)[0] and ms.divisibility_mask(d, r)[0]):
@@ -99,9 +104,7 @@ def _admits(ms, mapping, rows, perms, keeps, stages):
         if perms[lv] not in ms.orders_for(lv, frozenset(perms[lv])) and not any(
                 signature(wl, perms[lv]) == signature(wl, o) for o in ms.orders_for(lv, frozenset(perms[lv]))):
             return False
-    if not evaluate_many(arch, wl, table).valid[0]:
-        return False
-    return bool(ms.valid_mask(table)[0])
+    return True
 
 
 def key_of(ms, table, row):

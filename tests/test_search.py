@@ -72,13 +72,18 @@ def test_strategies_valid_and_never_beat_exhaustive(name, objective, optimum):
             assert not result.optimal
 
 
-@pytest.mark.parametrize("strategy", strategies(), ids=lambda s: s.name)
+@pytest.mark.parametrize("strategy", strategies() + [Joint(time_limit=None, workers=1, name="joint-one-core")],
+                         ids=lambda s: s.name)
 def test_deterministic(strategy):
     arch, workload, constraints = SPACES["gemm-bypass"]
     space = Mapspace(arch, workload, constraints)
     a = strategy.run(space, parse_objective("edp", arch))
     b = strategy.run(space, parse_objective("edp", arch))
-    assert a.mapping == b.mapping and a.score == b.score and a.evaluated == b.evaluated
+    assert a.mapping == b.mapping and a.score == b.score
+    # what is priced too, except on several cores, where each worker's walk is pruned by what
+    # the others have found so far (`parallel.py`)
+    if not (isinstance(strategy, Joint) and strategy.workers != 1):
+        assert a.evaluated == b.evaluated
 
 
 @pytest.mark.parametrize("strategy", [Joint(time_limit=1.0), RandomSearch(samples=10**9, time_limit=1.0),

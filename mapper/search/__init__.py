@@ -10,7 +10,8 @@ STRATEGIES = ("joint", "greedy", "exhaustive", "random")
 
 
 def make_strategy(name: str, time_limit: float | None = None, seed: int = 0, samples: int = 200_000,
-                  exhaustive_limit: int = 20_000_000, cpsat_seconds: float = 2.0, incumbents: tuple = ()):
+                  exhaustive_limit: int = 20_000_000, cpsat_seconds: float = 2.0, incumbents: tuple = (),
+                  workers: int | None = None):
     if name == "exhaustive":
         return Exhaustive(limit=exhaustive_limit, time_limit=time_limit)
     if name == "random":
@@ -18,7 +19,7 @@ def make_strategy(name: str, time_limit: float | None = None, seed: int = 0, sam
     if name == "greedy":
         return Greedy(time_limit=time_limit)
     if name == "joint":
-        return Joint(time_limit=time_limit, cpsat_seconds=cpsat_seconds, incumbents=incumbents)
+        return Joint(time_limit=time_limit, cpsat_seconds=cpsat_seconds, incumbents=incumbents, workers=workers)
     raise ValueError(f"unknown strategy {name!r}")
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from ..cost import Costs
 from ..mapping import MappingTable
 from ..mapspace import Mapspace
-from .objective import Objective
+from .objective import Objective, cost_bound
 from .innermost_floor import InnermostFloor
 from .operand_floor import SplitVectors, fill_energy, operand_floor, read_energy, serve_energy
 from ..cost.occupancy import gpu_levels
@@ -318,6 +318,18 @@ class NodeBounds(NamedTuple):
     cycles: np.ndarray
 
 
+def compute_floor(space: Mapspace, depth: int, decided_units: np.ndarray,
+                  links: LinkBounds | None = None) -> np.ndarray:
+    """The fewest cycles the MACs take on the compute units a node reaches: its decided
+    spatial splits (`decided_units`, their product over the decided levels) times every
+    fanout still open below depth `depth`."""
+    arch = space.arch
+    reach = (math.prod(links.units[depth:]) if links is not None
+             else math.prod(arch.fanout(lv)[0] * arch.fanout(lv)[1] for lv in range(depth, space.n_levels)))
+    units = np.minimum(decided_units * reach, arch.compute.instances)
+    return np.ceil(space.workload.macs / (units * arch.compute.macs_per_cycle))
+
+
 def lower_bound(space: Mapspace, objective: Objective, depth: int, table: MappingTable,
                 costs: Costs, links: LinkBounds | None = None) -> np.ndarray:
     """The objective's lower bound on every completion of each node (`lower_bounds`)."""
@@ -330,15 +342,11 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
     n_levels, n = len(arch.levels), len(table)
     tensors = workload.tensors
     macs = workload.macs
-    fanout = [arch.fanout(lv)[0] * arch.fanout(lv)[1] for lv in range(n_levels)]
 
-    # compute units reachable: decided spatial splits times every remaining fanout
     decided_units = np.ones(n, np.int64)
     for lv in range(min(depth, n_levels)):
         decided_units = decided_units * table.factors[lv, 1:].prod(axis=(0, 1))
-    reach = math.prod(links.units[depth:]) if links is not None else math.prod(fanout[depth:])
-    units = np.minimum(decided_units * reach, arch.compute.instances)
-    compute = np.ceil(macs / (units * arch.compute.macs_per_cycle))
+    compute = compute_floor(space, depth, decided_units, links)
 
     energy = np.full(n, float(macs) * arch.compute.energy_per_mac)
     # bytes per instance no completion can avoid, by direction (reads; fills and updates), and
@@ -418,16 +426,10 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
                                                  (known_read + known_write) * instances))
     if arch.leakage == "all":        # with "utilized" (Timeloop's rule) idle instances do not leak: no term
         energy = energy + sum(lv.leak * lv.instances for lv in arch.levels) * cycles
-    if objective.kind == "energy":
-        bound = energy
-    elif objective.kind == "cycles":
-        bound = cycles
-    elif objective.lexicographic:        # delay,energy: (N, 2) pairs, compared by objective.beaten
-        bound = np.stack([cycles, energy], axis=1)
-    elif objective.kind == "edp":
-        bound = energy * cycles
-    else:
+    if objective.kind == "bytes":
         bound = (known_read + known_write)[objective.level] * costs.level_instances[objective.level]
+    else:
+        bound = cost_bound(objective, energy, cycles)
     return NodeBounds(bound, energy, cycles)
 
 

@@ -49,11 +49,37 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
     of a second on a large GEMM, more under load) counts too: no proposals (an empty array)
     when building has used half of what was left at entry, or when less than MIN_SOLVE_S of
     solving would remain."""
+    return start(space, time_limit, favour_parallelism, hint, max_solutions, seed, deterministic_time).collect()
+
+
+class Proposals:
+    """CP-SAT solving in a worker thread (it releases the interpreter while it solves), so
+    that the search goes on meanwhile; `collect()` waits for it and gives `propose`'s answer."""
+
+    def __init__(self, space: Mapspace, answer: np.ndarray | None = None, solve=None):
+        self.space, self.answer, self.solve = space, answer, solve
+
+    def collect(self) -> np.ndarray | None:
+        if self.solve is not None:
+            solver, collector, worker, outcome = self.solve
+            _wait(solver, worker)
+            self.solve = None
+            ok = outcome and outcome[0] in (cp_model.OPTIMAL, cp_model.FEASIBLE) and collector.solutions
+            if ok:
+                index = np.array(collector.solutions, np.int64).T                       # (D, S)
+                self.answer = self.space.assemble([t[i] for t, i in zip(self.space.dim_tables, index)])
+        return self.answer
+
+
+def start(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
+          hint: list[int] | None = None, max_solutions: int = 20, seed: int = 0,
+          deterministic_time: float = 8.0) -> Proposals:
+    """`propose`, its model built here and solved in a worker thread."""
     if any(len(e) > 1 for e in space.extents):
-        return None
+        return Proposals(space)
     arch, workload = space.arch, space.workload
     n_levels = space.n_levels
-    none = np.zeros((n_levels, 3, space.n_dims, 0), np.int64)
+    none = Proposals(space, np.zeros((n_levels, 3, space.n_dims, 0), np.int64))
     out_of_time = _build_clock()
     if out_of_time():
         return none
@@ -175,27 +201,21 @@ def propose(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
     solver.parameters.catch_sigint_signal = False   # Ctrl-C is the CLI's: it keeps the best so far
     solver.parameters.num_workers = 1      # deterministic under the seed
     solver.parameters.random_seed = seed
-    collector = _Collector(rows, max_solutions)
-    status = _solve_until_interrupted(solver, model, collector)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or not collector.solutions:
-        return none
-    index = np.array(collector.solutions, np.int64).T                                # (D, S)
-    return space.assemble([t[i] for t, i in zip(space.dim_tables, index)])
-
-
-def _solve_until_interrupted(solver, model, collector):
-    """`solver.solve` in a worker thread while this one watches for Ctrl-C: the CLI's SIGINT
-    handler runs only between Python steps of the main thread, and a solve in it would let
-    it run (and the command stop) only at the solver's wall cap, seconds later."""
-    from .result import stops
-    outcome = []
+    collector, outcome = _Collector(rows, max_solutions), []
     worker = threading.Thread(target=lambda: outcome.append(solver.solve(model, collector)), daemon=True)
     worker.start()
+    return Proposals(space, none.answer, (solver, collector, worker, outcome))
+
+
+def _wait(solver, worker) -> None:
+    """Wait for the solve in `worker` while watching for Ctrl-C: the CLI's SIGINT handler runs
+    only between Python steps of the main thread, and a solve in it would let it run (and the
+    command stop) only at the solver's wall cap, seconds later."""
+    from .result import stops
     while worker.is_alive():
         worker.join(0.05)
         if stops.interrupted:
             solver.stop_search()
-    return outcome[0]
 
 
 def _build_clock():

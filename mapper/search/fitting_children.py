@@ -39,14 +39,20 @@ class _Partial(NamedTuple):
 
 
 def fitting_children(tree: LevelTree, nodes: Nodes, limit, first_order_only: bool = False,
-                     choices: np.ndarray | None = None) -> Iterator[tuple[int, Nodes | None]]:
+                     choices: np.ndarray | None = None, early=None, cut=None) -> Iterator[tuple[int, Nodes | None]]:
     """(first parent, children) slices: the children of `nodes` (level k's factors, its loop
     orders, level k+1's stages and keeps; k = nodes.depth) that fit, about `limit` factor
     choices (before orders and choices) per slice; None where a stretch examined found none
     that fits. The first parent is the first whose children are not all out yet. `limit` may
     be a function, asked before each step (the walk sizes its chunks by the time left). With
     `first_order_only`, each factor choice comes with the first of its loop orders only; with
-    `choices` (stages x keeps, bool), level k+1 takes only the stage and keep options it marks."""
+    `choices` (stages x keeps, bool), level k+1 takes only the stage and keep options it marks;
+    with `early` ((parents (M,), first dim's child groups (M,)) -> bool), only the factor
+    choices whose parent and first dim it marks are expanded (the walk's: a worker's share of
+    a walk on several cores, parents the incumbent now beats), decided before the other dims
+    are crossed in; with `cut` ((parents (M,), level k's spatial factors per mesh axis (2, M))
+    -> bool), the factor choices it marks are dropped before their orders and choices are
+    crossed in (the walk's bound from the units they reach)."""
     limit = limit if callable(limit) else (lambda rows=limit: rows)
     k, n_dims = nodes.depth, tree.n_dims
     lo, count = tree._child_ranges(nodes)
@@ -55,7 +61,7 @@ def fitting_children(tree: LevelTree, nodes: Nodes, limit, first_order_only: boo
     n = len(nodes)
     start = _Partial(np.arange(n), np.zeros((n, 0), np.int64), np.ones((2, n), np.int64), least)
     pending, size, examined = [], 0, 0
-    for piece, at, rows in _join(tree, k, lo, count, values, start, 0, limit):
+    for piece, at, rows in _join(tree, k, lo, count, values, start, 0, limit, early):
         if piece is not None:
             pending.append(piece)
             size += len(piece.parent)
@@ -63,10 +69,10 @@ def fitting_children(tree: LevelTree, nodes: Nodes, limit, first_order_only: boo
         # a slice when enough fit, or (possibly empty) when many were examined: the caller
         # asks its budget between slices, and where almost nothing fits that can take a while
         if size >= limit() or examined >= EXAMINED_PER_SLICE * limit():
-            yield _emit(tree, nodes, pending, at, first_order_only, choices)
+            yield _emit(tree, nodes, pending, at, first_order_only, choices, cut)
             pending, size, examined = [], 0, 0
     if pending:
-        yield _emit(tree, nodes, pending, len(nodes) - 1, first_order_only, choices)
+        yield _emit(tree, nodes, pending, len(nodes) - 1, first_order_only, choices, cut)
 
 
 def _child_values(tree: LevelTree, d: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -88,7 +94,7 @@ def _child_values(tree: LevelTree, d: int, k: int) -> tuple[np.ndarray, np.ndarr
 
 
 def _join(tree, k, lo, count, values, partial: _Partial, d: int,
-          limit) -> Iterator[tuple[_Partial | None, int, int]]:
+          limit, early=None) -> Iterator[tuple[_Partial | None, int, int]]:
     """(choices that may fit, the parent being expanded, rows examined) over dims d.. of the
     partial choices, depth first, so in ascending parent order; (None, parent, rows) after
     each expansion, so that the caller counts the rows examined."""
@@ -112,6 +118,8 @@ def _join(tree, k, lo, count, values, partial: _Partial, d: int,
         spans = grown.spans.copy()
         spans[d] = extent[group]
         ok = _may_fit(tree, k, units, spans)
+        if early is not None and d == 0:
+            ok &= early(grown.parent, group)
         yield None, int(partial.parent[source[0]]), len(source)
         if ok.any():
             keep = np.flatnonzero(ok)
@@ -134,12 +142,18 @@ def _may_fit(tree: LevelTree, k: int, units: np.ndarray, spans: np.ndarray) -> n
 
 
 def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int,
-          first_order_only: bool, choices: np.ndarray | None) -> tuple[int, Nodes | None]:
+          first_order_only: bool, choices: np.ndarray | None, cut=None) -> tuple[int, Nodes | None]:
     """(the first parent not yet wholly expanded, the pending choices' children or None)."""
     if not pending:
         return at, None
     parent = np.concatenate([p.parent for p in pending])
     groups = np.concatenate([p.groups for p in pending])
+    first = int(parent[0])      # before the cut: a parent is no further on for what it drops
+    if cut is not None:
+        kept = ~cut(parent, np.concatenate([p.units for p in pending], axis=1))
+        parent, groups = parent[kept], groups[kept]
+        if not len(parent):
+            return first, None
     k = nodes.depth
     factor_nodes = Nodes(k + 1, groups, along_last(nodes.orders, parent),
                          along_last(nodes.stages, parent), along_last(nodes.keeps, parent))
@@ -147,4 +161,4 @@ def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int,
     if choices is not None:
         allowed &= choices
     children = tree._with_orders_and_choices(factor_nodes, k, first_order_only, allowed)
-    return int(parent[0]), children
+    return first, children

@@ -27,6 +27,11 @@ good mappings are ranked by their contents, and a subtree whose bounds tie the i
 every cost key is dropped when its decided factors already rank after the incumbent's
 (`objective.outranked`). When the time limit stops it, the smallest bound of what was left
 unexplored gives a proven gap.
+
+On a machine with several cores, once greedy has given a first mapping, the rest runs in as
+many forked workers (`parallel.py`): worker 0 takes CP-SAT and the local search while the
+others dive, each dives with its own seed or into its own parts, and each walks its own share
+of the tree, all pruning against the best mapping any of them holds.
 """
 from __future__ import annotations
 
@@ -40,13 +45,14 @@ import numpy as np
 from ..cost import evaluate_many
 from ..mapping import to_table
 from ..mapspace import Mapspace
-from .bounds import LinkBounds, NodeBounds, lower_bounds
+from .bounds import LinkBounds, NodeBounds, compute_floor, lower_bounds
 from .coarse import coarse_incumbent
 from .fitting_children import fitting_children
 from .keep_parts import Part, bounded_part, split_by_keeps
 from .greedy import Greedy
 from .neighbourhood import _offer_sliced, improve
-from .objective import Objective, beaten, bound_order, bound_primary, outranked
+from .objective import Objective, beaten, bound_order, bound_primary, cost_bound, outranked
+from .parallel import can_fork, default_workers, mine, walk_in_parallel
 from .result import Budget, Incumbent, SearchResult, stops
 from .tree import LevelTree, Nodes, feasible
 from .warm import admit, factor_rows
@@ -61,7 +67,9 @@ ORTOOLS_IMPORT_PER_STARTUP = 1.5   # importing OR-Tools, in units of this proces
 COARSE_MIN_SPACE = 2e6      # pruned mappings below which the walk alone is quick
 PART_POLISH_SECONDS = 0.5   # local search after each dive into one keep vector's part
 PRICED_CELLS = 2_000_000    # factor slots (rows x levels x kinds x dims) priced together at most
-DIVE_PATIENCE = 6           # dives into parts in a row that find nothing better end them
+SPLIT_DEPTH = 2             # where a walk on several cores splits the tree between them
+DIVE_PATIENCE = 6           # dives in a row that find nothing better end them (shared among the
+                            # workers of a walk on several cores)
 COARSE_RESERVE_S, COARSE_RESERVE = 0.5, 0.2   # of the seconds left, kept from the coarse search
 CHUNK_SECONDS = 0.2         # wall seconds a chunk of the walk may take near a deadline,
 CHUNK_SHARE = 0.25          # or this share of the seconds left, when that is more
@@ -85,6 +93,12 @@ class Joint:
     # proven in 21.7 s without it, 23.5% gap at 30 s with it)
     coarse: bool = False
     parts_above: float = 20_000     # pruned mappings above which the walk is split by keep vector
+    workers: int | None = None      # processes searching (None: the cores, `parallel.py`); one
+                                    # under an evaluation budget
+    # pruned mappings above which the search runs on several cores: below, forking and the
+    # workers' duplicated start cost more than they save (the suite's spaces of up to 200,000
+    # mappings took 1.5 times as long on two cores as on one)
+    parallel_above: float = 2e6
     name: str = "joint"
 
     def run(self, space: Mapspace, objective: Objective, progress=None) -> SearchResult:
@@ -107,12 +121,6 @@ class Joint:
                 notes.append(f"no warm start: {exc}")
         if self.incumbents:
             notes.append(self._outside_incumbents(space, incumbent))
-        # CP-SAT's model, its wall cap (half of what is left) and the pricing of its proposals:
-        # with less than CPSAT_MIN_LEFT_S to the command's deadline (and the time to import
-        # OR-Tools, the first time), they would end past it
-        if (self.cpsat_seconds and not budget.spent()
-                and stops.seconds_left() >= CPSAT_MIN_LEFT_S + _ortools_import_seconds()):
-            notes.append(self._cpsat_proposals(space, objective, incumbent))
         walk = _Walk(space, objective, tree, incumbent, budget, self.chunk, progress)
         walk.polish = self.local_search
         # bounding every part costs tens of milliseconds each: a small space is walked whole
@@ -123,25 +131,12 @@ class Joint:
         else:
             notes.append(f"walked in {len(parts)} parts, one per keep vector (`keep_parts.py`); "
                          f"smallest root bound {float(bound_primary(objective, parts[0].first)):.6g}")
-        # walked whole, the local search goes first and the dives polish only what beats it;
-        # in parts, the dives (each polished inside its part) go first, and the local search
-        # then starts from the best of them, across parts
-        if self.local_search and incumbent.table is not None and len(parts) == 1:
-            notes.append(self._local_search(space, incumbent))
-        if self.dives:
-            before = incumbent.score
-            fraction = 10 if len(parts) == 1 else 4
-            share = Budget(None if self.time_limit is None else self.time_limit / fraction)
-            done = walk.dive_parts(parts, self.dives, share)
-            notes.append(f"{done} sampled dive(s): {before:.6g} -> {incumbent.score:.6g}")
-        if self.local_search and incumbent.table is not None and len(parts) > 1:
-            notes.append(self._local_search(space, incumbent))
-        # after the quick starts, so that a walk which proves the optimum is not delayed by the
-        # smaller shape's search; in parts not at all: the dives into each part find what the
-        # smaller shape's answer brought
-        if len(parts) == 1 and self._worth_a_coarse_start(funnel):
-            notes.append(self._coarse_start(space, objective, incumbent))
-        complete = walk.search_parts(parts)
+        workers = self.workers or default_workers()
+        if (workers > 1 and funnel.after.get("occupancy", funnel.size) > self.parallel_above
+                and can_fork() and incumbent.key is not None):
+            complete = walk_in_parallel(walk, workers, lambda: self._find_and_walk(space, funnel, walk, parts, notes), notes)
+        else:
+            complete = self._find_and_walk(space, funnel, walk, parts, notes)
         if incumbent.table is None:       # the budget ended before any leaf: take random draws
             rng = np.random.default_rng(0)
             for _ in range(10):
@@ -162,19 +157,74 @@ class Joint:
                                 lower_bound=lower, notes=notes)
 
 
+    def _find_and_walk(self, space, funnel, walk, parts, notes) -> bool:
+        """The incumbents' search, then the walk; True when the walk finished. On several
+        cores every worker runs this, with `walk.split` set: each dives into its own parts (or
+        with its own seed), worker 0 alone runs the local search (from the best any worker
+        holds then) and the coarse start, and each walks its own share of the tree."""
+        incumbent = walk.incumbent
+        worker = 0 if walk.split is None else walk.split[0]
+        # CP-SAT's model, its wall cap (half of what is left) and the pricing of its proposals:
+        # with less than CPSAT_MIN_LEFT_S to the command's deadline (and the time to import
+        # OR-Tools, the first time), they would end past it. On several cores worker 0 has it
+        # solve in a thread while it searches on, and offers its proposals before its walk
+        cpsat = None
+        if (self.cpsat_seconds and worker == 0 and not walk.budget.spent()
+                and stops.seconds_left() >= CPSAT_MIN_LEFT_S + _ortools_import_seconds()):
+            cpsat = self._start_cpsat(space, walk.objective, incumbent)
+            if walk.split is None:      # on one core, before the rest, which it may start from
+                notes.append(self._offer_proposals(space, incumbent, cpsat))
+                cpsat = None
+        # walked whole, the local search goes first and the dives polish only what beats it;
+        # in parts, the dives (each polished inside its part) go first, and the local search
+        # then starts from the best of them, across parts
+        if self.local_search and worker == 0 and incumbent.table is not None and len(parts) == 1:
+            notes.append(self._local_search(space, incumbent))
+        if self.dives:
+            before = incumbent.score
+            fraction = 10 if len(parts) == 1 else 4
+            share = Budget(None if self.time_limit is None else self.time_limit / fraction)
+            done = walk.dive_parts(parts, self.dives, share)
+            notes.append(f"{done} sampled dive(s): {before:.6g} -> {incumbent.score:.6g}")
+        if self.local_search and worker == 0 and incumbent.table is not None and len(parts) > 1:
+            incumbent.adopt()
+            notes.append(self._local_search(space, incumbent))
+        # after the quick starts, so that a walk which proves the optimum is not delayed by the
+        # smaller shape's search; in parts not at all: the dives into each part find what the
+        # smaller shape's answer brought
+        if worker == 0 and len(parts) == 1 and self._worth_a_coarse_start(funnel):
+            notes.append(self._coarse_start(space, walk.objective, incumbent))
+        if cpsat is not None:       # solved meanwhile (on h100 GEMMs CP-SAT finds nothing in its 2 s)
+            before = incumbent.key
+            notes.append(self._offer_proposals(space, incumbent, cpsat))
+            if self.local_search and incumbent.key != before:
+                improve(space, incumbent, Budget(PART_POLISH_SECONDS), stop=walk.budget.spent)
+        return walk.search_parts(parts)
+
     def _local_search(self, space, incumbent) -> str:
         before = incumbent.score
         share = None if self.time_limit is None else self.time_limit / 8
-        rounds = improve(space, incumbent, Budget(share))
+        # on several cores it stops once another worker holds a better mapping (polishing this
+        # one cannot help the walk then): on h100 GEMM 4096^3 a dive finds the optimum in 4 s,
+        # while the local search, from greedy's mapping, takes 7.5 s to end above it
+        rounds = improve(space, incumbent, Budget(share), stop=incumbent.outdone)
         return f"local search: {rounds} improving round(s), {before:.6g} -> {incumbent.score:.6g}"
 
-    def _cpsat_proposals(self, space, objective, incumbent) -> str:
-        from .cpsat import propose          # OR-Tools is imported only here
+    def _start_cpsat(self, space, objective, incumbent):
+        """CP-SAT's proposals, solving in a worker thread (`cpsat.Proposals`), or a note on
+        why there are none."""
+        from .cpsat import start            # OR-Tools is imported only here
         if stops.seconds_left() < CPSAT_MIN_LEFT_S:
             return "CP-SAT proposals skipped: importing OR-Tools left too little time"
         seconds = self.cpsat_seconds if self.time_limit is None else min(self.cpsat_seconds, self.time_limit / 4)
-        factors = propose(space, seconds, favour_parallelism=objective.kind in ("edp", "cycles", "delay_energy"),
-                          hint=None if incumbent.table is None else factor_rows(space, incumbent.table))
+        return start(space, seconds, favour_parallelism=objective.kind in ("edp", "cycles", "delay_energy"),
+                     hint=None if incumbent.table is None else factor_rows(space, incumbent.table))
+
+    def _offer_proposals(self, space, incumbent, proposals) -> str:
+        """Wait for CP-SAT's proposals and offer them; the note says what they did."""
+        if isinstance(proposals, str):
+            return proposals
+        factors = proposals.collect()
         if factors is None:
             return "CP-SAT proposals skipped (padded extents)"
         before = incumbent.score
@@ -185,7 +235,6 @@ class Joint:
         return (f"CP-SAT proposed {factors.shape[-1]} tilings ({len(table)} mappings priced); "
                 + ("improved the incumbent to " + f"{incumbent.score:.6g}" if incumbent.score < before
                    else "none beat the incumbent"))
-
 
     def _worth_a_coarse_start(self, funnel) -> bool:
         """Only with a time limit (its share must be worth a search) and on spaces too large to
@@ -228,6 +277,63 @@ class Joint:
                 + (f"; best {incumbent.score:.6g}" if incumbent.score < before else ""))
 
 
+class _Cut:
+    """Rules out children of a list of nodes before they are expanded and priced:
+    - all those of a node the incumbent now beats or outranks: kept when the list was made,
+      it lost to a mapping found since (by this walk, or another worker's, `parallel.py`). The
+      walk's own check, at each slice, only sees the slice's first node and only its bound:
+      on h100 attention-qk (unaligned) the second worker, which made its list under greedy's
+      mapping, priced 7.2M rows of nodes whose bounds tie the optimum the first worker had
+      found, and which rank after it;
+    - where the objective depends on time, the factor choices whose compute units make a
+      bound beaten: the parent's cycles bound, or the fewest cycles on those units when more,
+      with the parent's energy bound. On h100 GEMM 4096^3 that rules out 78% of the depth-2
+      children (too few SMs), whose pricing was most of the walk.
+    It counts what it sees, so that the walk times its slices per row generated: sized per
+    row priced, they shrank to a few hundred rows (eyeriss conv-alexnet-conv3)."""
+
+    def __init__(self, walk: "_Walk", nodes: Nodes, known: NodeBounds):
+        self.walk, self.nodes, self.known = walk, nodes, known
+        self.decided = None                 # spatial splits of the decided levels
+        if walk.objective.kind not in ("energy", "bytes"):      # the units bound time only
+            self.decided = np.ones(len(nodes), np.int64)
+            for level in range(nodes.depth):
+                self.decided = self.decided * walk.tree.level_factors(nodes, level)[1:].prod(axis=(0, 1))
+        self.bar, self.dead, self.prefix = walk.incumbent.bar, np.zeros(len(nodes), bool), None
+        self.seen = self.kept = 0
+
+    def alive(self, parents: np.ndarray) -> np.ndarray:
+        """Whether each of `parents` is still neither beaten nor outranked."""
+        walk = self.walk
+        bar = walk.incumbent.bar
+        if bar != self.bar:                 # a better mapping since the nodes were kept
+            if self.prefix is None:         # their decided factors, the first content keys
+                table = walk.tree.table(self.nodes)
+                self.prefix = table.factors[:self.nodes.depth].reshape(-1, len(table))
+            self.bar = bar
+            self.dead = (beaten(walk.objective, self.known.objective, bar)
+                         | outranked(walk.objective, self.known, self.prefix, bar))
+        return ~self.dead[parents]
+
+    def __call__(self, parents: np.ndarray, units: np.ndarray) -> np.ndarray:
+        walk, bar = self.walk, self.walk.incumbent.bar
+        out = ~self.alive(parents)
+        if self.decided is not None:
+            compute = compute_floor(walk.space, self.nodes.depth + 1, self.decided[parents] * units.prod(axis=0),
+                                    walk.links)
+            out |= beaten(walk.objective, cost_bound(walk.objective, self.known.energy[parents],
+                                                     np.maximum(self.known.cycles[parents], compute)), bar)
+        self.seen += len(out)
+        self.kept += len(out) - int(out.sum())
+        return out
+
+    def dilution(self) -> float:
+        """Choices seen per choice kept since the last call (1 when none was kept)."""
+        ratio = self.seen / self.kept if self.kept else 1.0
+        self.seen = self.kept = 0
+        return ratio
+
+
 def _ortools_import_seconds() -> float:
     """An estimate of the wall seconds importing OR-Tools takes now: none once imported, else
     in proportion to this command's start-up (`stops.startup`), which shows the machine's load.
@@ -247,6 +353,7 @@ class _Walk:
         self.open_bounds: list[float] = []
         self.links = LinkBounds(space)
         self.polish = False
+        self.split: tuple[int, int] | None = None     # (worker, workers) when walked in parallel
         self.polished_at = -np.inf
         self.polish_seconds = 0.0   # wall seconds spent polishing, left out of the chunks' timing
         self.row_seconds: dict[int, float] = {}     # depth -> wall seconds per child row, last chunk
@@ -261,17 +368,20 @@ class _Walk:
         With several parts, each dive's mapping is improved by a local search inside its part
         before it is offered: across parts the local search drifts to the keep vector of the
         incumbent, and would never polish a part whose dive does not beat it first."""
+        worker, workers = self.split or (0, 1)     # on several cores: every workers-th part
         if len(parts) == 1:
             self.use(parts[0])
-            return self.dive(parts[0].roots, count, share, np.random.default_rng(0))
+            return self.dive(parts[0].roots, -(-count // workers), share, np.random.default_rng(worker),
+                             patience=-(-DIVE_PATIENCE // workers))
         rngs = [np.random.default_rng(i) for i in range(len(parts))]
         made, fruitless = 0, 0
         while made < count and not share.spent() and not self.budget.spent():
-            eligible = [i for i, p in enumerate(parts) if not beaten(self.objective, p.first, self.incumbent.key)]
+            eligible = [i for i, p in enumerate(parts)
+                        if not beaten(self.objective, p.first, self.incumbent.bar)][worker::workers]
             if not eligible:
                 break
             for i in eligible[:count - made]:
-                if fruitless >= DIVE_PATIENCE or share.spent():
+                if fruitless >= -(-DIVE_PATIENCE // workers) or share.spent():
                     return made     # the dives have stopped finding better: the walk's turn
                 self.use(parts[i])
                 local, best, polish = Incumbent(parts[i].space, self.objective), self.incumbent, self.polish
@@ -290,14 +400,18 @@ class _Walk:
         return made
 
     def dive(self, roots: Nodes, count: int, share: Budget, rng: np.random.Generator,
-             samples: int = 4_000) -> int:
-        """Up to `count` dives from the roots, each taking at every level the child of best bound
-        among `samples` drawn at random, down to a mapping that is offered; every new incumbent
-        is polished by local search. Returns the dives made."""
+             samples: int = 4_000, patience: int | None = None) -> int:
+        """Up to `count` dives from the roots (fewer when `patience` dives in a row find nothing
+        better), each taking at every level the child of best bound among `samples` drawn at
+        random, down to a mapping that is offered; every new incumbent is polished by local
+        search. Returns the dives made."""
         tree = self.tree
-        made = 0
+        made, fruitless = 0, 0
         while made < count and not share.spent() and not self.budget.spent():
+            if patience is not None and fruitless >= patience:
+                break
             made += 1
+            before = self.incumbent.key
             node = roots.take(np.array([int(rng.integers(len(roots)))]))
             while len(node) and node.depth < tree.leaf_depth and not share.spent():
                 total = int(tree.factor_children(node)[0])
@@ -309,11 +423,12 @@ class _Walk:
                 started, polished = time.perf_counter(), self.polish_seconds
                 children = tree.children_at(node, picks, first_order_only=True)
                 priced = self._price(children, force_polish=not share.spent())
-                self._timed(children, started, polished)
+                self._timed(children, started, polished, len(children))
                 if priced is None:
                     break
                 rows, bounds, _ = priced
                 node = children.take(rows[[int(bound_order(self.objective, bounds.objective)[0])]])
+            fruitless = 0 if self.incumbent.key != before else fruitless + 1
         return made
 
     def _price(self, children: Nodes, force_polish: bool = False):
@@ -331,7 +446,9 @@ class _Walk:
             before = self.incumbent.key
             for start in range(0, len(rows), step):
                 self.incumbent.offer(table.take(rows[start:start + step]))
-            if self.polish and self.incumbent.key != before:
+            # polished when it is the best any worker holds: one that only beats this worker's
+            # own (the second worker's walk starts from greedy's mapping) does not help
+            if self.polish and self.incumbent.key != before and not self.incumbent.outdone():
                 self._polish(force=force_polish)
             return None
         rows = np.flatnonzero(feasible(space, children.depth, table))
@@ -347,6 +464,32 @@ class _Walk:
         self.incumbent.evaluated += len(rows)
         bounds = NodeBounds(*(np.concatenate([b[i] for b, _ in parts]) for i in range(3)))
         return rows, bounds, np.concatenate([prefix for _, prefix in parts], axis=1)
+
+    def _early(self, nodes: Nodes, cut: "_Cut | None"):
+        """What `fitting_children` asks of each factor choice once its first dim is chosen
+        (None: nothing): that it be in this worker's share, and its parent still alive."""
+        share = self._share(nodes)
+        if cut is None:
+            return share
+        if share is None:
+            return lambda parents, group: cut.alive(parents)
+        return lambda parents, group: share(parents, group) & cut.alive(parents)
+
+    def _share(self, nodes: Nodes):
+        """Which children of `nodes` this worker walks (None: all): when the walk is shared
+        (`parallel.py`), at depth 2 (or the leaves, if nearer), those whose parent's factor
+        groups and own first dim's group hash to it. Shallower depths are walked by every
+        worker: they are few, and split at the root's children the work would be shared
+        unevenly (on pe-array a handful of depth-1 nodes hold most of the leaves)."""
+        if self.split is None or nodes.depth + 1 != min(SPLIT_DEPTH, self.tree.leaf_depth):
+            return None
+        worker, workers = self.split
+        return lambda parents, group: mine(np.vstack([nodes.groups[parents].T, group]), worker, workers)
+
+    def _cut(self, nodes: Nodes, known: NodeBounds | None) -> "_Cut | None":
+        """What rules out children of `nodes` before they are priced (`_Cut`); None for the
+        roots, whose energy and cycles bounds are not kept."""
+        return None if known is None else _Cut(self, nodes, known)
 
     def _polish(self, force: bool = False) -> None:
         """A short local search around a new incumbent the walk found (at most one second,
@@ -381,18 +524,19 @@ class _Walk:
         seconds = max(CHUNK_SECONDS, CHUNK_SHARE * left)
         return int(min(self.chunk, max(1, seconds / max(rate, 1e-9))))
 
-    def _timed(self, children: Nodes, started: float, polished: float) -> None:
-        """Record the wall seconds per row of `children`, generated and priced since `started`
-        (less the polishing done meanwhile, which had `polish_seconds` at `polished`)."""
+    def _timed(self, children: Nodes, started: float, polished: float, generated: float) -> None:
+        """Record the wall seconds per child row generated (`generated`: more than `children`
+        where a cut dropped some before pricing), generated and priced since `started` (less
+        the polishing done meanwhile, which had `polish_seconds` at `polished`)."""
         if len(children):
             seconds = time.perf_counter() - started - (self.polish_seconds - polished)
-            self.row_seconds[children.depth] = seconds / len(children)
+            self.row_seconds[children.depth] = seconds / generated
 
     def search_parts(self, parts: list[Part]) -> bool:
         """Walk the parts (sorted by bound) until one's bound exceeds the incumbent; False when
         the budget ran out, after recording a bound on every part left unexplored."""
         for i, part in enumerate(parts):
-            if beaten(self.objective, part.first, self.incumbent.key):
+            if beaten(self.objective, part.first, self.incumbent.bar):
                 return True                   # this part and the rest are provably no better
             self.use(part)
             if self.budget.spent():
@@ -403,11 +547,11 @@ class _Walk:
                 return False
         return True
 
-    def search(self, nodes: Nodes, bounds: np.ndarray | None = None) -> bool:
-        """Depth-first over `nodes` (sorted by `bounds` when given), their children that fit
-        generated in slices of about `chunk` rows (`fitting_children`: factor choices times the
-        orders and choices each expands to); False when the budget ran out, after recording the smallest bound
-        left unexplored."""
+    def search(self, nodes: Nodes, bounds: np.ndarray | None = None, known: NodeBounds | None = None) -> bool:
+        """Depth-first over `nodes` (sorted by `bounds` when given; `known`: their energy and
+        cycles bounds too), their children that fit generated in slices of about `chunk` rows
+        (`fitting_children`: factor choices times the orders and choices each expands to);
+        False when the budget ran out, after recording the smallest bound left unexplored."""
         tree, incumbent = self.tree, self.incumbent
         expansion = tree.expansion(nodes.depth)
 
@@ -415,26 +559,30 @@ class _Walk:
             return max(1, self._chunk_rows(nodes.depth + 1) // expansion)
 
         started, polished = time.perf_counter(), self.polish_seconds
-        for node, children in fitting_children(tree, nodes, chunk):
-            if bounds is not None and beaten(self.objective, bounds[node], incumbent.key):
+        cut = self._cut(nodes, known)
+        for node, children in fitting_children(tree, nodes, chunk, early=self._early(nodes, cut), cut=cut):
+            if bounds is not None and beaten(self.objective, bounds[node], incumbent.bar):
                 return True                   # this node and the rest are provably no better
             if self.budget.spent():
                 self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
                 return False
             priced = None if children is None else self._price(children)
+            dilution = 1.0 if cut is None else cut.dilution()     # choices seen per kept, this slice
             if children is not None:        # generated (since the last slice) and priced
-                self._timed(children, started, polished)
+                self._timed(children, started, polished, len(children) * dilution)
             if priced is None:
                 if self.progress:
                     self.progress(incumbent.evaluated)
             else:
                 rows, child_bounds, prefix = priced
                 bound = child_bounds.objective
-                keep = np.flatnonzero(~beaten(self.objective, bound, incumbent.key)
-                                      & ~outranked(self.objective, child_bounds, prefix, incumbent.key))
-                del priced, child_bounds, prefix      # not held while the walk goes deeper
+                bar = incumbent.bar
+                keep = np.flatnonzero(~beaten(self.objective, bound, bar)
+                                      & ~outranked(self.objective, child_bounds, prefix, bar))
                 keep = keep[bound_order(self.objective, bound[keep])]
-                if len(keep) and not self.search(children.take(rows[keep]), bound[keep]):
+                below = NodeBounds(*(b[keep] for b in child_bounds))
+                del priced, child_bounds, prefix      # not held while the walk goes deeper
+                if len(keep) and not self.search(children.take(rows[keep]), below.objective, below):
                     self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
                     return False
             started, polished = time.perf_counter(), self.polish_seconds    # the next slice's clock

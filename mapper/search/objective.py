@@ -75,6 +75,18 @@ def ranking_keys(objective: Objective, costs: Costs, table: MappingTable) -> lis
     return [objective.score(costs), costs.energy_pj, costs.cycles] + [row for block in content for row in block]
 
 
+def table_of_key(key: tuple, like: MappingTable) -> MappingTable:
+    """The one mapping whose ranking key is `key` (its content keys are the whole mapping),
+    shaped as `like`'s rows: how the workers of a walk on several cores pass mappings."""
+    content = np.asarray(key[3:], dtype=np.int64)
+    arrays, start = [], 0
+    for array in (like.factors, like.order, like.keep, like.stages):
+        size = int(np.prod(array.shape[:-1]))
+        arrays.append(content[start:start + size].reshape(*array.shape[:-1], 1).astype(array.dtype))
+        start += size
+    return MappingTable(*arrays)
+
+
 def best_row(objective: Objective, costs: Costs, table: MappingTable, mask=None) -> int | None:
     """Index of the best valid row, or None. Only the rows with the smallest score are
     ranked by the remaining keys (the score is the first key)."""
@@ -92,6 +104,19 @@ def best_row(objective: Objective, costs: Costs, table: MappingTable, mask=None)
 
 def key_of(objective: Objective, costs: Costs, table: MappingTable, row: int) -> tuple:
     return tuple(k[row].item() for k in ranking_keys(objective, costs, table))
+
+
+def cost_bound(objective: Objective, energy: np.ndarray, cycles: np.ndarray) -> np.ndarray:
+    """The objective's bound from bounds on the energy and the cycles (not for `bytes`)."""
+    if objective.kind == "energy":
+        return energy
+    if objective.kind == "cycles":
+        return cycles
+    if objective.lexicographic:          # delay,energy: (N, 2) pairs, compared by `beaten`
+        return np.stack([cycles, energy], axis=-1)
+    if objective.kind == "edp":
+        return energy * cycles
+    raise ValueError(f"no cost bound for objective {objective.name}")
 
 
 def bound_primary(objective: Objective, bounds: np.ndarray) -> np.ndarray:

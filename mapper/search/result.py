@@ -46,10 +46,43 @@ class Incumbent:
         self.evaluated = 0
         self.started = time.perf_counter()
         self.found_at = 0.0
+        self.shared = None          # the best key of the walk's other workers (`parallel.py`)
 
     @property
     def score(self) -> float:
         return float("inf") if self.key is None else self.key[0]
+
+    @property
+    def bar(self) -> tuple | None:
+        """The key a bound is pruned against: this incumbent's, or a better one another worker
+        of the same walk holds (everything under a bound beaten by it is no better either)."""
+        other = None if self.shared is None else self.shared.read()
+        if other is None or (self.key is not None and self.key <= other):
+            return self.key
+        return other
+
+    def outdone(self) -> bool:
+        """Another worker of the walk holds a better mapping than this one."""
+        return self.bar != self.key
+
+    def adopt(self) -> None:
+        """Take the best mapping another worker of the walk holds, where it beats this one."""
+        from .objective import table_of_key
+        other = None if self.shared is None else self.shared.read()
+        if other is not None and self.table is not None and other < self.key:
+            self.offer(table_of_key(other, self.table))
+            self.evaluated -= 1         # priced there
+
+    def merge(self, table: MappingTable | None, found_at: float, evaluated: int) -> None:
+        """Take in what another worker of the walk found (its best mapping, when it found at
+        said time), and count what it priced."""
+        before = self.key
+        if table is not None:
+            self.offer(table)
+            self.evaluated -= len(table)        # priced again here, not anew
+        if self.key != before:
+            self.found_at = found_at
+        self.evaluated += evaluated
 
     def offer(self, table: MappingTable, costs: Costs | None = None, mask=None) -> Costs:
         """Price `table` (unless `costs` is given), count it, and keep its best valid row."""
@@ -62,6 +95,8 @@ class Incumbent:
             if self.key is None or key < self.key:
                 self.key, self.table = key, table.take(np.array([row]))
                 self.found_at = time.perf_counter() - self.started
+                if self.shared is not None:
+                    self.shared.lower_to(key)
         return costs
 
     def result(self, strategy: str, funnel: Funnel, optimal: bool, complete: bool,

@@ -25,6 +25,7 @@ from .points import Point
 class Task:
     point: Point
     incumbents: tuple[Mapping, ...] = ()     # neighbours' best mappings, rescaled to this shape
+    cores: int | None = None                 # processes its search may use (None: this machine's)
 
 
 def package_version() -> str:
@@ -60,7 +61,7 @@ def run_task(task: Task) -> dict:
     row = base_row(point)
     started = time.perf_counter()
     try:
-        row.update(_search(point, task.incumbents))
+        row.update(_search(point, task.incumbents, task.cores))
         row["status"] = "ok"
     except InfeasibleError as exc:
         row["status"] = "timeout" if "within its budget" in str(exc) else "infeasible"
@@ -78,14 +79,15 @@ def run_task(task: Task) -> dict:
     return row
 
 
-def _search(point: Point, incumbents: tuple[Mapping, ...]) -> dict:
+def _search(point: Point, incumbents: tuple[Mapping, ...], cores: int | None = None) -> dict:
     arch, workload = point.arch, point.workload
     settings = dict(point.settings)
     space = Mapspace(arch, workload, point.constraints)
     objective = parse_objective(point.objective, arch)
     strategy = make_strategy(point.strategy, time_limit=settings.get("time_limit") or None,
                              seed=int(settings.get("seed", 0)), samples=int(settings.get("samples", 200_000)),
-                             cpsat_seconds=settings.get("cpsat_seconds", 2.0), incumbents=incumbents)
+                             cpsat_seconds=settings.get("cpsat_seconds", 2.0), incumbents=incumbents,
+                             workers=cores)
     result = strategy.run(space, objective)
     ev = result.evaluation
     out = {

@@ -151,7 +151,8 @@ def run_points(points: list[Point], store: Store, jobs: int | None = None, sched
                     break
                 point = queue.pop(index or 0)
                 incumbents = neighbours.for_point(point) if neighbours and point.strategy == "joint" else ()
-                pending.add(executor.submit(Task(point, incumbents)))
+                # several points at once already fill the cores: each search then takes one
+                pending.add(executor.submit(Task(point, incumbents, cores=1 if executor.slots > 1 else None)))
             done, pending = executor.wait(pending)
             for future in done:
                 row = future.result()
