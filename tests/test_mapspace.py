@@ -54,6 +54,10 @@ def brute_force(arch, workload, constraints):
                 if math.prod(combo) == extent:
                     options.append(combo)
         per_dim.append(options)
+    # the factor rows each dim's constraints and divisibility admit, asked once per row
+    fits = [{row for row, ok in zip(options, ms.constraint_mask(d, np.array(options))
+                                    & ms.divisibility_mask(d, np.array(options))) if ok}
+            for d, options in enumerate(per_dim)]
     tensors = range(len(workload.tensors))
     keep_options = [[tuple(tensors)]] + [[c for r in range(len(tensors) + 1)
                                           for c in itertools.combinations(tensors, r)]
@@ -68,6 +72,7 @@ def brute_force(arch, workload, constraints):
                     levels_t[lv][d] *= f
                 elif f > 1:
                     levels_s[lv].append((d, f, kind - 1))
+        rows_fit = all(row in fits[d] for d, row in enumerate(rows))
         nonunit = [[d for d in range(n_dims) if levels_t[lv][d] > 1] for lv in range(n_levels)]
         for perms in itertools.product(*[itertools.permutations(u) for u in nonunit]):
             sigs = tuple(signature(workload, p) for p in perms)
@@ -77,11 +82,10 @@ def brute_force(arch, workload, constraints):
                     if key in raw:
                         continue
                     raw.add(key)
-                    mapping = Mapping(tuple(LevelMapping(tuple((d, levels_t[lv][d]) for d in perms[lv]),
-                                                         tuple(levels_s[lv]), frozenset(keeps[lv]), stages[lv])
-                                            for lv in range(n_levels)))
-                    if _admits(ms, rows, perms, keeps, stages):
-                        admitted.append((key, mapping))
+                    if rows_fit and _admits(ms, perms, keeps, stages):
+                        admitted.append((key, Mapping(tuple(
+                            LevelMapping(tuple((d, levels_t[lv][d]) for d in perms[lv]), tuple(levels_s[lv]),
+                                         frozenset(keeps[lv]), stages[lv]) for lv in range(n_levels)))))
     # the cost model's validity (capacity, fanout, occupancy) and the mapspace's own checks,
     # row by row but priced together: one call per mapping took two minutes on the gemm case
     if not admitted:
@@ -91,13 +95,9 @@ def brute_force(arch, workload, constraints):
     return raw, {key for (key, _), good in zip(admitted, ok) if good}
 
 
-def _admits(ms, rows, perms, keeps, stages):
-    """The mapping satisfies the constraints (its factors, orders, keeps and stages)."""
+def _admits(ms, perms, keeps, stages):
+    """The mapping satisfies the constraints on its orders, keeps and stages."""
     wl = ms.workload
-    for d, row in enumerate(rows):
-        r = np.array([row])
-        if not (ms.constraint_mask(d, r)[0] and ms.divisibility_mask(d, r)[0]):
-            return False
     for lv, choice in enumerate(ms.choices):
         if keeps[lv] not in choice.keeps or stages[lv] not in choice.stages:
             return False
