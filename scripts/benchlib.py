@@ -12,8 +12,7 @@ def run_measured(strategy, space, objective):
     table goes on past a case that fails. The run is a forked child process, so that its peak
     is its own (`ru_maxrss`: the interpreter, numpy and OR-Tools included, as a user's command
     sees it, plus its largest walk worker's) and its time is not slowed by tracing allocations
-    (tracemalloc, used before,
-    slowed numpy-heavy searches several times over)."""
+    (tracemalloc, used before, slowed numpy-heavy searches several times over)."""
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
     child = context.Process(target=_measured_child, args=(strategy, space, objective, send))

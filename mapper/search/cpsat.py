@@ -79,7 +79,8 @@ def start(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
         return Proposals(space)
     arch, workload = space.arch, space.workload
     n_levels = space.n_levels
-    none = Proposals(space, np.zeros((n_levels, 3, space.n_dims, 0), np.int64))
+    empty = np.zeros((n_levels, 3, space.n_dims, 0), np.int64)       # no proposals
+    none = Proposals(space, empty)
     out_of_time = _build_clock()
     if out_of_time():
         return none
@@ -204,7 +205,7 @@ def start(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
     collector, outcome = _Collector(rows, max_solutions), []
     worker = threading.Thread(target=lambda: outcome.append(solver.solve(model, collector)), daemon=True)
     worker.start()
-    return Proposals(space, none.answer, (solver, collector, worker, outcome))
+    return Proposals(space, empty, (solver, collector, worker, outcome))
 
 
 def _wait(solver, worker) -> None:

@@ -369,10 +369,10 @@ class _Walk:
         before it is offered: across parts the local search drifts to the keep vector of the
         incumbent, and would never polish a part whose dive does not beat it first."""
         worker, workers = self.split or (0, 1)     # on several cores: every workers-th part
+        patience = -(-DIVE_PATIENCE // workers)
         if len(parts) == 1:
             self.use(parts[0])
-            return self.dive(parts[0].roots, -(-count // workers), share, np.random.default_rng(worker),
-                             patience=-(-DIVE_PATIENCE // workers))
+            return self.dive(parts[0].roots, -(-count // workers), share, np.random.default_rng(worker), patience)
         rngs = [np.random.default_rng(i) for i in range(len(parts))]
         made, fruitless = 0, 0
         while made < count and not share.spent() and not self.budget.spent():
@@ -381,7 +381,7 @@ class _Walk:
             if not eligible:
                 break
             for i in eligible[:count - made]:
-                if fruitless >= -(-DIVE_PATIENCE // workers) or share.spent():
+                if fruitless >= patience or share.spent():
                     return made     # the dives have stopped finding better: the walk's turn
                 self.use(parts[i])
                 local, best, polish = Incumbent(parts[i].space, self.objective), self.incumbent, self.polish

@@ -66,10 +66,9 @@ class SharedKey:
     """The best ranking key among the workers, in shared memory (the keys of one space all
     have the same length: costs, then the mapping's contents)."""
 
-    def __init__(self, key: tuple | None, length: int):
-        self.values = multiprocessing.get_context("fork").Array("d", length + 1)  # [0]: set or not
-        if key is not None:
-            self.lower_to(key)
+    def __init__(self, key: tuple):
+        self.values = multiprocessing.get_context("fork").Array("d", len(key) + 1)  # [0]: set or not
+        self.lower_to(key)
 
     def read(self) -> tuple | None:
         with self.values.get_lock():
@@ -89,7 +88,7 @@ def walk_in_parallel(walk, workers: int, job, notes: list[str]) -> bool:
     each its share; True when every share was walked to the end. The parent's incumbent ends as
     the best of all of theirs, and `notes` gets the children's notes."""
     incumbent = walk.incumbent
-    shared = SharedKey(incumbent.key, len(incumbent.key))
+    shared = SharedKey(incumbent.key)
     context = multiprocessing.get_context("fork")
     children = []
     # set before the fork, so that a worker never meets the signal with its default action (exit)

@@ -68,9 +68,8 @@ class Incumbent:
     def adopt(self) -> None:
         """Take the best mapping another worker of the walk holds, where it beats this one."""
         from .objective import table_of_key
-        other = None if self.shared is None else self.shared.read()
-        if other is not None and self.table is not None and other < self.key:
-            self.offer(table_of_key(other, self.table))
+        if self.table is not None and self.outdone():
+            self.offer(table_of_key(self.bar, self.table))
             self.evaluated -= 1         # priced there
 
     def merge(self, table: MappingTable | None, found_at: float, evaluated: int) -> None:
