@@ -372,7 +372,8 @@ class _Walk:
         patience = -(-DIVE_PATIENCE // workers)
         if len(parts) == 1:
             self.use(parts[0])
-            return self.dive(parts[0].roots, -(-count // workers), share, np.random.default_rng(worker), patience)
+            return self.dive(parts[0].roots, -(-count // workers), share, np.random.default_rng(worker),
+                             patience=patience)
         rngs = [np.random.default_rng(i) for i in range(len(parts))]
         made, fruitless = 0, 0
         while made < count and not share.spent() and not self.budget.spent():
