@@ -17,10 +17,10 @@ from mapper.load import load_arch, load_constraints, load_workload
 from mapper.mapspace import Mapspace
 from mapper.search import Greedy, Joint, parse_objective
 from mapper.search.coarse import coarse_incumbent
-from mapper.search.greedy import QUICK_LOOK_WINDOWS, _Descent, _stack
+from mapper.search.greedy import QUICK_LOOK_WINDOWS, _Descent
 from mapper.search.joint import ASSUMED_ROW_SECONDS, CHUNK_SECONDS, CHUNK_SHARE, FIRST_CHUNK, _Walk
 from mapper.search.result import Budget, Incumbent, stops
-from mapper.search.tree import LevelTree
+from mapper.search.tree import LevelTree, Nodes
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +98,7 @@ def test_the_quick_look_in_one_call_is_the_runs_one_after_another():
     look = descent._quick_look(root, total, True)
     width = descent.greedy.slice // QUICK_LOOK_WINDOWS
     starts = np.unique(np.linspace(0, total - width, QUICK_LOOK_WINDOWS).astype(np.int64))
-    runs = _stack([descent.tree.children(root, int(s), int(s) + width, first_order_only=True) for s in starts])
+    runs = Nodes.concat([descent.tree.children(root, int(s), int(s) + width, first_order_only=True) for s in starts])
     for field in ("groups", "orders", "stages", "keeps"):
         assert np.array_equal(getattr(look, field), getattr(runs, field)), field
 

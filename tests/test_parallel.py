@@ -2,7 +2,9 @@
 together return what one does (and what exhaustive search does), and a worker that fails has
 its share walked by the parent; and the walk's cut of children before they are priced
 (`joint._Cut`), which keeps every optimum."""
+import copy
 import os
+import time
 
 import numpy as np
 import pytest
@@ -15,7 +17,7 @@ from mapper.mapping import from_table
 from mapper.mapspace import Mapspace
 from mapper.search import Exhaustive, Joint, parse_objective
 from mapper.search.objective import table_of_key
-from mapper.search.parallel import mine
+from mapper.search.parallel import Claims, content_hashes, walk_in_parallel
 from mapper.search.keep_parts import bounded_part
 from mapper.search.result import Budget, Incumbent
 from mapper.search.tree import LevelTree
@@ -24,39 +26,82 @@ import mapper.search.joint as joint_module
 from test_mapspace import W, gemm
 
 
-@settings(max_examples=50, deadline=None)
-@given(st.integers(1, 6), st.integers(1, 5), st.integers(0, 2**31 - 1))
-def test_the_shares_partition_the_nodes_and_spread_them(workers, rows, seed):
-    # the decided factors of nodes: powers of two, as on every bench case
-    prefix = 2 ** np.random.default_rng(seed).integers(0, 12, size=(rows, 4_000))
-    shares = np.stack([mine(prefix, w, workers) for w in range(workers)])
-    assert (shares.sum(axis=0) == 1).all()          # every node in exactly one share
-    distinct = len(np.unique(prefix, axis=1).T)
-    if distinct >= 1_000:                            # many distinct nodes: none starved
-        assert shares.sum(axis=1).min() > 0.7 * prefix.shape[1] / workers
+def test_content_hashes_tell_nodes_apart():
+    # the decided factors of nodes: powers of two, as on every bench case, and every node once
+    rng = np.random.default_rng(0)
+    columns = np.unique(2 ** rng.integers(0, 12, size=(6, 200_000)), axis=1)
+    first, second = content_hashes(columns)
+    assert len(np.unique(np.stack([first, second]), axis=1).T) == columns.shape[1]
+    assert len(np.unique(first)) == columns.shape[1]          # one hash alone already does here
+    assert (first[:100] == content_hashes(columns[:, :100])[0]).all()       # a function of the column
+
+
+def test_claims_hand_each_unit_to_one_worker_and_track_it():
+    claims = Claims(slots=64)
+    first, second = np.arange(1, 11) * 7, np.arange(1, 11) * 13
+    mine, slots = claims.take(first, second)
+    assert mine.all() and (slots >= 0).all()
+    other = _as_worker(claims, 1)
+    theirs, same = other.take(first[:5], second[:5])
+    assert not theirs.any() and (same == slots[:5]).all()
+    extra, _ = other.take(np.array([999]), np.array([5]))
+    assert extra.all()
+    claims.done(slots[:4])
+    assert claims.pending()             # six of worker 0's and worker 1's one are not done
+    claims.done(slots[4:])
+    assert claims.pending()
+    other.release(1)
+    again, _ = claims.take(np.array([999]), np.array([5]))  # released: the next to reach it walks it
+    assert again.all()
+
+
+def test_a_full_claims_table_lets_every_worker_walk_the_unit():
+    claims = Claims(slots=4)
+    mine, slots = claims.take(np.arange(1, 9), np.arange(1, 9))
+    assert mine.all() and (slots < 0).sum() >= 4
+    theirs, _ = _as_worker(claims, 1).take(np.arange(1, 9), np.arange(1, 9))
+    assert theirs[slots < 0].all() and not theirs[slots >= 0].any()
+
+
+def _as_worker(claims, worker):
+    """The same table as another worker sees it (its own memo of answers)."""
+    other = copy.copy(claims)
+    other.worker, other.known = worker, {}
+    return other
 
 
 @pytest.mark.parametrize("workers", [2, 3])
-def test_the_shares_of_a_walk_hold_every_leaf_once(workers):
+def test_the_workers_walk_every_leaf_once(workers, tmp_path):
+    """Forked workers claiming the units of one walk: the leaves they offer together are the
+    leaves of the walk on one core, each once; the incumbent takes none, so that nothing is
+    pruned."""
     arch = load_arch("toy")
     space = Mapspace(arch, gemm(8, 4, 4), Constraints(imperfect=True))
     objective = parse_objective("edp", arch)
     tree = LevelTree(space)
 
-    def leaves(split):
-        """Every leaf the walk offers, as content rows; the incumbent takes none, so that
-        nothing is pruned."""
-        walk = joint_module._Walk(space, objective, tree, Incumbent(space, objective), Budget(None), 4_000, None)
-        walk.split, seen = split, []
+    def walk_and_record(walk, path):
+        seen = []
         walk.incumbent.offer = lambda table, *a, **k: seen.append(_rows(table))
-        assert walk.search_parts([bounded_part(space, objective, tree, walk.links)])
-        return np.concatenate(seen)
+        complete = walk.search_parts([bounded_part(space, objective, tree, walk.links)])
+        np.save(path, np.concatenate(seen) if seen else np.zeros((0, 1), np.int64))
+        return complete
 
-    whole = leaves(None)
-    shares = [leaves((w, workers)) for w in range(workers)]
-    assert sum(map(len, shares)) == len(whole) > 1_000
-    assert len(np.unique(np.concatenate(shares), axis=0)) == len(np.unique(whole, axis=0)) == len(whole)
-    assert min(map(len, shares)) > 0.3 * len(whole) / workers      # none starved
+    def new_walk():
+        return joint_module._Walk(space, objective, tree, Incumbent(space, objective), Budget(None), 4_000, None)
+
+    whole = tmp_path / "whole.npy"
+    assert walk_and_record(new_walk(), whole)
+    walk = new_walk()
+    walk.incumbent.offer(space.sample(1, np.random.default_rng(0)))
+    walk.incumbent.key = (np.inf,) * len(walk.incumbent.key)      # a key to share that prunes nothing
+    assert walk_in_parallel(walk, workers, lambda: walk_and_record(walk, tmp_path / f"{os.getpid()}.npy"),
+                            [], [])
+    shares = [np.load(path) for path in tmp_path.glob("*.npy") if path != whole]
+    whole = np.load(whole)
+    assert len(shares) == workers and sum(map(len, shares)) == len(whole) > 1_000
+    walked = np.concatenate([share for share in shares if len(share)])     # a worker may get none
+    assert len(np.unique(walked, axis=0)) == len(np.unique(whole, axis=0)) == len(whole)
 
 
 def _rows(table):
@@ -110,6 +155,39 @@ def test_a_failed_worker_has_its_share_walked_by_the_parent(monkeypatch):
     exact = Exhaustive().run(space, goal)
     assert result.optimal and result.mapping == exact.mapping
     assert any("worker 1 failed (RuntimeError: lost)" in note for note in result.notes)
+
+
+def test_units_a_failed_worker_claimed_are_walked_by_the_parent(monkeypatch):
+    # the worker fails in the middle of its walk, holding units it claimed and never finished
+    space, arch = _space()
+    goal = parse_objective("edp", arch)
+    parent = os.getpid()
+    price = joint_module._Walk._price
+    calls = []
+
+    search_parts = joint_module._Walk.search_parts
+
+    def failing_in_children(self, children, force_polish=False):
+        if os.getpid() != parent and self.claims is not None and children.depth >= 2:
+            calls.append(1)
+            if len(calls) > 1:
+                raise RuntimeError("lost")
+        return price(self, children, force_polish)
+
+    def parent_late(self, parts):           # so that the child claims units first
+        if os.getpid() == parent:
+            time.sleep(1.0)
+        return search_parts(self, parts)
+
+    monkeypatch.setattr(joint_module._Walk, "_price", failing_in_children)
+    monkeypatch.setattr(joint_module._Walk, "search_parts", parent_late)
+    # the walk alone, started at once in both, from a poor mapping: the child claims units
+    poor = from_table(space.sample(1, np.random.default_rng(0)), 0)
+    result = Joint(time_limit=None, parts_above=0, parallel_above=0, workers=2, warm_start=False, cpsat_seconds=0,
+                   local_search=False, dives=0, incumbents=(poor,)).run(space, goal)
+    exact = Exhaustive().run(space, goal)
+    assert any("worker 1 failed (RuntimeError: lost)" in note for note in result.notes)
+    assert result.optimal and result.mapping == exact.mapping
 
 
 def _compute_bound_arch():

@@ -150,7 +150,7 @@ def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int,
     groups = np.concatenate([p.groups for p in pending])
     first = int(parent[0])      # before the cut: a parent is no further on for what it drops
     if cut is not None:
-        kept = ~cut(parent, np.concatenate([p.units for p in pending], axis=1))
+        kept = ~cut(parent, np.concatenate([p.units for p in pending], axis=1), groups)
         parent, groups = parent[kept], groups[kept]
         if not len(parent):
             return first, None

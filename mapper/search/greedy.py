@@ -206,7 +206,7 @@ class _Descent:
         finished = how != "quick look" or total <= self.greedy.slice
         for children in self._slices(parent, depth, first_order_only, reorder, how, wanted):
             if how == "walk" and self._out_of_time(depth):
-                return (_stack([node for _, node in kept]) if kept else None), False
+                return (Nodes.concat([node for _, node in kept]) if kept else None), False
             if children is None:
                 continue
             if wanted is not None:
@@ -231,7 +231,7 @@ class _Descent:
             ranked = rows[np.lexsort([k[rows] for k in keys][::-1])[:ALTERNATIVES]]
             found = [(tuple(k[row].item() for k in keys), children.take(np.array([row]))) for row in ranked]
             kept = sorted(kept + found, key=lambda pair: pair[0])[:ALTERNATIVES]
-        best = None if not kept else _stack([node for _, node in kept])
+        best = None if not kept else Nodes.concat([node for _, node in kept])
         return best, finished
 
     def _out_of_time(self, depth: int) -> bool:
@@ -255,11 +255,3 @@ class _Descent:
         return (f"greedy: after fixing {', '.join(self.decided) or 'nothing'}, no choice at level "
                 f"{self.space.arch.levels[level].name} leaves a mapping that fits (a top-down choice cannot "
                 "be revised; the joint search can)")
-
-
-def _stack(parts: list[Nodes]) -> Nodes:
-    """Nodes of one depth, concatenated."""
-    return Nodes(parts[0].depth, np.concatenate([p.groups for p in parts]),
-                 np.concatenate([p.orders for p in parts], axis=-1),
-                 np.concatenate([p.stages for p in parts], axis=-1),
-                 np.concatenate([p.keeps for p in parts], axis=-1))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +36,29 @@ from .operand_floor import SplitVectors, _shared_dims, fill_energy, read_energy,
 
 MAX_CELLS = 1_000_000      # tiles x split vectors priced together at most (else splits relaxed)
 MAX_TILES = 200_000        # tile vectors of the innermost level (else no bound from here)
+MAX_CANDIDATES = 2_000_000  # (order, keep set, cell) triples kept sorted per set of parents
+
+
+class _Terms(NamedTuple):
+    """What each tensor costs on each cell (tile and split) of the innermost level, for one
+    combination of the tensors' deepest decided keepers (`InnermostFloor._terms`)."""
+    parents: list           # per tensor, the levels that may serve it
+    kept: np.ndarray        # (keep sets, T) whether each keeps each tensor
+    fills: list             # per tensor, (orders, cells) words filled if kept
+    fill_word: list         # per tensor, (cells,) energy per word filled, at the parent
+    kept_mac: list          # per tensor, (cells,) what the level serves the units if it keeps it
+    bypass: list            # per tensor, (cells,) what a parent serves them if it does not
+    write: list             # per tensor, energy per word written into the level
+
+
+class _Candidates(NamedTuple):
+    """The innermost level's choices by their total with each word coming down once
+    (`InnermostFloor._candidates`)."""
+    base: np.ndarray        # (C,) ascending
+    cell: np.ndarray        # (C,) tile and split
+    order: np.ndarray       # (C,) of the merged loops above
+    keep: np.ndarray        # (C,) keep set
+    beyond: float           # the least base among the candidates left out (inf: none)
 
 
 class InnermostFloor:
@@ -42,10 +66,13 @@ class InnermostFloor:
         self.space = space
         workload = space.workload
         self.level = space.n_levels - 1
-        self.cache: dict[tuple[int, ...], float] = {}
+        self.cache: dict[tuple, float] = {}      # exact refined minima
         # keep-free pieces, shared with the parts' copies (`for_space`)
-        self.refetches: dict[tuple, np.ndarray] = {}
-        self.per_word: dict[tuple, np.ndarray] = {}
+        self.keep_free: dict = {}      # memo of what does not depend on keeps: shared by the parts
+        # keep-dependent, so per part: per (depth, deepest keepers)
+        self.terms: dict[tuple, _Terms] = {}
+        self.least: dict[tuple, float] = {}
+        self.candidates: dict[tuple, _Candidates] = {}
         values = [np.unique(space.level_view(rows)[2][:, self.level]) for rows in space.dim_tables]
         self.enabled = self.level >= 1 and math.prod(len(v) for v in values) <= MAX_TILES
         if not self.enabled:
@@ -81,29 +108,58 @@ class InnermostFloor:
         """The same floor for a part of the space (`Mapspace.with_keeps`): the tiles and splits
         do not depend on keeps; the minima, which do, are recomputed."""
         floor = copy.copy(self)
-        floor.space, floor.cache = part, {}
+        floor.space, floor.cache, floor.terms, floor.least, floor.candidates = part, {}, {}, {}, {}
         return floor
 
     def floor(self, depth: int, deepest: list[np.ndarray]) -> np.ndarray | None:
         """Per node, the bound on what is still open at and below the deepest decided keepers,
-        given per tensor the deepest decided keeper of each node (`deepest[t]`, (N,)); None when
-        the innermost level's keeps are already decided or the bound is disabled."""
+        given per tensor the deepest decided keeper of each node (`deepest[t]`, (N,)), each
+        word coming down once; None when the innermost level's keeps are already decided or
+        the bound is disabled."""
         if not self.enabled or depth >= self.level:
             return None
-        keys = np.stack(deepest)                                                 # (T, N)
-        # one integer per node (levels are small: -1 .. L), as np.unique over columns sorts
-        # them as raw bytes, hundreds of times slower
-        base = self.space.n_levels + 2
-        codes = ((keys + 1) * base ** np.arange(len(keys))[:, None]).sum(axis=0)
-        unique, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-        values = np.array([self._minimum(depth, tuple(int(x) for x in keys[:, i])) for i in first])
-        return values[inverse.reshape(-1)]
+        return self._per_node(depth, np.stack(deepest), lambda key, rows: self._least(depth, key))
 
-    def _minimum(self, depth: int, deepest: tuple[int, ...]) -> float:
-        key = (depth,) + deepest
-        if key not in self.cache:
-            self.cache[key] = self._compute(depth, deepest)
-        return self.cache[key]
+    def refined(self, depth: int, deepest: list[np.ndarray], repeats: list[np.ndarray],
+                caps: np.ndarray) -> np.ndarray:
+        """The same, each word of tensor t coming down past the node at least `repeats[t]`
+        times ((N,), `bounds._refetches`: its decided loops over dims it does not index):
+        filled that often into the innermost level if it keeps t, and read that often from
+        one of its parents. Exact where it exceeds the node's `caps` (what would prune it);
+        elsewhere a valid bound at or below the cap, found as soon as one candidate is below
+        it (nodes alike in all but their caps are computed together, to the largest cap)."""
+        columns = np.vstack([np.stack(deepest), np.rint(np.stack(repeats)).astype(np.int64)])
+        t = len(deepest)
+        return self._per_node(depth, columns, lambda key, rows: self._bounded(
+            depth, key[:t], key[t:], float(caps[rows].max())))
+
+    def _per_node(self, depth: int, columns: np.ndarray, value) -> np.ndarray:
+        """`value(key, rows)` for each distinct column of `columns` (integers, (K, N)), given
+        the nodes that share it, spread back over the nodes."""
+        n = columns.shape[1]
+        order = np.lexsort(columns[::-1])
+        ordered = columns[:, order]
+        starts = np.flatnonzero(np.r_[True, (ordered[:, 1:] != ordered[:, :-1]).any(axis=0)])
+        ends = np.r_[starts[1:], n]
+        values = [value(tuple(int(x) for x in ordered[:, a]), order[a:b]) for a, b in zip(starts, ends)]
+        out = np.empty(n)
+        out[order] = np.repeat(values, ends - starts)
+        return out
+
+    def _least(self, depth: int, deepest: tuple[int, ...]) -> float:
+        """The smallest total with each word coming down once."""
+        key = (depth, deepest)
+        if key not in self.least:
+            least = min((float(total.min()) for _, _, _, total in self._base_totals(self._terms(depth, deepest))
+                         if len(total)), default=np.inf)
+            self.least[key] = least if np.isfinite(least) else 0.0
+        return self.least[key]
+
+    def _candidates_for(self, depth: int, deepest: tuple[int, ...]) -> "_Candidates":
+        key = (depth, deepest)
+        if key not in self.candidates:
+            self.candidates[key] = self._candidates(depth, deepest)
+        return self.candidates[key]
 
     def _parents(self, t: int, depth: int, deepest: int) -> list[int]:
         """Levels that may serve tensor t to the innermost level: the deepest decided keeper and
@@ -120,14 +176,20 @@ class InnermostFloor:
         """(cells,) the cheapest energy per word a parent spends serving tensor t to what lies
         below level `stop`-1's fanout, one transfer shared by the split's multicast (memoised:
         it does not depend on keeps, and the parts of a space ask for the same ones)."""
-        key = (t, tuple(parents), stop)
-        if key in self.per_word:
-            return self.per_word[key]
-        arch, workload = self.space.arch, self.space.workload
-        tensor = workload.tensors[t]
-        shared = _shared_dims(workload, t)
-        best = np.full(self.tile.shape[1], np.inf)
-        for p in parents:
+        key = ("per word", t, tuple(parents), stop)
+        if key not in self.keep_free:
+            level, tensor = self.space.arch.levels, self.space.workload.tensors[t]
+            self.keep_free[key] = np.min([serve_energy(level[p], tensor) / self._spread(t, p, stop)
+                                         for p in parents], axis=0)
+        return self.keep_free[key]
+
+    def _spread(self, t: int, p: int, stop: int) -> np.ndarray:
+        """(cells,) the widest multicast (or, for the output, reduction) of tensor t between
+        level p and what lies below level `stop`-1's fanout, under each cell's split."""
+        key = ("spread", t, p, stop)
+        if key not in self.keep_free:
+            arch, workload = self.space.arch, self.space.workload
+            tensor, shared = workload.tensors[t], _shared_dims(workload, t)
             spread = np.ones(self.tile.shape[1])
             for x in range(p, stop):
                 if not arch.levels[x].shares(tensor) or not shared.any():
@@ -137,53 +199,167 @@ class InnermostFloor:
                 else:       # not enumerated: the whole fanout may multicast
                     fx, fy = arch.fanout(x)
                     spread = spread * fx * fy
-            best = np.minimum(best, serve_energy(arch.levels[p], tensor) / spread)
-        self.per_word[key] = best
-        return best
+            self.keep_free[key] = spread
+        return self.keep_free[key]
 
-    def _compute(self, depth: int, deepest: tuple[int, ...]) -> float:
+    def _bypassed(self, t: int, parents: list[int]) -> np.ndarray:
+        """(cells,) the least a parent spends on tensor t when the innermost level does not
+        keep it: one read per MAC (or, for the output, one update), shared by the split's
+        multicast or reduction; an output's parent also reads back every update but the first
+        of each word in each copy (read-modify-write), as where the level keeps it."""
+        key = ("bypassed", t, tuple(parents))
+        if key not in self.keep_free:
+            self.keep_free[key] = self._bypassed_energy(t, parents)
+        return self.keep_free[key]
+
+    def _bypassed_energy(self, t: int, parents: list[int]) -> np.ndarray:
+        macs = float(self.space.workload.macs)
+        if not self.space.workload.tensors[t].is_output:
+            return macs * self._per_word(t, parents, self.space.n_levels)
+        level, workload = self.space.arch.levels, self.space.workload
+        tensor = workload.tensors[t]
+        costs = []
+        for p in parents:
+            updates = macs / self._spread(t, p, self.space.n_levels)
+            first = workload.tensor_words(t) * self._copies(t, p)
+            costs.append(updates * serve_energy(level[p], tensor)
+                         + np.maximum(0.0, updates - first) * read_energy(level[p], tensor))
+        return np.min(costs, axis=0)
+
+    def _copies(self, t: int, p: int) -> np.ndarray:
+        """(cells,) at most how many instances of level p hold a copy of a word of tensor t:
+        the splits above p over dims t does not index (each fanout's whole when not enumerated)."""
+        irrelevant = ~self.space.workload.relevance[t]
+        copies = np.ones(self.tile.shape[1])
+        for x in range(p):
+            if self.cell_vectors is not None:
+                copies = copies * self.cell_vectors[:, x][:, irrelevant].prod(axis=1)
+            else:
+                fx, fy = self.space.arch.fanout(x)
+                copies = copies * fx * fy
+        return copies
+
+    def _bounded(self, depth: int, deepest: tuple[int, ...], repeats: tuple[int, ...], cap: float) -> float:
+        """The minimum over the candidates (order, keep set, cell) of their total with each word
+        of tensor t coming down `repeats[t]` times, or a bound on it at or below `cap`. Every
+        candidate costs at least its total with each word once (`_Candidates.base`, sorted)
+        and at least what its parents serve: the candidates are priced in that order until
+        the next one's base is above the best total so far (exact), or one's total is at or
+        below the cap (the bound then is the least of that total and the next base)."""
+        key = (depth, deepest, repeats)
+        if key in self.cache:
+            return self.cache[key]
+        workload, levels = self.space.workload, self.space.arch.levels
+        terms = self._terms(depth, deepest)
+        least = [workload.tensor_words(t) * repeats[t] for t in range(len(workload.tensors))]
+        served = [least[t] * min(serve_energy(levels[p], tensor) for p in terms.parents[t])
+                  for t, tensor in enumerate(workload.tensors)]
+        floor = sum(served)
+        if floor > cap:
+            return floor
+        c = self._candidates_for(depth, deepest)
+        best, start, step = np.inf, 0, 1_024
+        while start < len(c.base) and c.base[start] < best:
+            if best <= cap:             # the node is not pruned here: no need to be exact
+                return max(floor, min(best, float(c.base[start])))
+            rows = slice(start, start + step)
+            cell, order, keep = c.cell[rows], c.order[rows], c.keep[rows]
+            total = np.zeros(len(cell))
+            for t in range(len(workload.tensors)):
+                fills = terms.fills[t][order, cell]
+                kept = (np.maximum(fills, least[t]) * terms.write[t]
+                        + np.maximum(fills * terms.fill_word[t][cell], served[t]) + terms.kept_mac[t][cell])
+                total += np.where(terms.kept[keep, t], kept, np.maximum(terms.bypass[t][cell], served[t]))
+            best = min(best, float(total.min()))
+            start, step = start + step, step * 2
+        best = min(best, c.beyond)      # the candidates not kept cost at least that
+        self.cache[key] = max(floor, best) if np.isfinite(best) else floor
+        return self.cache[key]
+
+    def _terms(self, depth: int, deepest: tuple[int, ...]) -> "_Terms":
+        """What each tensor costs on each cell, for one combination of deepest keepers."""
+        key = (depth, deepest)
+        if key in self.terms:
+            return self.terms[key]
         space, arch, workload = self.space, self.space.arch, self.space.workload
         j, level = self.level, self.space.arch.levels[self.level]
         macs = float(workload.macs)
         n_tensors = len(workload.tensors)
         parents = [self._parents(t, depth, deepest[t]) for t in range(n_tensors)]
-        fill_word = [self._per_word(t, parents[t], j) for t in range(n_tensors)]
-        bypass_mac = [macs * self._per_word(t, parents[t], space.n_levels) for t in range(n_tensors)]
         below = [math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(j, space.n_levels)
                            if arch.levels[x].shares(tensor)) for tensor in workload.tensors]
-        kept_mac = []
-        for t, tensor in enumerate(workload.tensors):
-            served = macs / below[t] * serve_energy(level, tensor)
-            if tensor.is_output:
-                # read-modify-write: every update but the first of each word in each copy reads
-                copies = self.cell_split[:, ~workload.relevance[t]].prod(axis=1)
-                reads = np.maximum(0.0, macs / below[t] - workload.tensor_words(t) * copies)
-                served = served + reads * read_energy(level, tensor)
-            kept_mac.append(served)
-        write = [0.0 if tensor.is_output else fill_energy(level, tensor) for tensor in workload.tensors]
-        choice = space.choices[j]
-        best = np.inf
-        for order in self.orders:
-            refetch = [self._refetch(t, order) for t in range(n_tensors)]
-            for keep in choice.keeps:
-                footprint = sum((self.words[t] * level.word_bytes(workload.tensors[t]) for t in keep),
-                                np.zeros(self.tile.shape[1]))
-                fits = footprint * min(choice.stages) <= level.capacity
-                if not fits.any():
-                    continue
-                total = np.zeros(self.tile.shape[1])
-                for t in range(n_tensors):
-                    if t in keep:
-                        # a window (p+r) moving along its axis fetches only the new slice,
-                        # which the merged loops' whole-tile count does not see: each
-                        # instance fills its tile at least once, nothing more is certain
-                        sliding = workload.tensors[t].has_sliding_axis
-                        fills = self.instances * self.words[t] * (1.0 if sliding else refetch[t])
-                        total = total + fills * (write[t] + fill_word[t]) + kept_mac[t]
+        if "kept" not in self.keep_free:
+            kept_mac = []
+            for t, tensor in enumerate(workload.tensors):
+                served = np.full(self.tile.shape[1], macs / below[t] * serve_energy(level, tensor))
+                if tensor.is_output:
+                    # read-modify-write: every update but the first of each word in each copy reads
+                    copies = self.cell_split[:, ~workload.relevance[t]].prod(axis=1)
+                    reads = np.maximum(0.0, macs / below[t] - workload.tensor_words(t) * copies)
+                    served = served + reads * read_energy(level, tensor)
+                kept_mac.append(served)
+            self.keep_free["kept"] = kept_mac
+        kept_mac = self.keep_free["kept"]
+        self.terms[key] = _Terms(
+            parents, np.array([[t in keep for t in range(n_tensors)] for keep in space.choices[j].keeps]),
+            [self._fills(t) for t in range(n_tensors)],
+            [self._per_word(t, parents[t], j) for t in range(n_tensors)], kept_mac,
+            [self._bypassed(t, parents[t]) for t in range(n_tensors)],
+            [0.0 if tensor.is_output else fill_energy(level, tensor) for tensor in workload.tensors])
+        return self.terms[key]
+
+    def _base_totals(self, c: "_Terms"):
+        """(keep set, order, cells that fit, their totals with each word coming down once), for
+        every keep set and order."""
+        workload, level = self.space.workload, self.space.arch.levels[self.level]
+        choice = self.space.choices[self.level]
+        for k, keep in enumerate(choice.keeps):
+            footprint = sum((self.words[t] * level.word_bytes(workload.tensors[t]) for t in keep),
+                            np.zeros(self.tile.shape[1]))
+            fits = np.flatnonzero(footprint * min(choice.stages) <= level.capacity)
+            for o in range(len(self.orders)):
+                total = np.zeros(len(fits))
+                for t in range(len(workload.tensors)):
+                    if c.kept[k, t]:
+                        total += c.fills[t][o, fits] * (c.write[t] + c.fill_word[t][fits]) + c.kept_mac[t][fits]
                     else:
-                        total = total + bypass_mac[t]
-                best = min(best, float(total[fits].min()))
-        return best if np.isfinite(best) else 0.0
+                        total += c.bypass[t][fits]
+                yield k, o, fits, total
+
+    def _candidates(self, depth: int, deepest: tuple[int, ...]) -> "_Candidates":
+        """Every (order, keep set, cell) whose tile fits, by its total where each word comes
+        down once, ascending; the smallest MAX_CANDIDATES only, the rest bounded below by the
+        first of them left out."""
+        base, cells, orders, keeps = [], [], [], []
+        for k, o, fits, total in self._base_totals(self._terms(depth, deepest)):
+            base.append(total)
+            cells.append(fits)
+            orders.append(np.full(len(fits), o, np.int8))
+            keeps.append(np.full(len(fits), k, np.int16))
+        base = np.concatenate(base) if base else np.zeros(0)
+        beyond = np.inf
+        if len(base) > MAX_CANDIDATES:
+            chosen = np.argpartition(base, MAX_CANDIDATES)[:MAX_CANDIDATES + 1]
+            chosen = chosen[np.argsort(base[chosen], kind="stable")]
+            beyond, chosen = float(base[chosen[-1]]), chosen[:-1]
+        else:
+            chosen = np.argsort(base, kind="stable")
+        return _Candidates(base[chosen], np.concatenate(cells)[chosen].astype(np.int32),
+                           np.concatenate(orders)[chosen], np.concatenate(keeps)[chosen], beyond)
+
+    def _fills(self, t: int) -> np.ndarray:
+        """(orders, cells) the words filled into every instance of the innermost level over the
+        whole computation if it keeps tensor t, per order of the merged loops above it."""
+        key = ("fills", t)
+        if key not in self.keep_free:
+            tensor = self.space.workload.tensors[t]
+            # a window (p+r) moving along its axis fetches only the new slice, which the merged
+            # loops' whole-tile count does not see: each instance fills its tile at least once,
+            # nothing more is certain
+            refetch = [np.ones(self.tile.shape[1]) if tensor.has_sliding_axis else self._refetch(t, order)
+                       for order in self.orders]
+            self.keep_free[key] = self.instances * self.words[t] * np.stack(refetch)
+        return self.keep_free[key]
 
     def _refetch(self, t: int, order) -> np.ndarray:
         """(cells,) times each instance's tile of tensor t is filled, with one merged loop per
@@ -195,7 +371,8 @@ class InnermostFloor:
         else:
             last = max(i for i, d in enumerate(order) if d in dims)
             outer = tuple(order[:last + 1])
-        if outer not in self.refetches:         # memoised as `_per_word` is; orders share them
-            self.refetches[outer] = (np.prod([self.trips[d] for d in outer], axis=0) if outer
+        key = ("refetch", outer)                # orders share them
+        if key not in self.keep_free:
+            self.keep_free[key] = (np.prod([self.trips[d] for d in outer], axis=0) if outer
                                      else np.ones(self.tile.shape[1]))
-        return self.refetches[outer]
+        return self.keep_free[key]

@@ -9,8 +9,8 @@ best bound first, depth first; a subtree is dropped only when its bound exceeds 
 The innermost level's loop order changes no cost, so its nodes are complete mappings.
 
 With keep/bypass searched, the tree is walked in parts, one per keep vector (`keep_parts.py`),
-so that the bounds know from the root down what every level keeps; on small spaces it is
-walked whole.
+so that the bounds know from the root down what every level keeps, and best first across the
+parts' depth-1 nodes; on small spaces it is walked whole.
 
 The incumbent, which does the pruning, comes from (in this order) the greedy mapping, mappings
 given from outside (`incumbents`, admitted into the space by `warm.py`), CP-SAT proposals
@@ -20,7 +20,8 @@ its part, until several in a row find nothing better), a local search around the
 (`neighbourhood.py`; before the dives when the space is walked whole), when asked for
 (`coarse`), the same search on a smaller shape carried back (`coarse.py`, large spaces walked
 whole only), and the walk itself; every new
-incumbent the dives or the walk find is polished by a short local search. All of them offer
+incumbent the dives find, and those the walk finds once it has gone on for a while, is
+polished by a short local search. All of them offer
 only members of the space, ranked by the same keys as exhaustive search, so the result when the
 walk finishes is proven optimal and is exactly the mapping exhaustive search returns. Equally
 good mappings are ranked by their contents, and a subtree whose bounds tie the incumbent on
@@ -29,12 +30,13 @@ every cost key is dropped when its decided factors already rank after the incumb
 unexplored gives a proven gap.
 
 On a machine with several cores, once greedy has given a first mapping, the rest runs in as
-many forked workers (`parallel.py`): worker 0 takes CP-SAT and the local search while the
-others dive, each dives with its own seed or into its own parts, and each walks its own share
-of the tree, all pruning against the best mapping any of them holds.
+many forked workers (`parallel.py`): worker 0 takes CP-SAT, polishes its dives and runs the
+local search while the others dive quickly and start the walk, whose units each worker claims
+as it reaches them, all pruning against the best mapping any of them holds.
 """
 from __future__ import annotations
 
+import heapq
 import math
 import sys
 import time
@@ -43,7 +45,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..cost import evaluate_many
-from ..mapping import to_table
+from ..mapping import along_last, to_table
 from ..mapspace import Mapspace
 from .bounds import LinkBounds, NodeBounds, compute_floor, lower_bounds
 from .coarse import coarse_incumbent
@@ -52,7 +54,7 @@ from .keep_parts import Part, bounded_part, split_by_keeps
 from .greedy import Greedy
 from .neighbourhood import _offer_sliced, improve
 from .objective import Objective, beaten, bound_order, bound_primary, cost_bound, outranked
-from .parallel import can_fork, default_workers, mine, walk_in_parallel
+from .parallel import Claims, can_fork, content_hashes, default_workers, walk_in_parallel
 from .result import Budget, Incumbent, SearchResult, stops
 from .tree import LevelTree, Nodes, feasible
 from .warm import admit, factor_rows
@@ -66,8 +68,11 @@ ORTOOLS_IMPORT_PER_STARTUP = 1.5   # importing OR-Tools, in units of this proces
                                    # (0.35-0.6 s against 0.5 s, measured unloaded; both scale with load)
 COARSE_MIN_SPACE = 2e6      # pruned mappings below which the walk alone is quick
 PART_POLISH_SECONDS = 0.5   # local search after each dive into one keep vector's part
+POLISH_EVERY = 5.0          # seconds between the walk's polishes of what it finds, at least
+WALK_POLISH_AFTER = 2.0     # seconds into the walk before its first polish
 PRICED_CELLS = 2_000_000    # factor slots (rows x levels x kinds x dims) priced together at most
 SPLIT_DEPTH = 2             # where a walk on several cores splits the tree between them
+MIN_RUN = 8                 # depth-1 nodes of one part walked together, at least (`_search_across`)
 DIVE_PATIENCE = 6           # dives in a row that find nothing better end them (shared among the
                             # workers of a walk on several cores)
 COARSE_RESERVE_S, COARSE_RESERVE = 0.5, 0.2   # of the seconds left, kept from the coarse search
@@ -134,7 +139,8 @@ class Joint:
         workers = self.workers or default_workers()
         if (workers > 1 and funnel.after.get("occupancy", funnel.size) > self.parallel_above
                 and can_fork() and incumbent.key is not None):
-            complete = walk_in_parallel(walk, workers, lambda: self._find_and_walk(space, funnel, walk, parts, notes), notes)
+            complete = walk_in_parallel(walk, workers, lambda: self._find_and_walk(space, funnel, walk, parts, notes),
+                                        parts, notes)
         else:
             complete = self._find_and_walk(space, funnel, walk, parts, notes)
         if incumbent.table is None:       # the budget ended before any leaf: take random draws
@@ -159,9 +165,10 @@ class Joint:
 
     def _find_and_walk(self, space, funnel, walk, parts, notes) -> bool:
         """The incumbents' search, then the walk; True when the walk finished. On several
-        cores every worker runs this, with `walk.split` set: each dives into its own parts (or
-        with its own seed), worker 0 alone runs the local search (from the best any worker
-        holds then) and the coarse start, and each walks its own share of the tree."""
+        cores every worker runs this, with `walk.split` and `walk.claims` set: each dives into
+        its own parts (or with its own seed), worker 0 alone polishes its dives and runs the
+        local search (from the best any worker holds then) and the coarse start, and each
+        walks the units of the tree it claims first."""
         incumbent = walk.incumbent
         worker = 0 if walk.split is None else walk.split[0]
         # CP-SAT's model, its wall cap (half of what is left) and the pricing of its proposals:
@@ -178,17 +185,20 @@ class Joint:
         # walked whole, the local search goes first and the dives polish only what beats it;
         # in parts, the dives (each polished inside its part) go first, and the local search
         # then starts from the best of them, across parts
+        # on several cores, the others' walk may reach its end meanwhile: every unit of it is
+        # then claimed, and these searches for incumbents have nothing left to speed up
+        others_done = None if walk.claims is None else walk.claims.some_walk_ended
         if self.local_search and worker == 0 and incumbent.table is not None and len(parts) == 1:
-            notes.append(self._local_search(space, incumbent))
+            notes.append(self._local_search(space, incumbent, others_done))
         if self.dives:
             before = incumbent.score
             fraction = 10 if len(parts) == 1 else 4
-            share = Budget(None if self.time_limit is None else self.time_limit / fraction)
+            share = Budget(None if self.time_limit is None else self.time_limit / fraction, until=others_done)
             done = walk.dive_parts(parts, self.dives, share)
             notes.append(f"{done} sampled dive(s): {before:.6g} -> {incumbent.score:.6g}")
         if self.local_search and worker == 0 and incumbent.table is not None and len(parts) > 1:
             incumbent.adopt()
-            notes.append(self._local_search(space, incumbent))
+            notes.append(self._local_search(space, incumbent, others_done))
         # after the quick starts, so that a walk which proves the optimum is not delayed by the
         # smaller shape's search; in parts not at all: the dives into each part find what the
         # smaller shape's answer brought
@@ -199,15 +209,25 @@ class Joint:
             notes.append(self._offer_proposals(space, incumbent, cpsat))
             if self.local_search and incumbent.key != before:
                 improve(space, incumbent, Budget(PART_POLISH_SECONDS), stop=walk.budget.spent)
-        return walk.search_parts(parts)
+        # the walk polishes what it finds only once it has gone on for a while: on `pe-array`
+        # GEMM 256^3 it proves the optimum within 1.2 s of starting, where each polish took 1 s
+        walk.polished_at = stops.clock() - POLISH_EVERY + WALK_POLISH_AFTER
+        if walk.claims is None:
+            return walk.search_parts(parts)
+        if walk.claims.some_walk_ended():       # the others claimed every unit meanwhile
+            return True
+        complete = walk.search_parts(parts)
+        if complete:
+            walk.claims.end_reached()
+        return complete
 
-    def _local_search(self, space, incumbent) -> str:
+    def _local_search(self, space, incumbent, until=None) -> str:
         before = incumbent.score
         share = None if self.time_limit is None else self.time_limit / 8
         # on several cores it stops once another worker holds a better mapping (polishing this
         # one cannot help the walk then): on h100 GEMM 4096^3 a dive finds the optimum in 4 s,
         # while the local search, from greedy's mapping, takes 7.5 s to end above it
-        rounds = improve(space, incumbent, Budget(share), stop=incumbent.outdone)
+        rounds = improve(space, incumbent, Budget(share, until=until), stop=incumbent.outdone)
         return f"local search: {rounds} improving round(s), {before:.6g} -> {incumbent.score:.6g}"
 
     def _start_cpsat(self, space, objective, incumbent):
@@ -293,13 +313,16 @@ class _Cut:
     row priced, they shrank to a few hundred rows (eyeriss conv-alexnet-conv3)."""
 
     def __init__(self, walk: "_Walk", nodes: Nodes, known: NodeBounds):
-        self.walk, self.nodes, self.known = walk, nodes, known
+        # its own copy: raised where a better incumbent lets the bounds be refined (the walk's
+        # own, sorted, must stay as they are)
+        self.walk, self.nodes, self.known = walk, nodes, NodeBounds(*(b.copy() for b in known))
         self.decided = None                 # spatial splits of the decided levels
         if walk.objective.kind not in ("energy", "bytes"):      # the units bound time only
             self.decided = np.ones(len(nodes), np.int64)
             for level in range(nodes.depth):
                 self.decided = self.decided * walk.tree.level_factors(nodes, level)[1:].prod(axis=(0, 1))
         self.bar, self.dead, self.prefix = walk.incumbent.bar, np.zeros(len(nodes), bool), None
+        self.tied = None                    # nodes whose bounds tie the incumbent's key so far
         self.seen = self.kept = 0
 
     def alive(self, parents: np.ndarray) -> np.ndarray:
@@ -307,17 +330,70 @@ class _Cut:
         walk = self.walk
         bar = walk.incumbent.bar
         if bar != self.bar:                 # a better mapping since the nodes were kept
-            if self.prefix is None:         # their decided factors, the first content keys
-                table = walk.tree.table(self.nodes)
-                self.prefix = table.factors[:self.nodes.depth].reshape(-1, len(table))
             self.bar = bar
+            self._refine(int(parents.min()) if len(parents) else 0)
             self.dead = (beaten(walk.objective, self.known.objective, bar)
-                         | outranked(walk.objective, self.known, self.prefix, bar))
+                         | outranked(walk.objective, self.known, self._prefix(), bar))
+            self.tied = None
         return ~self.dead[parents]
 
-    def __call__(self, parents: np.ndarray, units: np.ndarray) -> np.ndarray:
+    def _refine(self, first: int) -> None:
+        """Bound again, under the new incumbent, the nodes from `first` on that it does not
+        beat yet: their bounds were refined only as far as the incumbent of the time asked
+        (`bounds.lower_bounds`, `refine_below`). On `pe-array` GEMM 1024^3 the second worker
+        walked a part under a dive's mapping (3.03 pJ/MAC) and went on for 2.7 s after the
+        first found the optimum (2.697), into nodes whose bounds refined under it exceed it."""
+        walk = self.walk
+        floor = walk.links.innermost
+        if (not floor.enabled or self.nodes.depth >= floor.level
+                or walk.objective.kind not in ("energy", "edp", "delay_energy")):
+            return
+        rows = first + np.flatnonzero(~beaten(walk.objective, self.known.objective[first:], self.bar))
+        if not len(rows):
+            return
+        table = walk.tree.table(self.nodes.take(rows))
+        fresh = lower_bounds(walk.space, walk.objective, self.nodes.depth, table,
+                             evaluate_many(walk.space.arch, walk.space.workload, table), walk.links,
+                             refine_below=self.bar)
+        for known, new in zip(self.known, fresh):
+            known[rows] = np.maximum(known[rows], new)
+
+    def _prefix(self) -> np.ndarray:
+        """(P, N) the nodes' decided factors, the first content keys (`ranking_keys`)."""
+        if self.prefix is None:
+            table = self.walk.tree.table(self.nodes)
+            self.prefix = table.factors[:self.nodes.depth].reshape(-1, len(table))
+        return self.prefix
+
+    def _outranked_children(self, parents: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """Where a child ranks after the incumbent whatever it costs: its parent's bounds tie
+        the incumbent's score, energy and cycles, and the child's content so far (the parent's
+        decided factors, then its own level's) compares above the incumbent's. Only parents
+        tied that closely are looked at (equally good mappings: on `pe-array` GEMM 256^3 the
+        optimum has its mirror image and its neighbours at exactly the same energy, and their
+        subtrees' leaves were half of the walk)."""
         walk, bar = self.walk, self.walk.incumbent.bar
-        out = ~self.alive(parents)
+        if bar is None:
+            return np.zeros(len(parents), bool)
+        if self.tied is None:
+            columns = [bound_primary(walk.objective, self.known.objective), self.known.energy,
+                       self.known.cycles, *self._prefix()]
+            self.tied = np.all([column == value for column, value in zip(columns, bar)], axis=0)
+        rows = np.flatnonzero(self.tied[parents])
+        out = np.zeros(len(parents), bool)
+        if len(rows):
+            nodes, k = self.nodes, self.nodes.depth
+            children = Nodes(k + 1, groups[rows], *(along_last(a, parents[rows])
+                                                   for a in (nodes.orders, nodes.stages, nodes.keeps)))
+            own = walk.tree.level_factors(children, k).reshape(-1, len(rows))
+            known = NodeBounds(*(b[parents[rows]] for b in self.known))
+            prefix = np.concatenate([self._prefix()[:, parents[rows]], own])
+            out[rows] = outranked(walk.objective, known, prefix, bar)
+        return out
+
+    def __call__(self, parents: np.ndarray, units: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        walk, bar = self.walk, self.walk.incumbent.bar
+        out = ~self.alive(parents) | self._outranked_children(parents, groups)
         if self.decided is not None:
             compute = compute_floor(walk.space, self.nodes.depth + 1, self.decided[parents] * units.prod(axis=0),
                                     walk.links)
@@ -332,6 +408,34 @@ class _Cut:
         ratio = self.seen / self.kept if self.kept else 1.0
         self.seen = self.kept = 0
         return ratio
+
+
+class _Share:
+    """The units (a parent among `nodes` and its children's first dim) this worker walks, when
+    the walk runs on several cores (`parallel.Claims`): claimed as they are reached, and
+    marked done once the walk has gone past their parent."""
+
+    def __init__(self, claims: Claims, nodes: Nodes, part_key: int):
+        self.claims = claims
+        n = len(nodes)
+        # a parent's identity: its part's keep vector and everything it decided
+        self.identity = np.vstack([np.full((1, n), part_key), nodes.groups.T, nodes.orders.reshape(-1, n),
+                                   nodes.stages, nodes.keeps])
+        self.parents, self.slots = np.zeros(0, np.int64), np.zeros(0, np.int64)     # mine, not yet done
+
+    def __call__(self, parents: np.ndarray, group: np.ndarray) -> np.ndarray:
+        first, second = content_hashes(np.vstack([self.identity[:, parents], group[None]]))
+        mine, slots = self.claims.take(first, second)
+        self.parents = np.concatenate([self.parents, parents[mine]])
+        self.slots = np.concatenate([self.slots, slots[mine]])
+        return mine
+
+    def done_before(self, node: int) -> None:
+        """Mark done this worker's units whose parent comes before `node`."""
+        finished = self.parents < node
+        if finished.any():
+            self.claims.done(self.slots[finished])
+            self.parents, self.slots = self.parents[~finished], self.slots[~finished]
 
 
 def _ortools_import_seconds() -> float:
@@ -354,12 +458,15 @@ class _Walk:
         self.links = LinkBounds(space)
         self.polish = False
         self.split: tuple[int, int] | None = None     # (worker, workers) when walked in parallel
+        self.claims: Claims | None = None               # then, who walks which unit
+        self.part_key = 0                               # the keep vector of the part walked
         self.polished_at = -np.inf
         self.polish_seconds = 0.0   # wall seconds spent polishing, left out of the chunks' timing
         self.row_seconds: dict[int, float] = {}     # depth -> wall seconds per child row, last chunk
 
     def use(self, part: Part) -> None:
         self.space, self.tree, self.links = part.space, part.tree, part.links
+        self.part_key = int(content_hashes(np.array([[len(part.picks)], *[[pick] for pick in part.picks]]))[0][0])
 
     def dive_parts(self, parts: list[Part], count: int, share: Budget) -> int:
         """Up to `count` dives, one per part in turn (best bound first) among the parts whose
@@ -370,6 +477,15 @@ class _Walk:
         incumbent, and would never polish a part whose dive does not beat it first."""
         worker, workers = self.split or (0, 1)     # on several cores: every workers-th part
         patience = -(-DIVE_PATIENCE // workers)
+        # on several cores only worker 0 polishes what its dives find: the others dive quickly
+        # and start the walk, which is theirs while worker 0 polishes and searches locally
+        polish, self.polish = self.polish, self.polish and worker == 0
+        try:
+            return self._dive_parts(parts, count, share, worker, workers, patience)
+        finally:
+            self.polish = polish
+
+    def _dive_parts(self, parts, count, share, worker, workers, patience) -> int:
         if len(parts) == 1:
             self.use(parts[0])
             return self.dive(parts[0].roots, -(-count // workers), share, np.random.default_rng(worker),
@@ -459,33 +575,37 @@ class _Walk:
         for start in range(0, len(rows), step):
             part = table.take(rows[start:start + step])
             costs = evaluate_many(space.arch, space.workload, part)
-            bounds = lower_bounds(space, self.objective, children.depth, part, costs, self.links)
+            bounds = lower_bounds(space, self.objective, children.depth, part, costs, self.links,
+                                  refine_below=self.incumbent.bar)
             # the content keys begin with the factors of the decided levels (`ranking_keys`)
             parts.append((bounds, part.factors[:children.depth].reshape(-1, len(part))))
         self.incumbent.evaluated += len(rows)
         bounds = NodeBounds(*(np.concatenate([b[i] for b, _ in parts]) for i in range(3)))
         return rows, bounds, np.concatenate([prefix for _, prefix in parts], axis=1)
 
-    def _early(self, nodes: Nodes, cut: "_Cut | None"):
+    def _early(self, cut: "_Cut | None", share: "_Share | None"):
         """What `fitting_children` asks of each factor choice once its first dim is chosen
-        (None: nothing): that it be in this worker's share, and its parent still alive."""
-        share = self._share(nodes)
-        if cut is None:
-            return share
-        if share is None:
-            return lambda parents, group: cut.alive(parents)
-        return lambda parents, group: share(parents, group) & cut.alive(parents)
-
-    def _share(self, nodes: Nodes):
-        """Which children of `nodes` this worker walks (None: all): when the walk is shared
-        (`parallel.py`), at depth 2 (or the leaves, if nearer), those whose parent's factor
-        groups and own first dim's group hash to it. Shallower depths are walked by every
-        worker: they are few, and split at the root's children the work would be shared
-        unevenly (on pe-array a handful of depth-1 nodes hold most of the leaves)."""
-        if self.split is None or nodes.depth + 1 != min(SPLIT_DEPTH, self.tree.leaf_depth):
+        (None: nothing): that its parent be still alive, and the choice in this worker's share
+        (claimed only for the parents alive)."""
+        if cut is None and share is None:
             return None
-        worker, workers = self.split
-        return lambda parents, group: mine(np.vstack([nodes.groups[parents].T, group]), worker, workers)
+
+        def early(parents, group):
+            ok = np.ones(len(parents), bool) if cut is None else cut.alive(parents)
+            if share is not None:
+                ok[ok] = share(parents[ok], group[ok])
+            return ok
+        return early
+
+    def _share(self, nodes: Nodes) -> "_Share | None":
+        """Which children of `nodes` this worker walks (None: all): when the walk is shared
+        (`parallel.py`), at depth 2 (or the leaves, if nearer), those of the units (a parent
+        and its children's first dim) no other worker claimed first. Shallower depths are
+        walked by every worker: they are few, and units at the root's children would be few
+        and uneven (on pe-array a handful of depth-1 nodes hold most of the leaves)."""
+        if self.claims is None or nodes.depth + 1 != min(SPLIT_DEPTH, self.tree.leaf_depth):
+            return None
+        return _Share(self.claims, nodes, self.part_key)
 
     def _cut(self, nodes: Nodes, known: NodeBounds | None) -> "_Cut | None":
         """What rules out children of `nodes` before they are priced (`_Cut`); None for the
@@ -497,7 +617,7 @@ class _Walk:
         at most every few seconds): its neighbours often beat it, and the bound it sets prunes
         the rest of the walk."""
         now = stops.clock()      # the budget clock: evaluations under --max-evaluations
-        if now - self.polished_at < 5.0 and not force:
+        if now - self.polished_at < POLISH_EVERY and not force:
             return
         started = time.perf_counter()
         improve(self.whole, self.incumbent, Budget(1.0), stop=self.budget.spent)
@@ -534,25 +654,76 @@ class _Walk:
             self.row_seconds[children.depth] = seconds / generated
 
     def search_parts(self, parts: list[Part]) -> bool:
-        """Walk the parts (sorted by bound) until one's bound exceeds the incumbent; False when
-        the budget ran out, after recording a bound on every part left unexplored."""
-        for i, part in enumerate(parts):
-            if beaten(self.objective, part.first, self.incumbent.bar):
-                return True                   # this part and the rest are provably no better
-            self.use(part)
+        """Walk the parts until every bound left exceeds the incumbent; False when the budget
+        ran out, after recording a bound on everything left unexplored. One part is walked
+        depth first from its roots; several, best first across them (`_search_across`)."""
+        if len(parts) > 1:
+            return self._search_across(parts)
+        part = parts[0]
+        if beaten(self.objective, part.first, self.incumbent.bar):
+            return True
+        self.use(part)
+        if self.budget.spent():
+            self.open_bounds.append(float(bound_primary(self.objective, part.first)))
+            return False
+        return self.search(part.roots, part.bounds)     # False: it recorded what it left open
+
+    def _search_across(self, parts: list[Part]) -> bool:
+        """The parts' depth-1 nodes walked in the order of their bounds across all the parts,
+        each part's expanded only once its root bound comes first (a heap of root and node
+        bounds): a part's root bound, over every tile, is loose, and walked part by part in
+        that order the walk went deep into parts whose nodes' bounds were all above the
+        optimum's own (on `pe-array` GEMM 256^3 the optimum's nodes are bounded exactly, at
+        2.838 pJ/MAC, in the fifth part)."""
+        objective = self.objective
+        key = (lambda bound: tuple(bound.tolist())) if objective.lexicographic else float
+        heap = [(key(part.first), i, -1) for i, part in enumerate(parts)]
+        heapq.heapify(heap)
+        lists = {}              # part -> its depth-1 nodes, their bounds (sorted)
+        while heap:
+            first, i, at = heap[0]
+            if beaten(objective, np.array(first), self.incumbent.bar):
+                return True                   # everything left is provably no better
+            heapq.heappop(heap)
+            self.use(parts[i])
             if self.budget.spent():
-                self.open_bounds.append(float(bound_primary(self.objective, part.first)))   # covers it and the rest
+                self.open_bounds.append(float(bound_primary(objective, np.array(first))))   # the least left
                 return False
-            if not self.search(part.roots, part.bounds):     # it recorded what it left open
-                self.open_bounds.extend(float(bound_primary(self.objective, p.first)) for p in parts[i + 1:i + 2])
-                return False
+            if at < 0:                        # the part's turn: its depth-1 nodes
+                found = []
+                if not self.search(parts[i].roots, parts[i].bounds, deeper=lambda *nodes: found.append(nodes) or True):
+                    return False
+                if found:
+                    nodes = Nodes.concat([f[0] for f in found])
+                    bounds = NodeBounds(*(np.concatenate([f[2][b] for f in found]) for b in range(3)))
+                    order = bound_order(objective, bounds.objective)
+                    lists[i] = (nodes.take(order), NodeBounds(*(b[order] for b in bounds)))
+                    heapq.heappush(heap, (key(lists[i][1].objective[0]), i, 0))
+                continue
+            nodes, bounds = lists[i]
+            # a run of them, up to the next bound in the heap (at least a few: each run is one
+            # `search`, with its own set-up)
+            end = at + 1
+            while end < len(nodes) and (end - at < MIN_RUN or not heap or key(bounds.objective[end]) <= heap[0][0]):
+                end += 1
+            rows = np.arange(at, end)
+            run = NodeBounds(*(b[rows] for b in bounds))
+            if not self.search(nodes.take(rows), run.objective, run):
+                return False                  # it recorded the run's open bound, the least left
+            if end < len(nodes):
+                heapq.heappush(heap, (key(bounds.objective[end]), i, end))
+            else:
+                del lists[i]
         return True
 
-    def search(self, nodes: Nodes, bounds: np.ndarray | None = None, known: NodeBounds | None = None) -> bool:
+    def search(self, nodes: Nodes, bounds: np.ndarray | None = None, known: NodeBounds | None = None,
+               deeper=None) -> bool:
         """Depth-first over `nodes` (sorted by `bounds` when given; `known`: their energy and
         cycles bounds too), their children that fit generated in slices of about `chunk` rows
         (`fitting_children`: factor choices times the orders and choices each expands to);
-        False when the budget ran out, after recording the smallest bound left unexplored."""
+        False when the budget ran out, after recording the smallest bound left unexplored.
+        The children kept (sorted, with their bounds) go to `deeper` (default: this walk,
+        one level down), which answers as this does."""
         tree, incumbent = self.tree, self.incumbent
         expansion = tree.expansion(nodes.depth)
 
@@ -560,9 +731,11 @@ class _Walk:
             return max(1, self._chunk_rows(nodes.depth + 1) // expansion)
 
         started, polished = time.perf_counter(), self.polish_seconds
-        cut = self._cut(nodes, known)
-        for node, children in fitting_children(tree, nodes, chunk, early=self._early(nodes, cut), cut=cut):
+        cut, share = self._cut(nodes, known), self._share(nodes)
+        for node, children in fitting_children(tree, nodes, chunk, early=self._early(cut, share), cut=cut):
             if bounds is not None and beaten(self.objective, bounds[node], incumbent.bar):
+                if share is not None:
+                    share.done_before(len(nodes))
                 return True                   # this node and the rest are provably no better
             if self.budget.spent():
                 self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
@@ -583,8 +756,12 @@ class _Walk:
                 keep = keep[bound_order(self.objective, bound[keep])]
                 below = NodeBounds(*(b[keep] for b in child_bounds))
                 del priced, child_bounds, prefix      # not held while the walk goes deeper
-                if len(keep) and not self.search(children.take(rows[keep]), below.objective, below):
+                if len(keep) and not (deeper or self.search)(children.take(rows[keep]), below.objective, below):
                     self.open_bounds.append(-np.inf if bounds is None else float(bound_primary(self.objective, bounds[node])))
                     return False
+            if share is not None:             # the parents before `node` are walked to the end
+                share.done_before(node)
             started, polished = time.perf_counter(), self.polish_seconds    # the next slice's clock
+        if share is not None:
+            share.done_before(len(nodes))
         return True

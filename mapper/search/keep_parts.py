@@ -39,6 +39,7 @@ class Part:
     links: LinkBounds
     roots: Nodes            # sorted by bound
     bounds: np.ndarray      # the roots' lower bounds, ascending
+    picks: tuple = ()       # its keep vector: per level, the index of its keep set (() : all)
 
     @property
     def first(self) -> np.ndarray:
@@ -46,13 +47,15 @@ class Part:
         return self.bounds[0]
 
 
-def bounded_part(space: Mapspace, objective: Objective, tree: LevelTree, links: LinkBounds) -> Part:
-    """A space (or a part of one) with its roots sorted by their lower bounds."""
+def bounded_part(space: Mapspace, objective: Objective, tree: LevelTree, links: LinkBounds,
+                 picks: tuple = ()) -> Part:
+    """A space (or a part of one, whose keep vector is `picks`) with its roots sorted by their
+    lower bounds."""
     roots = tree.roots()
     table = tree.table(roots)
     bounds = lower_bound(space, objective, 0, table, evaluate_many(space.arch, space.workload, table), links)
     order = bound_order(objective, bounds)
-    return Part(space, tree, links, roots.take(order), bounds[order])
+    return Part(space, tree, links, roots.take(order), bounds[order], picks)
 
 
 def keep_vectors(space: Mapspace) -> int:
@@ -73,6 +76,6 @@ def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links
         if budget.spent():
             return None
         part = space.with_keeps(picks)
-        parts.append(bounded_part(part, objective, tree.for_space(part), links.for_space(part)))
+        parts.append(bounded_part(part, objective, tree.for_space(part), links.for_space(part), picks))
     order = bound_order(objective, np.stack([p.first for p in parts]))   # stable: ties in keep-vector order
     return [parts[i] for i in order]

@@ -1,24 +1,26 @@
-"""The joint search on several cores: forked workers, each with its own share of the work.
+"""The joint search on several cores: forked workers, sharing the walk as they go.
 
 Why: the walk prices children in numpy slices of a few thousand rows, where one core does all
 the work (numpy does not spread such arrays over threads). On the bench's 2-core machine a
 second process nearly halves the walk that proves the optimum (h100 GEMM 4096^3, optimum
 given: 16.2 s on one core, 9.1 s on two).
 
-What each does (`Joint._find_and_walk`): worker 0 has CP-SAT solve in a thread and runs the
-local search, the others dive at once; each dives with its own seed (or into its own keep
-parts); then each walks its own share of the tree. Every worker expands the nodes above depth
-2 (few), and of the children of each depth-1 node keeps those whose parent's factor groups
-and own first dim's group hash to its number (`mine`), decided before their other dims are
-crossed in. The hash is of contents, not of places in a slice, so the shares cover the tree
-exactly however each worker's slices are cut (by its own clock).
+What each does (`Joint._find_and_walk`): worker 0 has CP-SAT solve in a thread, polishes what
+its dives find and runs the local search; the others dive quickly (each with its own seed, or
+into its own keep parts) and start the walk at once. Every worker expands the nodes above
+depth 2 (few); the children of each depth-1 node are handed out in units (the parent and the
+children's first dim), each to the first worker that reaches it (`Claims`), decided before
+their other dims are crossed in. So the walk is theirs while worker 0 searches for better
+incumbents, none waits on a share fixed in advance that turned out larger than another's, and
+worker 0 stops searching for incumbents once another's walk has reached its end.
 
 What they share: the best ranking key any of them has found (`SharedKey`; a key holds the whole
 mapping, `objective.table_of_key`), which every worker prunes against (`Incumbent.bar`); a
 subtree is dropped only when its bound is beaten by a mapping one of them holds, so the best
-of the workers' mappings, ranked as exhaustive search ranks, is still the optimum when they
-all finish. The parent is worker 0; each child sends back its best mapping, what it priced,
-the bounds it left open and its notes, and the parent ends holding the best key of all.
+of the workers' mappings, ranked as exhaustive search ranks, is still the optimum when every
+unit claimed was walked to its end. The parent is worker 0; each child sends back its best
+mapping, what it priced, the bounds it left open and its notes, and the parent ends holding
+the best key of all.
 """
 from __future__ import annotations
 
@@ -50,16 +52,97 @@ def can_fork() -> bool:
             and threading.current_thread() is threading.main_thread())
 
 
-def mine(prefix: np.ndarray, worker: int, workers: int) -> np.ndarray:
-    """Which of the nodes whose decided factors are the columns of `prefix` (P, N) belong to
-    `worker` of `workers`: a hash of the whole column, mixed so that factors that are all
-    powers of two still spread evenly."""
-    weights = (np.arange(1, prefix.shape[0] + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
-    h = (prefix.astype(np.uint64) * weights[:, None]).sum(axis=0, dtype=np.uint64)
-    h ^= h >> np.uint64(33)
-    h *= _MIX
-    h ^= h >> np.uint64(33)
-    return (h % np.uint64(workers)).astype(np.int64) == worker
+def content_hashes(columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two independent 64-bit hashes of each column of `columns` (K, N) integers: together an
+    identity for the tree node whose contents they are (a collision of both is below 1e-20
+    for a million nodes)."""
+    columns = columns.astype(np.uint64)
+    hashes = []
+    for seed in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F):
+        h = np.full(columns.shape[1], np.uint64(seed))
+        for row in columns:
+            h = (h ^ row) * _MIX
+            h ^= h >> np.uint64(29)
+        hashes.append(h.view(np.int64) | 1)         # never (0, 0): an empty slot
+    return hashes[0], hashes[1]
+
+
+class Claims:
+    """Which worker walks each unit of the tree (a node at the split depth's parent and its
+    children's first dim, `joint._Walk._share`), handed out as the workers reach them: the
+    first to reach a unit walks it, the others skip it. A worker busy elsewhere (worker 0's
+    local search) leaves the walk to the others, and none waits on a share fixed in advance
+    that turned out larger than another's. Kept in shared memory, an open-addressing table
+    of the units' content hashes (`content_hashes`), their state and owner, under one lock.
+    A unit claimed but never marked done (its worker stopped or failed) leaves the walk
+    incomplete (`pending`); a failed worker's units are handed out again (`release`). Where
+    the table is full a unit is walked by every worker that reaches it: wasted work, never a
+    unit missed."""
+
+    EMPTY, CLAIMED, DONE = 0, 1, 2
+    PROBES = 32             # slots looked at per unit before the table counts as full
+
+    def __init__(self, slots: int = 1 << 20):
+        context = multiprocessing.get_context("fork")
+        self.lock = context.Lock()
+        self.keys = np.frombuffer(context.RawArray("q", 2 * slots), np.int64).reshape(slots, 2)
+        self.state = np.frombuffer(context.RawArray("b", slots), np.int8)
+        self.owner = np.frombuffer(context.RawArray("b", slots), np.int8)
+        self.reached_end = np.frombuffer(context.RawArray("b", 1), np.int8)   # some walk ended
+        self.worker = 0
+        self.known: dict[tuple[int, int], int] = {}     # this process's answers: unit -> slot (-1: mine, unrecorded)
+
+    def take(self, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(mine, slot) per unit (hash pair): whether this worker walks it (claiming it when no
+        one has), and the slot that records it (-1: not recorded, table full)."""
+        mine, slots = np.zeros(len(first), bool), np.full(len(first), -1, np.int64)
+        with self.lock:
+            for i, unit in enumerate(zip(first.tolist(), second.tolist())):
+                slot = self.known.get(unit)
+                if slot is None:
+                    slot = self._claim(*unit)
+                    self.known[unit] = slot
+                slots[i] = slot
+                mine[i] = slot < 0 or (int(self.owner[slot]) == self.worker and self.state[slot] == self.CLAIMED)
+        return mine, slots
+
+    def _claim(self, first: int, second: int) -> int:
+        size = len(self.state)
+        for probe in range(self.PROBES):
+            slot = (first + probe) % size
+            if self.state[slot] == self.EMPTY and not self.keys[slot].any():     # never used
+                self.keys[slot] = (first, second)
+                self.owner[slot], self.state[slot] = self.worker, self.CLAIMED
+                return slot
+            if self.keys[slot, 0] == first and self.keys[slot, 1] == second:
+                if self.state[slot] == self.EMPTY:          # released by a failed worker
+                    self.owner[slot], self.state[slot] = self.worker, self.CLAIMED
+                return slot
+        return -1
+
+    def done(self, slots: np.ndarray) -> None:
+        """The units at `slots` (this worker's) are walked to the end, or pruned."""
+        slots = slots[slots >= 0]
+        if len(slots):
+            with self.lock:
+                self.state[slots] = self.DONE
+
+    def pending(self) -> bool:
+        """Whether some unit was claimed and never finished."""
+        return bool((self.state == self.CLAIMED).any())
+
+    def release(self, worker: int) -> None:
+        """Hand out again the units `worker` claimed and did not finish."""
+        with self.lock:
+            self.state[(self.owner == worker) & (self.state == self.CLAIMED)] = self.EMPTY
+        self.known.clear()
+
+    def end_reached(self) -> None:
+        self.reached_end[0] = 1
+
+    def some_walk_ended(self) -> bool:
+        """Whether a worker's walk has reached its end (every unit then is claimed)."""
+        return bool(self.reached_end[0])
 
 
 class SharedKey:
@@ -82,13 +165,16 @@ class SharedKey:
                 self.values[0] = 1.0
 
 
-def walk_in_parallel(walk, workers: int, job, notes: list[str]) -> bool:
+def walk_in_parallel(walk, workers: int, job, parts, notes: list[str]) -> bool:
     """Run `job` (the incumbents' search and the walk, `Joint._find_and_walk`; True when its
     walk finished) in `workers` processes, the parent being worker 0, with `walk.split` telling
-    each its share; True when every share was walked to the end. The parent's incumbent ends as
-    the best of all of theirs, and `notes` gets the children's notes."""
+    each its number and `walk.claims` handing out the walk's units; True when every worker's
+    walk ended and every unit claimed was walked to its end. A worker that fails has its
+    unfinished units walked by the parent (the walk of `parts` again, skipping what is done).
+    The parent's incumbent ends as the best of all of theirs, and `notes` gets the children's
+    notes."""
     incumbent = walk.incumbent
-    shared = SharedKey(incumbent.key)
+    shared, walk.claims = SharedKey(incumbent.key), Claims()
     context = multiprocessing.get_context("fork")
     children = []
     # set before the fork, so that a worker never meets the signal with its default action (exit)
@@ -111,23 +197,25 @@ def walk_in_parallel(walk, workers: int, job, notes: list[str]) -> bool:
             except EOFError:
                 report = {"error": f"its process ended with status {child.exitcode}"}
             child.join()
-            if "error" in report:       # its share is walked here, so that the result stays sound
+            if "error" in report:       # its units are walked here, so that the result stays sound
                 notes.append(f"worker {worker} failed ({report['error']}); its share was walked here")
-                walk.split = (worker, workers)
-                complete = job() and complete
+                walk.claims.release(worker)
+                complete = walk.search_parts(parts) and complete
                 continue
             incumbent.merge(report["table"], report["found_at"], report["evaluated"])
             walk.open_bounds.extend(report["open_bounds"])
             notes.extend(f"worker {worker}: {note}" for note in report["notes"])
             complete = complete and report["complete"]
+        # a unit claimed and not finished: its worker stopped early (its bounds are open)
+        complete = complete and not walk.claims.pending()
         incumbent.adopt()           # the best of all (from one that failed, say), as the walks pruned
     finally:
-        incumbent.shared, walk.split = None, None
+        incumbent.shared, walk.split, walk.claims = None, None, None
         signal.signal(signal.SIGUSR1, previous)
         for _, child, _ in children:
             if child.is_alive():
                 child.terminate()
-    notes.append(f"searched on {workers} cores, each walking its share of the tree (`parallel.py`)")
+    notes.append(f"searched on {workers} cores, each walking the units of the tree it claimed first (`parallel.py`)")
     return complete
 
 
@@ -137,13 +225,14 @@ def _child(walk, job, worker, workers, shared, notes, send) -> None:
     signal.signal(signal.SIGINT, _on_ctrl_c)
     incumbent = walk.incumbent
     incumbent.shared, walk.split, walk.progress = shared, (worker, workers), None
+    walk.claims.worker = worker
     incumbent.evaluated, walk.open_bounds = 0, []      # what this child adds, sent back
     known = len(notes)
     try:
         complete = job()
         send.send({"table": incumbent.table, "found_at": incumbent.found_at, "evaluated": incumbent.evaluated,
                    "open_bounds": walk.open_bounds, "complete": complete, "notes": notes[known:]})
-    except Exception as exc:        # reported to the parent, which walks the share itself
+    except Exception as exc:        # reported to the parent, which walks its units itself
         send.send({"error": f"{type(exc).__name__}: {exc}"})
     finally:
         send.close()

@@ -122,11 +122,13 @@ class Budget:
     once the command's stop arrives (`stops`: its whole time limit, an evaluation budget, or
     Ctrl-C), so each strategy winds down at its next check and returns its best so far."""
 
-    def __init__(self, seconds: float | None):
+    def __init__(self, seconds: float | None, until=None):
         self.deadline = None if seconds is None else stops.clock() + seconds
+        self.until = until          # also spent once this answers True
 
     def spent(self) -> bool:
-        return stops.stopped() or (self.deadline is not None and stops.clock() > self.deadline)
+        return (stops.stopped() or (self.deadline is not None and stops.clock() > self.deadline)
+                or (self.until is not None and self.until()))
 
 
 FINISH_RESERVE_S, FINISH_RESERVE_FRACTION = 0.5, 0.08

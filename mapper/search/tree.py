@@ -37,6 +37,14 @@ class Nodes:
         return Nodes(self.depth, self.groups[rows], along_last(self.orders, rows),
                      along_last(self.stages, rows), along_last(self.keeps, rows))
 
+    @staticmethod
+    def concat(parts: list["Nodes"]) -> "Nodes":
+        """Nodes of one depth, concatenated."""
+        return Nodes(parts[0].depth, np.concatenate([p.groups for p in parts]),
+                     np.concatenate([p.orders for p in parts], axis=-1),
+                     np.concatenate([p.stages for p in parts], axis=-1),
+                     np.concatenate([p.keeps for p in parts], axis=-1))
+
 
 class LevelTree:
     def __init__(self, space: Mapspace):
