@@ -59,6 +59,18 @@ class Proposals:
     def __init__(self, space: Mapspace, answer: np.ndarray | None = None, solve=None):
         self.space, self.answer, self.solve = space, answer, solve
 
+    def ready(self) -> bool:
+        """Whether `collect()` would answer at once."""
+        return self.solve is None or not self.solve[2].is_alive()
+
+    def cancel(self) -> None:
+        """Stop the solve (its answer is no longer wanted) and wait for its thread."""
+        if self.solve is not None:
+            solver, _, worker, _ = self.solve
+            solver.stop_search()
+            worker.join()
+            self.solve = None
+
     def collect(self) -> np.ndarray | None:
         if self.solve is not None:
             solver, collector, worker, outcome = self.solve

@@ -106,8 +106,11 @@ def _join(tree, k, lo, count, values, partial: _Partial, d: int,
     # the expansion numbered flat (partial choice by partial choice, dim d's groups inside),
     # `limit` at a time, a partial choice's groups split across slices where they are many
     total, first = (int(ends[-1]) if len(ends) else 0), 0
+    # an `early` that hands out work (the walk's units on several cores) decides a few
+    # choices at a time, as they are expanded: not a whole slice's first dims ahead
+    step = limit if early is None or d or not hasattr(early, "batch") else (lambda: early.batch)
     while first < total:
-        flat = np.arange(first, min(total, first + limit()))
+        flat = np.arange(first, min(total, first + step()))
         first += len(flat)
         source = np.searchsorted(ends, flat, side="right")
         offset = flat - (ends - width)[source]

@@ -73,6 +73,7 @@ WALK_POLISH_AFTER = 2.0     # seconds into the walk before its first polish
 PRICED_CELLS = 2_000_000    # factor slots (rows x levels x kinds x dims) priced together at most
 SPLIT_DEPTH = 2             # where a walk on several cores splits the tree between them
 MIN_RUN = 8                 # depth-1 nodes of one part walked together, at least (`_search_across`)
+CLAIM_BATCH = 16            # units of the walk a worker claims at a time (`parallel.Claims`)
 DIVE_PATIENCE = 6           # dives in a row that find nothing better end them (shared among the
                             # workers of a walk on several cores)
 COARSE_RESERVE_S, COARSE_RESERVE = 0.5, 0.2   # of the seconds left, kept from the coarse search
@@ -204,11 +205,24 @@ class Joint:
         # smaller shape's answer brought
         if worker == 0 and len(parts) == 1 and self._worth_a_coarse_start(funnel):
             notes.append(self._coarse_start(space, walk.objective, incumbent))
-        if cpsat is not None:       # solved meanwhile (on h100 GEMMs CP-SAT finds nothing in its 2 s)
-            before = incumbent.key
-            notes.append(self._offer_proposals(space, incumbent, cpsat))
-            if self.local_search and incumbent.key != before:
-                improve(space, incumbent, Budget(PART_POLISH_SECONDS), stop=walk.budget.spent)
+        if isinstance(cpsat, str):
+            notes.append(cpsat)
+        elif cpsat is not None:     # still solving (on h100 GEMMs CP-SAT finds nothing in its 2 s):
+            def offer(proposals):   # offered by the walk as soon as they are ready
+                before = incumbent.key
+                notes.append(self._offer_proposals(space, incumbent, proposals))
+                if self.local_search and incumbent.key != before:
+                    improve(space, incumbent, Budget(PART_POLISH_SECONDS), stop=walk.budget.spent)
+            walk.proposals = (cpsat, offer)
+        try:
+            return self._walk(walk, parts)
+        finally:
+            if walk.proposals is not None:      # the walk ended first: no longer wanted
+                walk.proposals[0].cancel()
+                walk.proposals = None
+                notes.append("CP-SAT stopped: the walk ended before it answered")
+
+    def _walk(self, walk, parts) -> bool:
         # the walk polishes what it finds only once it has gone on for a while: on `pe-array`
         # GEMM 256^3 it proves the optimum within 1.2 s of starting, where each polish took 1 s
         walk.polished_at = stops.clock() - POLISH_EVERY + WALK_POLISH_AFTER
@@ -459,6 +473,7 @@ class _Walk:
         self.polish = False
         self.split: tuple[int, int] | None = None     # (worker, workers) when walked in parallel
         self.claims: Claims | None = None               # then, who walks which unit
+        self.proposals = None       # (CP-SAT solving meanwhile, what to do with its answer)
         self.part_key = 0                               # the keep vector of the part walked
         self.polished_at = -np.inf
         self.polish_seconds = 0.0   # wall seconds spent polishing, left out of the chunks' timing
@@ -595,6 +610,8 @@ class _Walk:
             if share is not None:
                 ok[ok] = share(parents[ok], group[ok])
             return ok
+        if share is not None:       # claimed a few at a time, as the walk reaches them
+            early.batch = CLAIM_BATCH
         return early
 
     def _share(self, nodes: Nodes) -> "_Share | None":
@@ -761,6 +778,10 @@ class _Walk:
                     return False
             if share is not None:             # the parents before `node` are walked to the end
                 share.done_before(node)
+            if self.proposals is not None and self.proposals[0].ready():
+                proposals, offer = self.proposals
+                self.proposals = None
+                offer(proposals)
             started, polished = time.perf_counter(), self.polish_seconds    # the next slice's clock
         if share is not None:
             share.done_before(len(nodes))
