@@ -20,6 +20,7 @@ from strategies import archs, workloads
 from test_mapspace import gemm, small_arch
 
 BYPASS_EVERYWHERE = (("every", LevelConstraints(bypass=True)),)
+NEVER_BEATEN = (np.inf, np.inf, np.inf)      # a ranking key no bound exceeds: every node refined
 
 
 @settings(max_examples=40, deadline=None)
@@ -213,8 +214,9 @@ def test_bounds_stay_below_sliding_windows(capacities, p, r):
 def test_every_node_bound_is_below_every_mapping_under_it(data):
     """The bounds of a mapping's prefixes (every depth) never exceed its cost, on random spaces
     with bypass at every level: what the pruning's soundness rests on, checked node by node
-    (the innermost level's floor, with its keep sets open, included)."""
-    from mapper.search.bounds import LinkBounds, lower_bound
+    (the innermost level's floor, with its keep sets open, included, and refined with the
+    words the node's own loops bring down again, `refine_below`)."""
+    from mapper.search.bounds import LinkBounds, lower_bound, lower_bounds
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=64))
     # with latencies (and GPUs, whose resident blocks share them): the floor on what no
     # mapping hides (`latency_floor`)
@@ -238,9 +240,13 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
     links = LinkBounds(space)
     for depth in range(space.n_levels + 1):
         node = _prefix_table(space, sample, depth)
-        bound = lower_bound(space, objective, min(depth, space.n_levels), node,
-                            evaluate_many(arch, workload, node), links)
+        costs = evaluate_many(arch, workload, node)
+        bound = lower_bound(space, objective, min(depth, space.n_levels), node, costs, links)
         assert (bound <= score * (1 + 1e-9)).all(), depth
+        # and refined, exactly, for every node (as under an incumbent that beats none)
+        refined = lower_bounds(space, objective, min(depth, space.n_levels), node, costs, links,
+                               refine_below=NEVER_BEATEN).objective
+        assert (refined >= bound).all() and (refined <= score * (1 + 1e-9)).all(), depth
 
 
 @settings(max_examples=20, deadline=None)
@@ -249,8 +255,8 @@ def test_bounds_in_a_keep_part_stay_below_its_mappings(data):
     """The same inside the parts the walk is split into (`keep_parts.py`), where every level's
     keep set is fixed and the bounds charge, from the root down, what each level must hold:
     a tensor's words refetched by the decided loops, the output's read-modify-write at each
-    split."""
-    from mapper.search.bounds import LinkBounds, lower_bound
+    split (refined as under an incumbent that beats none)."""
+    from mapper.search.bounds import LinkBounds, lower_bounds
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=64))
     arch = data.draw(archs(min_levels=3, max_levels=4))
     space = Mapspace(arch, workload, Constraints(levels=BYPASS_EVERYWHERE))
@@ -267,8 +273,8 @@ def test_bounds_in_a_keep_part_stay_below_its_mappings(data):
         links = whole.for_space(part)
         for depth in range(space.n_levels + 1):
             node = _prefix_table(space, table, depth)
-            bound = lower_bound(part, objective, min(depth, space.n_levels), node,
-                                evaluate_many(arch, workload, node), links)
+            bound = lower_bounds(part, objective, min(depth, space.n_levels), node,
+                                 evaluate_many(arch, workload, node), links, refine_below=NEVER_BEATEN).objective
             assert (bound <= score * (1 + 1e-9)).all(), (depth, picks)
 
 
@@ -339,3 +345,83 @@ def test_a_tie_on_every_cost_key_is_decided_by_the_decided_content():
     prefix = np.array([[1, 1, 1, 9, 9, 0], [2, 3, 1, 9, 9, 0]])
     assert outranked(objective, bounds, prefix, key).tolist() == [False, True, False, False, False, True]
     assert not outranked(objective, bounds, prefix, None).any()
+
+
+def test_the_pe_array_parts_that_cannot_hold_the_optimum_are_bounded_above_it():
+    """Facts from `pe-array` with bypass searched (energy; the optimum, proven by this search
+    and matching AccelForge's mappings: 2.8379 pJ/MAC at GEMM 256^3, 2.6973 at 1024^3):
+    - 256^3, the part whose buffer keeps only Z (the register files A and B) is dropped at
+      its root: Z's every partial sum is updated at the buffer and all but the first of each
+      word read back (read-modify-write), which the innermost floor charged only when the
+      register files keep Z (its best mapping: 2.8848);
+    - 1024^3, in that part every depth-1 node is above the optimum once refined under it: its
+      DRAM loops over m and n bring B and A down again and again (4x each at best), which the
+      floor, over merged loops, did not see (unrefined: from 2.58)."""
+    from mapper.load import load_constraints
+    from mapper.search.bounds import LinkBounds, lower_bounds
+    from mapper.search.keep_parts import split_by_keeps
+    from mapper.search.tree import feasible
+    arch = load_arch("pe-array")
+    objective = parse_objective("energy", arch)
+    for name, optimum, refine in (("gemm-256", 2.8379, False), ("gemm-1024-int8", 2.6973, True)):
+        workload = load_workload(name)
+        space = Mapspace(arch, workload, load_constraints("bypass-every"))
+        parts = split_by_keeps(space, objective, LevelTree(space), LinkBounds(space), Budget(None))
+        [part] = [p for p in parts if [sorted(workload.tensors[t].name for t in choice.keeps[0])
+                                       for choice in p.space.choices[1:]] == [["Z"], ["A", "B"]]]
+        if not refine:
+            assert float(part.first) / workload.macs > optimum
+            continue
+        assert float(part.first) / workload.macs < optimum
+        children = part.tree.children(part.roots)
+        table = part.tree.table(children)
+        table = table.take(np.flatnonzero(feasible(part.space, 1, table)))
+        costs = evaluate_many(arch, workload, table)
+        plain = lower_bounds(part.space, objective, 1, table, costs, part.links).objective / workload.macs
+        key = (optimum * workload.macs,) * 2 + (0.0,)
+        refined = lower_bounds(part.space, objective, 1, table, costs, part.links, refine_below=key).objective
+        assert (plain < optimum).any() and (refined / workload.macs > optimum).all()
+
+
+def test_children_of_a_tied_node_that_rank_after_the_incumbent_are_cut_before_pricing():
+    """`joint._Cut`: under a node whose bounds tie the incumbent's score, energy and cycles,
+    a child whose decided factors so far (the node's, then its own level's) compare above the
+    incumbent's ranks after it whatever it costs, and is dropped before it is priced; the
+    others are kept. Checked child by child against the content of their own tables."""
+    import mapper.search.joint as joint_module
+    from mapper.search.bounds import NodeBounds
+    from mapper.search.fitting_children import fitting_children
+    from mapper.search.objective import outranked
+    from mapper.search.tree import Nodes
+    arch = load_arch("toy")
+    space = Mapspace(arch, gemm(8, 4, 4), Constraints())
+    objective = parse_objective("energy", arch)
+    tree = LevelTree(space)
+    walk = joint_module._Walk(space, objective, tree, Incumbent(space, objective), Budget(None), 4_000, None)
+    walk.incumbent.offer(admit(space, Exhaustive().run(space, objective).mapping))
+    key = walk.incumbent.key
+    nodes = tree.children(tree.roots())
+    tied = NodeBounds(*(np.full(len(nodes), value) for value in key[:3]))
+    # the nodes the walk keeps: those whose own decided factors do not already rank after
+    nodes = nodes.take(np.flatnonzero(~outranked(objective, tied, tree.table(nodes).factors[:1].reshape(-1, len(nodes)), key)))
+    tied = NodeBounds(*(np.full(len(nodes), value) for value in key[:3]))
+    cut = joint_module._Cut(walk, nodes, tied)
+    seen = []
+
+    def recording(parents, units, groups):
+        out = cut(parents, units, groups)
+        seen.append((parents, groups, out))
+        return out
+
+    for _ in fitting_children(tree, nodes, 10**6, cut=recording):
+        pass
+    parents, groups, out = (np.concatenate(column) for column in zip(*seen))
+    # a factor choice's factors at levels 0 and 1 follow from its groups alone (orders, stages
+    # and keeps here are placeholders of the right shapes)
+    n, dims = len(groups), space.n_dims
+    children = Nodes(2, groups, np.broadcast_to(np.arange(dims)[None, :, None], (2, dims, n)).copy(),
+                     np.ones((3, n), np.int64), np.zeros((3, n), np.int64))
+    content = tree.table(children).factors[:2].reshape(-1, n).T
+    expected = np.array([tuple(row) > tuple(key[3:3 + content.shape[1]]) for row in content])
+    assert out.any() and not out.all()
+    assert (out == expected).all()
