@@ -13,7 +13,9 @@ level, the cheapest traffic into it over every tile that fits it (`LinkBounds`),
 larger, the words the node's own loops must refetch into it (`refetched_links`); MAC energy;
 leakage over the bounded cycles. A second bound on the same open traffic enumerates the
 innermost level's keep sets, tiles and splits (`innermost_floor.py`), plus the link floors of
-the levels between; the larger one is used. Each level's time is also bounded by everything it
+the levels between; the larger one is used. Under an incumbent (`refine_below`) that second
+bound is refined, for the nodes it does not beat yet, with the words the node's own loops
+bring down again and again. Each level's time is also bounded by everything it
 must move together: its own fills at least and, where it alone can feed an undecided level,
 that level's link floor (`_moved_floor`).
 """

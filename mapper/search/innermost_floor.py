@@ -10,7 +10,8 @@ above it and each order of one merged loop per dim above it,
   not index hold the same words), each fill read from the tensor's parent and shared by the
   widest multicast the split allows, then read (or updated, for the output) once per MAC;
 - a tensor it does not keep is read from (or updated at) the parent once per MAC, shared by the
-  split's multicast (or reduction) below the parent.
+  split's multicast (or reduction) below the parent; an output's parent also reads back every
+  update but the first of each word in each of its copies (read-modify-write).
 The parent is the cheapest level that can serve it at that node: the deepest decided keeper or
 an undecided level between it and the innermost one that may keep the tensor (whose own fills
 are left out, so the bound stays below every completion). The minimum over all these choices
@@ -21,6 +22,14 @@ Merging the loops above the level into one per dim in the best order never adds 
 every relaxation here (the node's own tile and loop order ignored, padding ignored, block
 rounding ignored) only lowers the minimum: it is a valid bound, taken as the larger of it and
 the general bound in `bounds.lower_bound`.
+
+Refined (`refined`): the node's own loops over dims a tensor does not index bring each of its
+words down past the node again and again (`bounds._refetches`), which the merged loops do not
+see. Each candidate (order, keep set, cell) then fills a tensor it keeps, and reads from its
+parent, at least that many words. That makes the minimum depend on the node, so it is computed
+only for the nodes the incumbent does not beat yet, and only as far as the incumbent asks: the
+candidates, sorted by their total without it (a bound on each one's with it), are priced in
+that order until the rest cannot be lower, or one is found below what would prune the node.
 """
 from __future__ import annotations
 
@@ -66,10 +75,10 @@ class InnermostFloor:
         self.space = space
         workload = space.workload
         self.level = space.n_levels - 1
-        self.cache: dict[tuple, float] = {}      # exact refined minima
-        # keep-free pieces, shared with the parts' copies (`for_space`)
-        self.keep_free: dict = {}      # memo of what does not depend on keeps: shared by the parts
-        # keep-dependent, so per part: per (depth, deepest keepers)
+        # what does not depend on keeps, shared with the parts' copies (`for_space`)
+        self.keep_free: dict = {}
+        # the rest, per part: per (depth, deepest keepers), and the exact refined minima
+        self.cache: dict[tuple, float] = {}
         self.terms: dict[tuple, _Terms] = {}
         self.least: dict[tuple, float] = {}
         self.candidates: dict[tuple, _Candidates] = {}
