@@ -90,7 +90,7 @@ class Joint:
     chunk: int = 64_000             # rows (mappings or partial mappings) priced together
     warm_start: bool = True
     cpsat_seconds: float = 2.0      # wall-clock cap on CP-SAT proposals (0: none)
-    local_search: bool = True       # improve the warm start by moves around it before the walk
+    local_search: bool = True       # improve the incumbents by moves around them (`_improve`)
     incumbents: tuple = ()          # mappings from outside (a neighbouring shape's optimum, ...)
     dives: int = 24                 # sampled dives down the tree before the walk, for incumbents
     # start from a smaller shape's answer (`coarse.py`) on large spaces: off by default, as on
@@ -509,9 +509,10 @@ class _Walk:
         """Up to `count` dives, one per part in turn (best bound first) among the parts whose
         bound is below the incumbent, round after round: a part's best mappings are often far
         from another's, and the walk reaches the later parts only after the earlier ones.
-        With several parts, each dive's mapping is improved by a local search inside its part
-        before it is offered: across parts the local search drifts to the keep vector of the
-        incumbent, and would never polish a part whose dive does not beat it first."""
+        With several parts and `polish`, each dive's mapping is improved by a local search
+        inside its part before it is offered: across parts the local search drifts to the keep
+        vector of the incumbent, and would never polish a part whose dive does not beat it
+        first. Quick dives (no `polish`) only offer what they find."""
         worker, workers = self.split or (0, 1)     # on several cores: every workers-th part
         patience = -(-DIVE_PATIENCE // workers)
         # quick dives polish nothing they find (`polish`): the walk comes next
