@@ -425,3 +425,31 @@ def test_children_of_a_tied_node_that_rank_after_the_incumbent_are_cut_before_pr
     expected = np.array([tuple(row) > tuple(key[3:3 + content.shape[1]]) for row in content])
     assert out.any() and not out.all()
     assert (out == expected).all()
+
+
+def test_a_walk_across_parts_stopped_in_a_run_bounds_the_parts_left():
+    """Walked best first across the keep parts (`_search_across`), a run of one part's nodes
+    that stops records only its own nodes' bounds, which may lie above other parts' still in
+    the heap: the walk records the least of those too, so that its lower bound covers them."""
+    import mapper.search.joint as joint_module
+    from mapper.search.bounds import LinkBounds
+    from mapper.search.keep_parts import split_by_keeps
+    arch = load_arch("toy")
+    space = Mapspace(arch, gemm(8, 4, 4), Constraints(levels=BYPASS_EVERYWHERE))
+    objective = parse_objective("energy", arch)
+    tree = LevelTree(space)
+    walk = joint_module._Walk(space, objective, tree, Incumbent(space, objective), Budget(None), 4_000, None)
+    parts = split_by_keeps(space, objective, tree, LinkBounds(space), Budget(None))
+    assert len(parts) > 2
+    search = walk.search
+
+    def stopping(nodes, bounds=None, known=None, deeper=None):
+        if deeper is not None:              # a part's depth-1 nodes: as they are
+            return search(nodes, bounds, known, deeper)
+        walk.open_bounds.append(np.inf)     # a run stopped at a node bounded above everything
+        return False
+
+    walk.search = stopping
+    assert not walk.search_parts(parts)
+    # the first part's nodes came first; every other part's root bound was left in the heap
+    assert min(walk.open_bounds) <= min(float(p.first) for p in parts[1:])

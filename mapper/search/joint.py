@@ -747,7 +747,7 @@ class _Walk:
             if at < 0:                        # the part's turn: its depth-1 nodes
                 found = []
                 if not self.search(parts[i].roots, parts[i].bounds, deeper=lambda *nodes: found.append(nodes) or True):
-                    return False
+                    return self._left_open(heap)
                 if found:
                     nodes = Nodes.concat([f[0] for f in found])
                     bounds = NodeBounds(*(np.concatenate([f[2][b] for f in found]) for b in range(3)))
@@ -764,12 +764,19 @@ class _Walk:
             rows = np.arange(at, end)
             run = NodeBounds(*(b[rows] for b in bounds))
             if not self.search(nodes.take(rows), run.objective, run):
-                return False                  # it recorded the run's open bound, the least left
+                return self._left_open(heap)
             if end < len(nodes):
                 heapq.heappush(heap, (key(bounds.objective[end]), i, end))
             else:
                 del lists[i]
         return True
+
+    def _left_open(self, heap: list) -> bool:
+        """False, after recording the least bound in the heap: the search that stopped recorded
+        what it left of its own nodes, whose bounds may be above those of another part's."""
+        if heap:
+            self.open_bounds.append(float(bound_primary(self.objective, np.array(heap[0][0]))))
+        return False
 
     def search(self, nodes: Nodes, bounds: np.ndarray | None = None, known: NodeBounds | None = None,
                deeper=None) -> bool:
