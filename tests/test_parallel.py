@@ -8,7 +8,6 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from mapper.constraints import Constraints
 from mapper.cost import evaluate_many

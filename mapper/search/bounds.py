@@ -439,12 +439,15 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
         # ranking key): on `pe-array` GEMM 1024^3 (bypass) it lifts the depth-1 nodes of the
         # part whose buffer keeps only Z from 2.58 pJ/MAC to above the optimum's 2.697, where
         # their 2M leaves were most of the walk; computed for every node, it took seconds
-        repeats = [_refetches(space, t, depth, table) for t in range(len(tensors))]
         cap = _energy_cap(objective, refine_below, cycles) - leak * cycles - decided - between
-        rows = np.flatnonzero(~beaten(objective, bound, refine_below) & (np.stack(repeats) > 1).any(axis=0)
-                              & np.isfinite(cap))
+        rows = np.flatnonzero(~beaten(objective, bound, refine_below) & np.isfinite(cap))
+        if len(rows):                   # of those, where some tensor comes down more than once
+            open_nodes = table.take(rows)
+            repeats = [_refetches(space, t, depth, open_nodes) for t in range(len(tensors))]
+            more = (np.stack(repeats) > 1).any(axis=0)
+            rows, repeats = rows[more], [r[more] for r in repeats]
         if len(rows):
-            refined = links.innermost.refined(depth, [d[rows] for d in deepest], [r[rows] for r in repeats], cap[rows])
+            refined = links.innermost.refined(depth, [d[rows] for d in deepest], repeats, cap[rows])
             energy[rows] = np.maximum(energy[rows], decided[rows] + refined + between[rows] + leak * cycles[rows])
             bound = cost_bound(objective, energy, cycles)
     return NodeBounds(bound, energy, cycles)

@@ -516,11 +516,11 @@ class _Walk:
         worker, workers = self.split or (0, 1)     # on several cores: every workers-th part
         patience = -(-DIVE_PATIENCE // workers)
         # quick dives polish nothing they find (`polish`): the walk comes next
-        polish, self.polish = self.polish, polish
+        walk_polish, self.polish = self.polish, polish
         try:
             return self._dive_parts(parts, count, share, worker, workers, patience)
         finally:
-            self.polish = polish
+            self.polish = walk_polish
 
     def _dive_parts(self, parts, count, share, worker, workers, patience) -> int:
         if len(parts) == 1:
