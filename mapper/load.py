@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from . import tiles
 from .bind import check_keeps
 from .cost import footprint_bytes
 from .einsum import parse_einsum
@@ -203,7 +204,7 @@ def workload_from_dict(data, where: Where) -> Workload:
         key = where / "dtypes" / tensor if tensor in per_tensor else where / "dtype"
         bits = parse_dtype_bits(raw, key)
         exprs = tuple(tuple((dims.index(d), c) for d, c in axis.items()) for axis in axes)
-        words = math.prod(1 + sum(c * (sizes[d] - 1) for d, c in axis) for axis in exprs)
+        words = tiles.box_words(exprs, sizes)
         if words * bits > MAX_MACS:
             raise (where / "einsum").error(f"tensor {tensor} spans {words:,} words of {bits} bits, above "
                                            f"the limit of {MAX_MACS:,} (2^53) bits this tool handles")

@@ -12,6 +12,8 @@ from functools import cached_property
 
 import numpy as np
 
+from . import tiles
+
 # An affine index expression: ((dim index, coefficient), ...), e.g. 2*p + r.
 AxisExpr = tuple[tuple[int, int], ...]
 
@@ -81,8 +83,7 @@ class Workload:
 
     def tensor_words(self, t: int) -> int:
         """Words in the whole tensor (bounding box of every axis, like a tile of the full nest)."""
-        return math.prod(1 + sum(c * (self.sizes[d] - 1) for d, c in axis)
-                         for axis in self.tensors[t].axes)
+        return tiles.words(self.tensors[t], self.sizes)
 
 
 @dataclass(frozen=True)

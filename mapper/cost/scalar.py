@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .. import tiles
 from ..mapping import Mapping
 from ..spec import Arch, Workload
 from .multicast import distinct_offsets
@@ -64,14 +65,6 @@ class Evaluation:
         return all(lv.footprint_bytes <= lv.capacity_bytes for lv in self.levels)
 
 
-def _extent(axis, spans) -> int:
-    return 1 + sum(c * (spans[d] - 1) for d, c in axis)
-
-
-def _tile(tensor, spans) -> int:
-    return math.prod(_extent(axis, spans) for axis in tensor.axes)
-
-
 def _loads(tensor, spans, nest_above) -> int:
     """Words fetched into one instance: first tile, then the delta at every step of the
     temporal loops of `nest_above` (the loops above the level, outermost first, as
@@ -81,8 +74,8 @@ def _loads(tensor, spans, nest_above) -> int:
     for k, (d, _, _) in enumerate(nest_above):
         stride.append(spans[d] * math.prod(b for dd, b, _ in nest_above[k + 1:] if dd == d))
     loops = [(d, b, stride[k]) for k, (d, b, spatial) in enumerate(nest_above) if not spatial]
-    tile = _tile(tensor, spans)
-    extents = [_extent(axis, spans) for axis in tensor.axes]
+    tile = tiles.words(tensor, spans)
+    extents = [tiles.extent(axis, spans) for axis in tensor.axes]
 
     def move(j):
         """(kind, words, gradient) of the step where loop j advances and inner loops wrap."""
@@ -216,7 +209,7 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
     # bytes per instance not hidden by buffering, split by direction: reads (to children or
     # the compute units) and writes (fills from the parent, updates from children)
     exposed_read, exposed_write = [0.0] * n_levels, [0.0] * n_levels
-    footprints = [lm.stages * sum(_tile(tensor, spans_below(lv)) * arch.levels[lv].word_bytes(tensor)
+    footprints = [lm.stages * sum(tiles.words(tensor, spans_below(lv)) * arch.levels[lv].word_bytes(tensor)
                                   for t, tensor in enumerate(workload.tensors) if t in lm.keep)
                   for lv, lm in enumerate(levels)]
     resident, waves = _occupancy(arch, levels, footprints, workload.tensors[workload.output].dims)
@@ -228,11 +221,11 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
             if t not in levels[lv].keep:
                 continue
             spans = spans_below(lv)
-            tile = _tile(tensor, spans)
+            tile = tiles.words(tensor, spans)
             partition_spans = list(spans)
             for d, b in loops_above[lv]:
                 partition_spans[d] *= b
-            partition = _tile(tensor, partition_spans)
+            partition = tiles.words(tensor, partition_spans)
             loads = _loads(tensor, spans, nest_above[lv])
             supply = below_loads * _distinct_children(tensor, levels, lv, below_lv, spans_below,
                                                       arch.levels, arch.multicast == "per_fanout")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import tiles
 from ..mapping import MappingTable
 from ..spec import Arch, Workload
 from .multicast import distinct_offsets
@@ -89,16 +90,6 @@ def _product(arrays: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def _extent(axis: tuple, spans: np.ndarray) -> np.ndarray:
-    """Bounding-box extent of one tensor axis, 1 + sum_d c * (span[d] - 1); spans is [..., D, N]."""
-    if len(axis) == 1 and axis[0][1] == 1:
-        return spans[..., axis[0][0], :]
-    out = 1
-    for d, c in axis:
-        out = out + c * (spans[..., d, :] - 1)
-    return out
-
-
 class _Nest:
     """The per-batch arrays every rule needs, in [small axes..., N] layout."""
 
@@ -112,18 +103,14 @@ class _Nest:
         self.partition_span = self.span * _exclusive_cumprod(self.temporal)        # + temporal above
         self.order, self.keep, self.stages = table.order, table.keep, table.stages
         self.n_levels, self.n_dims, self.n = self.temporal.shape
-        self.ext = [[_extent(axis, self.span) for axis in t.axes] for t in workload.tensors]
+        spans, partition_spans = np.moveaxis(self.span, 1, 0), np.moveaxis(self.partition_span, 1, 0)
+        self.ext = [[tiles.extent(axis, spans) for axis in t.axes] for t in workload.tensors]
         self.tile = [_product(ext) for ext in self.ext]                            # T x (L, N)
-        self.partition = [_product([_extent(axis, self.partition_span) for axis in t.axes])
-                          for t in workload.tensors]
+        self.partition = [tiles.words(t, partition_spans) for t in workload.tensors]
 
 
 def _footprint(arch: Arch, workload: Workload, nest: _Nest) -> np.ndarray:
-    out = 0.0
-    for t, tensor in enumerate(workload.tensors):
-        word_bytes = np.array([level.word_bytes(tensor) for level in arch.levels])[:, None]
-        out = out + nest.tile[t] * nest.keep[:, t] * word_bytes
-    return out * nest.stages                                                        # (L, N)
+    return tiles.kept_bytes(arch, workload, nest.tile, nest.keep, nest.stages)      # (L, N)
 
 
 def footprint_bytes(arch: Arch, workload: Workload, table: MappingTable) -> np.ndarray:

@@ -7,6 +7,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .. import tiles
 from ..cost.occupancy import blocks_per_sm, gpu_levels
 from ..errors import InfeasibleError
 from ..mapping import MappingTable
@@ -43,11 +44,9 @@ class PruningMixin:
 
     def _footprints(self, factors: np.ndarray) -> list[np.ndarray]:
         """Per level, bytes of one stage of each keep option: (options, N)."""
-        tiles = self.tile_words(factors)
-        word_bytes = [[level.word_bytes(t) for t in self.workload.tensors] for level in self.arch.levels]
-        return [np.array([sum((tiles[t][lv] * word_bytes[lv][t] for t in keep), np.zeros(factors.shape[-1]))
-                          for keep in choice.keeps])
-                for lv, choice in enumerate(self.choices)]
+        words = self.tile_words(factors)
+        return [tiles.option_bytes(level, self.workload, [w[lv] for w in words], choice.keeps, factors.shape[-1])
+                for lv, (level, choice) in enumerate(zip(self.arch.levels, self.choices))]
 
     @cached_property
     def gpu_levels(self) -> tuple[int, int] | None:
@@ -65,11 +64,10 @@ class PruningMixin:
     def valid_mask(self, table: MappingTable) -> np.ndarray:
         """Fanout, capacity and occupancy hold (per-dim constraints hold by construction)."""
         ok = self.fanout_mask(table.factors)
-        tiles = self.tile_words(table.factors)
+        words = self.tile_words(table.factors)
         footprint = []
         for lv, level in enumerate(self.arch.levels):
-            used = sum(tiles[t][lv] * table.keep[lv, t] * level.word_bytes(tensor)
-                       for t, tensor in enumerate(self.workload.tensors)) * table.stages[lv]
+            used = tiles.level_bytes(level, self.workload, [w[lv] for w in words], table.keep[lv], table.stages[lv])
             footprint.append(used)
             ok &= used <= level.capacity
         if self.gpu_levels is not None and self.constraints.min_occupancy > 1:
@@ -133,8 +131,7 @@ class PruningMixin:
             smallest_span.append(int(tile.min()))
         best = math.inf
         for keep in self.choices[lv].keeps:
-            words = sum(math.prod(1 + sum(c * (smallest_span[d] - 1) for d, c in axis)
-                                  for axis in self.workload.tensors[t].axes)
+            words = sum(tiles.words(self.workload.tensors[t], smallest_span)
                         * self.arch.levels[lv].word_bytes(self.workload.tensors[t])
                         for t in keep)
             best = min(best, words)

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import tiles
 from ..cost import Costs
 from ..mapping import MappingTable
 from ..mapspace import Mapspace
@@ -161,9 +162,8 @@ class LinkBounds:
             return NO_FLOOR
         grid = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")])        # (D, M)
         trips = np.array(workload.sizes, float)[:, None] / grid                          # Q_d
-        tiles = {t: np.prod([1 + sum(c * (grid[d] - 1) for d, c in axis)
-                             for axis in workload.tensors[t].axes], axis=0) for t in must}
-        footprint = sum(tiles[t] * arch.levels[j].word_bytes(workload.tensors[t]) for t in must)
+        tile = {t: tiles.words(workload.tensors[t], grid) for t in must}
+        footprint = sum(tile[t] * arch.levels[j].word_bytes(workload.tensors[t]) for t in must)
         fits = footprint * (stages or min(space.choices[j].stages)) <= arch.levels[j].capacity
         if not fits.any():
             return NO_FLOOR
@@ -187,7 +187,7 @@ class LinkBounds:
                 else:
                     last = max(i for i, d in enumerate(order) if d in dims)
                     outer = order[:last + 1]
-                total = total + weight[t] * tiles[t] * np.prod([np.maximum(trips[d], 1.0) for d in outer], axis=0)
+                total = total + weight[t] * tile[t] * np.prod([np.maximum(trips[d], 1.0) for d in outer], axis=0)
             best = np.minimum(best, total)
         best = np.where(fits, best, np.inf)
         whole = float(best.min())
@@ -603,7 +603,7 @@ def _refetches(space: Mapspace, t: int, depth: int, table: MappingTable) -> np.n
     irrelevant = ~workload.relevance[t]
     repeats = table.factors[:depth, 0][:, irrelevant].prod(axis=(0, 1)).astype(float)
     spans = table.factors[depth:].prod(axis=(0, 1))
-    tile = np.prod([1 + sum(c * (spans[d] - 1) for d, c in axis) for axis in workload.tensors[t].axes], axis=0)
+    tile = tiles.words(workload.tensors[t], spans)
     could_hold = np.zeros(n, bool)
     spread = 1
     for lv in range(depth + 1, space.n_levels):
@@ -683,7 +683,7 @@ def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
     n_levels, n = len(arch.levels), len(table)
     may_keep, deepest, deeper_must = _keepers(space, t, depth, table)
     irrelevant = ~workload.relevance[t]
-    words = math.prod(1 + sum(c * (max(space.extents[d]) - 1) for d, c in axis) for axis in tensor.axes)
+    words = tiles.words(tensor, [max(e) for e in space.extents])
     rmw = np.full(n, np.inf)
     sharing = np.ones(n)
     for lv in range(n_levels):

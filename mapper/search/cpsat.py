@@ -21,6 +21,7 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from .. import tiles
 from ..mapspace import Mapspace
 from .bounds import link_weight
 
@@ -168,10 +169,11 @@ def start(space: Mapspace, time_limit: float, favour_parallelism: bool = True,
                 words = product([tile_index[lv][axis[0][0]] for axis in axes], f"words_{lv}_{t}")[0]
             else:
                 extents = []
+                spans, highest = [var for var, _ in tile[lv]], [hi for _, hi in tile[lv]]
                 for a, axis in enumerate(axes):
-                    hi = int(1 + sum(c * (tile[lv][d][1] - 1) for d, c in axis))
+                    hi = int(tiles.extent(axis, highest))
                     e = model.new_int_var(1, hi, f"ext_{lv}_{t}_{a}")
-                    model.add(e == 1 + sum(c * (tile[lv][d][0] - 1) for d, c in axis))
+                    model.add(e == tiles.extent(axis, spans))
                     extents.append((e, hi))
                 words = _product(model, extents, f"words_{lv}_{t}")[0]
             terms.append(words * round(arch.levels[lv].word_bytes(workload.tensors[t]) * 8))

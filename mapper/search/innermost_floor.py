@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import tiles
 from ..mapspace import Mapspace
 from .operand_floor import SplitVectors, _shared_dims, fill_energy, read_energy, serve_energy
 
@@ -86,9 +87,9 @@ class InnermostFloor:
         self.enabled = self.level >= 1 and math.prod(len(v) for v in values) <= MAX_TILES
         if not self.enabled:
             return
-        tiles = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")]).astype(float)   # (D, M)
+        grid = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")]).astype(float)   # (D, M)
         vectors = splits.at_depth[0]
-        if vectors is not None and len(vectors) * tiles.shape[1] <= MAX_CELLS:
+        if vectors is not None and len(vectors) * grid.shape[1] <= MAX_CELLS:
             vectors = vectors[:, :self.level]                                    # (V, j, D)
         else:
             vectors = None
@@ -98,8 +99,8 @@ class InnermostFloor:
         else:
             self.split = vectors.prod(axis=1).astype(float)                      # (V, D)
         # cells: every (tile, split) pair whose tile times split fits the dim
-        m, v = tiles.shape[1], len(self.split)
-        tile = np.repeat(tiles, v, axis=1)                                       # (D, M*V)
+        m, v = grid.shape[1], len(self.split)
+        tile = np.repeat(grid, v, axis=1)                                       # (D, M*V)
         split = np.tile(self.split.T, (1, m))                                    # (D, M*V)
         fits = (tile * split <= sizes[:, None]).all(axis=0)
         self.tile, split_of = tile[:, fits], np.tile(np.arange(v), m)[fits]
@@ -109,8 +110,7 @@ class InnermostFloor:
         split = split[:, fits]
         self.instances = split.prod(axis=0)
         self.trips = np.maximum(sizes[:, None] / (self.tile * split), 1.0)
-        self.words = [np.prod([1 + sum(c * (self.tile[d] - 1) for d, c in axis) for axis in tensor.axes], axis=0)
-                      for tensor in workload.tensors]
+        self.words = [tiles.words(tensor, self.tile) for tensor in workload.tensors]
         self.orders = list(itertools.permutations(range(space.n_dims))) if space.n_dims <= 5 else [None]
 
     def for_space(self, part: Mapspace) -> "InnermostFloor":
@@ -323,8 +323,7 @@ class InnermostFloor:
         workload, level = self.space.workload, self.space.arch.levels[self.level]
         choice = self.space.choices[self.level]
         for k, keep in enumerate(choice.keeps):
-            footprint = sum((self.words[t] * level.word_bytes(workload.tensors[t]) for t in keep),
-                            np.zeros(self.tile.shape[1]))
+            footprint = tiles.option_bytes(level, workload, self.words, [keep], self.tile.shape[1])[0]
             fits = np.flatnonzero(footprint * min(choice.stages) <= level.capacity)
             for o in range(len(self.orders)):
                 total = np.zeros(len(fits))

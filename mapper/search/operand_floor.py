@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from .. import tiles
 from ..mapspace import SPATIAL_X, SPATIAL_Y, Mapspace
 
 MAX_VECTORS = 4_096       # split vectors (over all undecided fanouts) enumerated at most
@@ -129,7 +130,7 @@ def _read_modify_write(space: Mapspace, t: int, lv: int, share, decided, vectors
     only in splits above it over dims the output does not index."""
     workload, level = space.workload, space.arch.levels[lv]
     tensor = workload.tensors[t]
-    words = math.prod(1 + sum(c * (max(space.extents[d]) - 1) for d, c in axis) for axis in tensor.axes)
+    words = tiles.words(tensor, [max(e) for e in space.extents])
     copies = np.ones_like(share)
     for above in range(lv):
         copies = copies * _splits(decided, vectors, above, depth, ~workload.relevance[t], first)

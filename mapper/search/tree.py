@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import tiles
 from ..mapping import MappingTable, along_last
 from ..mapspace import TEMPORAL, Mapspace
 
@@ -184,9 +185,9 @@ class LevelTree:
 
     def _footprints(self, lv: int, spans: np.ndarray, keeps) -> np.ndarray:
         """(keep options, N) bytes each keep option of level `lv` holds, given the dims' spans."""
-        words = [np.prod([1 + sum(c * (spans[d] - 1) for d, c in axis) for axis in tensor.axes], axis=0)
-                 * self.space.arch.levels[lv].word_bytes(tensor) for tensor in self.space.workload.tensors]
-        return np.stack([sum((words[t] for t in keep), np.zeros(spans.shape[1])) for keep in keeps])
+        workload = self.space.workload
+        words = [tiles.words(tensor, spans) for tensor in workload.tensors]
+        return tiles.option_bytes(self.space.arch.levels[lv], workload, words, keeps, spans.shape[1])
 
     def _deeper_levels_can_fit(self, nodes: Nodes) -> np.ndarray:
         """(N,) False where some level below `nodes.depth` cannot hold even the smallest tile any
@@ -324,9 +325,9 @@ def feasible(space: Mapspace, depth: int, table) -> np.ndarray:
     fanout = np.array([space.arch.fanout(lv) for lv in range(depth)]).reshape(depth, 2, 1)
     if depth:
         ok &= (table.factors[:depth, 1:].prod(axis=2) <= fanout).all(axis=(0, 1))
-    tiles = space.tile_words(table.factors)
+    words = space.tile_words(table.factors)
     for lv in range(depth + 1):
-        used = sum(tiles[t][lv] * table.keep[lv, t] * space.arch.levels[lv].word_bytes(tensor)
-                   for t, tensor in enumerate(space.workload.tensors)) * table.stages[lv]
-        ok &= used <= space.arch.levels[lv].capacity
+        level = space.arch.levels[lv]
+        ok &= tiles.level_bytes(level, space.workload, [w[lv] for w in words], table.keep[lv],
+                                table.stages[lv]) <= level.capacity
     return ok

@@ -1,0 +1,82 @@
+"""Tiles: how large a tensor's tile is, what a level's kept tiles take, and whether they fit.
+
+A tensor is indexed by affine expressions of the dims (`Tensor.axes`: per axis, (dim,
+coefficient) pairs; a convolution's input row is `p + r`). The tile a level holds spans, per
+dim, the product of every loop bound at and below that level (`level_spans`). Over those spans
+an axis covers its bounding box, 1 + sum of c x (span - 1) (a sliding window's overlap
+included), and the tile is the product of its axes' extents (`words`). A level holds a tile of
+every tensor it keeps, once per buffering stage: its footprint, per instance, is the sum of
+those tiles' bytes times its stages (`kept_bytes`), which must be within its capacity (`fits`).
+
+Every consumer asks here: the mapspace's pruning, the search tree, the bounds, CP-SAT's model,
+the cost model (scalar and vectorised), the loader's and the explainer's checks. The functions
+take plain numbers, numpy arrays whose first axis is the dim, or solver expressions alike.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def extent(axis, spans):
+    """The bounding-box extent of one axis, 1 + sum over its (dim, c) of c x (spans[dim] - 1);
+    `spans[d]` is dim d's span (a number, an array, or a CP-SAT expression). An axis that is a
+    single dim with coefficient 1 is that dim's span itself (no copy)."""
+    if len(axis) == 1 and axis[0][1] == 1:
+        return spans[axis[0][0]]
+    return 1 + sum(c * (spans[d] - 1) for d, c in axis)
+
+
+def words(tensor, spans):
+    """Words of `tensor`'s tile over `spans` (the product of its axes' extents)."""
+    return box_words(tensor.axes, spans)
+
+
+def box_words(axes, spans):
+    """Words of the bounding box of `axes` (per axis, its (dim, coefficient) pairs) over `spans`."""
+    out = 1
+    for axis in axes:
+        out = out * extent(axis, spans)
+    return out
+
+
+def level_spans(factors: np.ndarray) -> np.ndarray:
+    """(L, D, N) the span of every dim in the tile each level holds: the product of the
+    factors (temporal and spatial) at that level and below, from a (L, 3, D, N) factor array."""
+    full = factors.prod(axis=1)
+    return np.cumprod(full[::-1], axis=0)[::-1]
+
+
+def tile_words(workload, factors: np.ndarray) -> list[np.ndarray]:
+    """Per tensor, (L, N) the words of the tile each level holds, from (L, 3, D, N) factors."""
+    spans = np.moveaxis(level_spans(factors), 1, 0)         # (D, L, N): spans[d] per level
+    return [words(tensor, spans) for tensor in workload.tensors]
+
+
+def kept_bytes(arch, workload, tiles: list, keep: np.ndarray, stages: np.ndarray) -> np.ndarray:
+    """(L, N) bytes each level's kept tiles take per instance, times its stages: `tiles` per
+    tensor (L, N) words, `keep` (L, T, N) what each level keeps, `stages` (L, N)."""
+    out = 0.0
+    for t, tensor in enumerate(workload.tensors):
+        word_bytes = np.array([level.word_bytes(tensor) for level in arch.levels])[:, None]
+        out = out + tiles[t] * keep[:, t] * word_bytes
+    return out * stages
+
+
+def level_bytes(level, workload, tiles: list, keep: np.ndarray, stages) -> np.ndarray:
+    """(N,) bytes one level's kept tiles take per instance, times its stages: `tiles` per
+    tensor (N,) words at this level, `keep` (T, N)."""
+    used = sum(tiles[t] * keep[t] * level.word_bytes(tensor) for t, tensor in enumerate(workload.tensors))
+    return used * stages
+
+
+def option_bytes(level, workload, tiles: list, keeps, n: int) -> np.ndarray:
+    """(keep options, N) bytes of one stage of each keep option of a level (each a tuple of
+    tensor indices), from per-tensor words at this level (`tiles`, each (N,))."""
+    per_tensor = [tiles[t] * level.word_bytes(tensor) for t, tensor in enumerate(workload.tensors)]
+    return np.stack([sum((per_tensor[t] for t in keep), np.zeros(n)) for keep in keeps])
+
+
+def fits(arch, used: np.ndarray) -> np.ndarray:
+    """(N,) whether every level's bytes `used` ((L, N), per instance) are within its capacity."""
+    capacity = np.array([level.capacity for level in arch.levels])[:, None]
+    return (used <= capacity).all(axis=0)
