@@ -363,10 +363,10 @@ def load_mapping(name_or_path, arch: Arch, workload: Workload):
 
 def load_warm_start(name_or_path, arch: Arch, workload: Workload):
     """A mapping file to start a search from: of this workload, or of another shape of the same
-    einsum (a neighbouring shape's optimum), then carried to this one (`search.warm.rescale`:
+    einsum (a neighbouring shape's optimum), then carried to this one (`rescale.rescale`:
     the outermost loops grow or shrink by each dim's ratio)."""
     from dataclasses import replace
-    from .search.warm import rescale
+    from .rescale import rescale
     path = resolve("mappings", name_or_path)
     data = read_yaml(path)
     shape = _mapping_shape(data, workload)

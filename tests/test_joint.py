@@ -14,7 +14,8 @@ from mapper.search import Exhaustive, Joint, parse_objective
 from mapper.search.neighbourhood import improve
 from mapper.search.result import Budget, Incumbent
 from mapper.search.tree import LevelTree
-from mapper.search.warm import admit, rescale
+from mapper.rescale import rescale
+from mapper.search.warm import admit
 
 from strategies import archs, workloads
 from test_mapspace import gemm, small_arch

@@ -5,7 +5,7 @@ split, the tiles of the inner levels and their loop orders. That structure carri
 shapes of one einsum, while the space of a smaller shape is far smaller and its search gets
 much closer to its optimum in the same time. So the joint search first solves the shape with
 every large dim divided (`shrunk`), within a share of its time, and offers that answer carried
-to the real shape (`warm.rescale`: the outermost level's loops grow by the ratio, every inner
+to the real shape (`rescale.rescale`: the outermost level's loops grow by the ratio, every inner
 tile stays as it was, so it still fits) as an incumbent; the local search then adapts it.
 
 Measured on `pe-array` with keep/bypass searched (energy): GEMM 256^3's optimum carried to
@@ -22,7 +22,8 @@ from dataclasses import replace
 from ..errors import MapperError
 from ..mapspace import Mapspace
 from .objective import Objective
-from .warm import admit, rescale
+from ..rescale import rescale
+from .warm import admit
 
 SMALLEST = 16          # dims at or below this size are kept as they are
 SHRINK = (4, 2)        # divide a larger dim by the first of these that divides it

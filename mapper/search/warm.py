@@ -8,14 +8,11 @@ and the ranking among equal mappings stays the one exhaustive search uses).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ..mapping import LevelMapping, Mapping, MappingTable, to_table
+from ..mapping import Mapping, MappingTable, to_table
 from ..mapspace import Mapspace
 from ..orders import signature
-from ..spec import Workload
 
 
 def admit(space: Mapspace, mapping: Mapping) -> MappingTable | None:
@@ -34,48 +31,6 @@ def admit(space: Mapspace, mapping: Mapping) -> MappingTable | None:
         return None
     table = MappingTable(table.factors, order, table.keep, table.stages)
     return table if space.valid_mask(table)[0] else None
-
-
-def rescale(mapping: Mapping, source: Workload, target: Workload) -> Mapping | None:
-    """The mapping of `source` carried to `target` (same einsum, other sizes): each dim whose
-    size changed has its outermost temporal loops scaled by the ratio, growing the outermost
-    one, or shrinking from the outermost inwards while the bounds divide. None when a ratio is
-    not whole or the loops cannot absorb it (then the mapping does not carry over)."""
-    if source.einsum != target.einsum or source.dims != target.dims:
-        return None
-    levels = [[list(lm.temporal), lm] for lm in mapping.levels]
-    for d, (old, new) in enumerate(zip(source.sizes, target.sizes)):
-        if old == new:
-            continue
-        if new % old == 0:
-            _scale_outermost(levels, d, new // old)
-        elif old % new == 0:
-            if not _shrink_outer(levels, d, old // new):
-                return None
-        else:
-            return None
-    return Mapping(tuple(LevelMapping(tuple((d, b) for d, b in loops if b > 1), lm.spatial, lm.keep, lm.stages)
-                         for loops, lm in levels))
-
-
-def _scale_outermost(levels, d: int, ratio: int) -> None:
-    loops = levels[0][0]
-    for i, (dim, bound) in enumerate(loops):
-        if dim == d:
-            loops[i] = (d, bound * ratio)
-            return
-    loops.insert(0, (d, ratio))
-
-
-def _shrink_outer(levels, d: int, ratio: int) -> bool:
-    for loops, _ in levels:
-        for i, (dim, bound) in enumerate(loops):
-            if dim != d or ratio == 1:
-                continue
-            take = math.gcd(bound, ratio)
-            loops[i] = (d, bound // take)
-            ratio //= take
-    return ratio == 1
 
 
 def factor_rows(space: Mapspace, table: MappingTable) -> list[int] | None:

@@ -17,7 +17,7 @@ from concurrent.futures import FIRST_COMPLETED, Future
 from dataclasses import dataclass, field, replace
 
 from ..mapping import Mapping, mapping_from_dict
-from ..search.warm import rescale
+from ..rescale import rescale
 from ..units import Where
 from .execute import Task, run_task
 from .points import Point
