@@ -67,33 +67,58 @@ def _mapspace(args) -> int:
     return 0
 
 
+FLAG_OF_OPTION = {"seed": "--seed", "samples": "--samples", "cpsat_seconds": "--cpsat-seconds",
+                  "incumbents": "--warm-start"}
+
+
+def _strategy_options(args, strategy_name: str, warm: tuple) -> dict:
+    """The strategy options the command line gives (those not given take their defaults); an
+    evaluation budget lets random draw until it is spent unless `--samples` says otherwise."""
+    options = {"seed": args.seed, "samples": args.samples, "cpsat_seconds": args.cpsat_seconds,
+               # for the joint search a start; for every strategy a reference (`reference_lines`)
+               "incumbents": (warm or None) if strategy_name == "joint" else None}
+    if args.max_evaluations and strategy_name == "random" and args.samples is None:
+        options["samples"] = 10**12
+    return {k: v for k, v in options.items() if v is not None}
+
+
 def _run_search(args, strategy_name: str, after_interrupt: bool = False):
-    from .search import make_strategy, parse_objective
-    from .search.result import stops
+    """(arch, workload, result, context) of the search the command asks for."""
+    from .search import SearchContext, make_strategy, parse_objective
+    from .search.events import Interrupted
     time_limit = args.time_limit
     if time_limit is None:
         time_limit = None if args.max_evaluations else TIME_LIMIT_DEFAULT
     # the clock starts before the specs are read: building the mapspace counts
-    stops.reset(time_limit, args.max_evaluations, since=_started_ago(args))
-    stops.interrupted = after_interrupt     # compare: a Ctrl-C in its first search ends both
-    with _keep_best_on_ctrl_c(stops):
+    context = SearchContext.for_command(time_limit, args.max_evaluations, since=_started_ago(args))
+    if after_interrupt:         # compare: a Ctrl-C in its first search ends both
+        context.interrupt()
+    with _keep_best_on_ctrl_c(context):
         from .timeloop.commands import search_inputs   # also reads Timeloop files
         arch, workload, constraints, warm, args.imported = search_inputs(args)
         args.warm_mappings = warm
         space = Mapspace(arch, workload, constraints)
-        space.stop = stops.stopped          # counting the funnel exactly stays within the budget
+        space.stop = context.stopped        # counting the funnel exactly stays within the budget
         objective = parse_objective(args.objective or getattr(args.imported, "objective", None) or "edp", arch)
-        strategy = make_strategy(strategy_name, time_limit=time_limit or TIME_LIMIT_DEFAULT, seed=args.seed,
-                                 samples=10**12 if args.max_evaluations else args.samples,
-                                 cpsat_seconds=args.cpsat_seconds, incumbents=warm)
+        strategy = make_strategy(strategy_name, _strategy_options(args, strategy_name, warm),
+                                 where="command line", label=FLAG_OF_OPTION.get)
         with _progress_bar(strategy_name) as bar:
             def progress(evaluated):
                 bar.update(evaluated - bar.n)
-            result = strategy.run(space, objective, progress)
-    if stops.interrupted:
-        result.notes.append("interrupted (Ctrl-C): the best mapping found so far")
+            try:
+                result = strategy.run(space, objective, context, progress)
+            except MapperError:
+                if context.interrupted:     # Ctrl-C before any mapping was found: nothing to print
+                    raise _InterruptedEarly() from None
+                raise
+    if context.interrupted:
+        result.events += (Interrupted(),)
         result.complete = False
-    return arch, workload, result
+    return arch, workload, result, context
+
+
+class _InterruptedEarly(Exception):
+    """Ctrl-C stopped the search before it found any valid mapping."""
 
 
 def _progress_bar(strategy_name: str):
@@ -124,13 +149,13 @@ class _keep_best_on_ctrl_c:
     """While a search runs, a first Ctrl-C asks every strategy to stop at its next budget check
     and return its best so far; a second one aborts."""
 
-    def __init__(self, stops):
-        self.stops = stops
+    def __init__(self, context):
+        self.context = context
 
     def _handler(self, signum, frame):
-        if self.stops.interrupted:
+        if self.context.interrupted:
             raise KeyboardInterrupt
-        self.stops.interrupted = True
+        self.context.interrupt()
         print("mapper: interrupted: finishing with the best mapping so far (Ctrl-C again to abort)",
               file=sys.stderr, flush=True)
 
@@ -150,7 +175,7 @@ class _keep_best_on_ctrl_c:
 def _started_ago(args) -> float:
     """Seconds of the command's time limit already spent: the interpreter's start-up, when
     this process is the `mapper` command itself (not a caller of `main` in a longer process)."""
-    from .search.result import seconds_since_start
+    from .search.context import seconds_since_start
     if not getattr(args, "own_process", False) or getattr(args, "startup_counted", False):
         return 0.0
     args.startup_counted = True         # `compare`: its second search has its own full limit
@@ -165,13 +190,12 @@ def _search_json(args, result, arch, workload) -> dict:
     return out
 
 
-def _status(args) -> int:
-    from .search.result import stops
-    return INTERRUPTED if stops.interrupted else 0
+def _status(context) -> int:
+    return INTERRUPTED if context.interrupted else 0
 
 
 def _search(args) -> int:
-    arch, workload, result = _run_search(args, args.strategy)
+    arch, workload, result, context = _run_search(args, args.strategy)
     if args.export_timeloop:
         from .timeloop.commands import write_export
         write_export(args.export_timeloop, result.mapping, arch, workload, args.imported)
@@ -182,19 +206,18 @@ def _search(args) -> int:
         print(strict_json(_search_json(args, result, arch, workload)))
     else:
         print(search_text(result, arch, workload))
-    return _status(args)
+    return _status(context)
 
 
 def _compare(args) -> int:
     from .compare import compare_text, compare_json
-    arch, workload, greedy = _run_search(args, "greedy")
-    from .search.result import stops
-    _, _, joint = _run_search(args, "joint", after_interrupt=stops.interrupted)
+    arch, workload, greedy, first = _run_search(args, "greedy")
+    _, _, joint, context = _run_search(args, "joint", after_interrupt=first.interrupted)
     if args.json:
         print(strict_json(compare_json(greedy, joint, arch, workload)))
     else:
         print(compare_text(greedy, joint, arch, workload))
-    return _status(args)
+    return _status(context)
 
 
 def _search_options(parser, strategy: bool):
@@ -212,9 +235,11 @@ def _search_options(parser, strategy: bool):
     parser.add_argument("--max-evaluations", type=_count, default=None, metavar="N",
                         help="stop after about N mappings priced instead of on the wall clock: the "
                              "result is independent of machine load (reproducible sweeps)")
-    parser.add_argument("--seed", type=_count0, default=0, help="random strategy seed")
-    parser.add_argument("--samples", type=_count, default=200_000, help="random strategy draws")
-    parser.add_argument("--cpsat-seconds", type=_seconds0, default=2.0,
+    parser.add_argument("--seed", type=_count0, default=None,
+                        help="random and joint: seed of their random draws (default 0; joint's proven "
+                             "result does not depend on it)")
+    parser.add_argument("--samples", type=_count, default=None, help="random: draws (default 200,000)")
+    parser.add_argument("--cpsat-seconds", type=_seconds0, default=None,
                         help="joint: wall-clock cap on CP-SAT proposals before the tree search (0: none)")
     parser.add_argument("--warm-start", action="append", metavar="MAPPING",
                         help="joint: start from this mapping (file or preset; repeatable); a mapping of "
@@ -246,9 +271,9 @@ def _explain(args) -> int:
         mapping = load_mapping(args.mapping, arch, workload)
         found = None
     else:
-        args.strategy, args.seed, args.samples, args.warm_start = "joint", 0, 0, None
+        args.strategy, args.seed, args.samples, args.warm_start = "joint", None, None, None
         args.max_evaluations, args.cpsat_seconds = None, getattr(args, "cpsat_seconds", 2.0)
-        arch, workload, result = _run_search(args, "joint")
+        arch, workload, result, _ = _run_search(args, "joint")
         mapping = result.mapping
         found = (f"mapping: the joint search's best for {result.objective.name} "
                  f"({'proven optimal' if result.optimal else 'not proven optimal'}, "
@@ -373,26 +398,16 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .search.result import stops
-    try:
-        return _main(argv)
-    finally:
-        stops.reset()     # a command's time limit must not outlive it (main called from Python)
-
-
-def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     args.own_process = argv is None        # the `mapper` command itself: its start-up counts
-    from .search.result import stops
-    stops.reset()
     try:
         status = args.run(args)
         sys.stdout.flush()
         return status
+    except _InterruptedEarly:
+        print("mapper: interrupted before a valid mapping was found", file=sys.stderr)
+        return INTERRUPTED
     except MapperError as exc:
-        if stops.interrupted:        # Ctrl-C before any mapping was found: nothing to print
-            print("mapper: interrupted before a valid mapping was found", file=sys.stderr)
-            return INTERRUPTED
         print(f"mapper: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -408,8 +423,6 @@ def _main(argv: list[str] | None) -> int:
             raise
         print(f"mapper: error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
         return 1
-    finally:
-        stops.reset()       # a caller's later searches (in this process) are not bound by this command
 
 
 def command() -> None:

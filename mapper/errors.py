@@ -41,3 +41,8 @@ class SpecError(MapperError):
 
 class InfeasibleError(MapperError):
     """No mapping satisfies the constraints; the message says which constraint and by how much."""
+
+
+class BudgetExhausted(InfeasibleError):
+    """The search's budget (its time limit, evaluation budget or Ctrl-C) ended before it found
+    any valid mapping; a larger budget may find one."""

@@ -170,7 +170,8 @@ def search_json(result, arch: Arch, workload: Workload) -> dict:
         "evaluated": result.evaluated, "seconds": result.seconds,
         "seconds_to_best": result.seconds_to_best, "optimal": result.optimal,
         "complete": result.complete, "lower_bound": result.lower_bound, "gap": result.gap,
-        "mapspace": result.funnel.to_json(), "notes": result.notes}
+        "mapspace": result.funnel.to_json(), "notes": result.notes,
+        "events": [event.as_json() for event in result.events], "settings": result.settings}
     return out
 
 

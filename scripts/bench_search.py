@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="run the cases whose arch/workload contain this")
     parser.add_argument("--ablation", action="store_true", help="also without CP-SAT, without local search")
     args = parser.parse_args()
-    variants = joint_variants(args.time_limit, args.ablation)
+    variants = joint_variants(args.ablation)
     print(f"{'arch':9} {'workload':22} {'pruned':>9} {'greedy':>10} {'variant':9} {'joint':>10} "
           f"{'to best':>7} {'total':>7} {'proven':>6} {'gap':>7} {'priced':>11} {'peak MiB':>8}")
     for arch_name, workload_name, mapspace, objective_name, unit in CASES:
@@ -56,10 +56,10 @@ def main() -> None:
         space = Mapspace(arch, workload, load_constraints(mapspace))
         objective = parse_objective(objective_name, arch)
         pruned = space.funnel().after["occupancy"]
-        greedy, error, _, _ = run_measured(Greedy(time_limit=args.time_limit), space, objective)
+        greedy, error, _, _ = run_measured(Greedy(), space, objective, args.time_limit)
         greedy_text = _shown(greedy.score, unit, workload.macs) if greedy else "error"
         for name, strategy in variants:
-            result, error, seconds, peak = run_measured(strategy, space, objective)
+            result, error, seconds, peak = run_measured(strategy, space, objective, args.time_limit)
             head = f"{arch_name:9} {workload_name:22} {pruned:>9.2g} {greedy_text:>10} {name:9}"
             if result is None:
                 print(f"{head} {error}")

@@ -63,11 +63,11 @@ def main() -> None:
         if args.no_greedy:
             head += f" {'-':>10} {'':>6}"
         else:
-            greedy, greedy_error, _, _ = run_measured(Greedy(time_limit=args.time_limit), space, objective)
+            greedy, greedy_error, _, _ = run_measured(Greedy(), space, objective, args.time_limit)
             head += (f" {greedy.evaluation.edp:>10.4g} {greedy.evaluation.edp / reported:>6.3f}" if greedy
                      else f" {'error':>10} {'':>6}")
-        for variant, strategy in joint_variants(args.time_limit, args.ablation):
-            result, error, seconds, peak = run_measured(strategy, space, objective)
+        for variant, strategy in joint_variants(args.ablation):
+            result, error, seconds, peak = run_measured(strategy, space, objective, args.time_limit)
             if result is None:
                 print(f"{head} {variant:9} {'':>10} {'':>6} {'':>6} {'':>7} {seconds:>7.1f} {peak:>8.0f}"
                       f"  joint: {error}", flush=True)

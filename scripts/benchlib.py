@@ -7,15 +7,16 @@ import resource
 import time
 
 
-def run_measured(strategy, space, objective):
-    """(result, error text, seconds, peak MiB); an exception becomes the error text, so that a
+def run_measured(strategy, space, objective, time_limit: float | None = None):
+    """(result, error text, seconds, peak MiB) of `strategy` run within `time_limit` seconds
+    (a `SearchContext` of its own, as a library caller gives it); an exception becomes the error text, so that a
     table goes on past a case that fails. The run is a forked child process, so that its peak
     is its own (`ru_maxrss`: the interpreter, numpy and OR-Tools included, as a user's command
     sees it, plus its largest walk worker's) and its time is not slowed by tracing allocations
     (tracemalloc, used before, slowed numpy-heavy searches several times over)."""
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_measured_child, args=(strategy, space, objective, send))
+    child = context.Process(target=_measured_child, args=(strategy, space, objective, time_limit, send))
     child.start()
     send.close()
     try:
@@ -26,14 +27,15 @@ def run_measured(strategy, space, objective):
     return out
 
 
-def _measured_child(strategy, space, objective, send) -> None:
+def _measured_child(strategy, space, objective, time_limit, send) -> None:
+    from mapper.search import SearchContext
     start = time.perf_counter()
     try:
-        result, error = strategy.run(space, objective), None
+        result, error = strategy.run(space, objective, SearchContext(time_limit)), None
     except Exception as exc:
         result, error = None, f"{type(exc).__name__}: {str(exc)[:90]}"
     seconds = time.perf_counter() - start
-    # KiB on Linux; with the walk on several cores (`mapper/search/parallel.py`), its own peak
+    # KiB on Linux; with the walk on several cores (`mapper/search/joint/parallel.py`), its own peak
     # plus its largest worker's, an upper bound on what the run held at once
     peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
@@ -41,13 +43,13 @@ def _measured_child(strategy, space, objective, send) -> None:
     send.close()
 
 
-def joint_variants(time_limit: float, ablation: bool) -> list:
+def joint_variants(ablation: bool) -> list:
     """(name, strategy): the joint search, and with `ablation` the same without CP-SAT
     proposals, without the local search (and its polish of new incumbents), and without both."""
     from mapper.search import Joint
-    out = [("joint", Joint(time_limit=time_limit))]
+    out = [("joint", Joint())]
     if ablation:
-        out += [("no-cpsat", Joint(time_limit=time_limit, cpsat_seconds=0)),
-                ("no-local", Joint(time_limit=time_limit, local_search=False)),
-                ("neither", Joint(time_limit=time_limit, cpsat_seconds=0, local_search=False))]
+        out += [("no-cpsat", Joint(cpsat_seconds=0)),
+                ("no-local", Joint(local_search=False)),
+                ("neither", Joint(cpsat_seconds=0, local_search=False))]
     return out

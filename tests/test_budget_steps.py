@@ -11,23 +11,17 @@ import time
 from dataclasses import replace
 
 import numpy as np
-import pytest
-
 from mapper.load import load_arch, load_constraints, load_workload
 from mapper.mapspace import Mapspace
-from mapper.search import Greedy, Joint, parse_objective
-from mapper.search.coarse import coarse_incumbent
+from mapper.search import Greedy, Joint, JointTuning, SearchContext, parse_objective
+from mapper.search.bounds import LinkBounds
 from mapper.search.greedy import QUICK_LOOK_WINDOWS, _Descent
-from mapper.search.joint import ASSUMED_ROW_SECONDS, CHUNK_SECONDS, CHUNK_SHARE, FIRST_CHUNK, _Walk
-from mapper.search.result import Budget, Incumbent, stops
+from mapper.search.joint.coarse import coarse_incumbent
+from mapper.search.joint.walk import Walk, WalkSetup
+from mapper.search.result import Incumbent
 from mapper.search.tree import LevelTree, Nodes
 
-
-@pytest.fixture(autouse=True)
-def no_command_limit():
-    stops.reset()
-    yield
-    stops.reset()
+TUNING = JointTuning()
 
 
 def space_of(arch: str, workload: str) -> Mapspace:
@@ -35,63 +29,59 @@ def space_of(arch: str, workload: str) -> Mapspace:
 
 
 def test_cpsat_with_almost_no_time_left_returns_no_proposals_at_once():
-    from mapper.search.cpsat import propose
+    from mapper.search.joint.cpsat import propose
     space = space_of("h100", "gemm-16384")      # its model alone takes ~0.2 s to build, unloaded
-    stops.reset(0.05)                           # a command deadline ~0.05 s away
+    context = SearchContext.for_command(0.05)   # a command deadline ~0.05 s away
     started = time.perf_counter()
-    factors = propose(space, 2.0)
+    factors = propose(space, context, 2.0)
     assert time.perf_counter() - started < 0.1
     assert factors is not None and factors.shape[-1] == 0
 
 
 def test_cpsat_without_a_deadline_still_proposes():
-    from mapper.search.cpsat import propose
-    factors = propose(space_of("tpu", "conv-alexnet-conv3"), 2.0)
+    from mapper.search.joint.cpsat import propose
+    factors = propose(space_of("tpu", "conv-alexnet-conv3"), SearchContext(), 2.0)
     assert factors is not None and factors.shape[-1] > 0
 
 
-def _walk(space: Mapspace, time_limit: float | None) -> _Walk:
+def _walk(space: Mapspace, context: SearchContext, time_limit: float | None) -> Walk:
     objective = parse_objective("edp", space.arch)
-    return _Walk(space, objective, LevelTree(space), Incumbent(space, objective), Budget(time_limit),
-                 64_000, None)
+    setup = WalkSetup(space, objective, LevelTree(space), LinkBounds(space), context, context.budget(time_limit),
+                      TUNING, 64_000, False)
+    return Walk(setup, Incumbent(space, objective, context))
 
 
 def test_chunks_follow_the_measured_rate_against_a_wall_deadline():
     space = space_of("tpu", "conv-alexnet-conv3")
-    stops.reset(0.5)                                          # the deadline is near
-    walk = _walk(space, 30.0)
+    walk = _walk(space, SearchContext.for_command(0.5), 30.0)      # the deadline is near
     # nothing timed yet: a quarter of the ~0.46 s left at a pessimistic rate
-    assert 1 <= walk._chunk_rows(2) <= CHUNK_SHARE * 0.5 / ASSUMED_ROW_SECONDS < FIRST_CHUNK
-    walk.row_seconds[2] = 1e-4                                # 0.1 ms a row: 0.2 s is 2,000 rows
-    assert abs(walk._chunk_rows(2) - CHUNK_SECONDS / 1e-4) <= 1
-    assert abs(walk._chunk_rows(3) - CHUNK_SECONDS / 1e-4) <= 1   # untimed depth: the slowest rate
-    walk.row_seconds[3] = 1e-8                                # cheap rows: never above `chunk`
-    assert walk._chunk_rows(3) == 64_000
-    stops.reset(100.0)                                        # far from it: a quarter of what is left
-    walk = _walk(space, None)
-    assert walk._chunk_rows(2) == FIRST_CHUNK                 # nothing timed yet
-    walk.row_seconds[2] = 1e-3
-    assert 0.9 * CHUNK_SHARE * 99 / 1e-3 < walk._chunk_rows(2) <= CHUNK_SHARE * 100 / 1e-3
-    walk.row_seconds[2] = 1e-4
-    assert walk._chunk_rows(2) == 64_000
+    assert 1 <= walk.chunk_rows(2) <= TUNING.chunk_share * 0.5 / TUNING.assumed_row_seconds < TUNING.first_chunk
+    walk.timed(Nodes(2, np.zeros((1, 0)), None, None, None), time.perf_counter() - 1e-4, walk.polish_seconds, 1)
+    assert abs(walk.chunk_rows(2) - TUNING.chunk_seconds / 1e-4) <= 0.2 * TUNING.chunk_seconds / 1e-4
+    # an untimed depth: the slowest rate measured anywhere
+    assert walk.chunk_rows(3) == walk.chunk_rows(2)
+    walk.timed(Nodes(3, np.zeros((1, 0)), None, None, None), time.perf_counter(), walk.polish_seconds, 10**9)
+    assert walk.chunk_rows(3) == 64_000                      # cheap rows: never above `chunk`
+    walk = _walk(space, SearchContext.for_command(100.0), None)   # far from it: a quarter of what is left
+    assert walk.chunk_rows(2) == TUNING.first_chunk          # nothing timed yet
+    walk.timed(Nodes(2, np.zeros((1, 0)), None, None, None), time.perf_counter() - 1e-3, walk.polish_seconds, 1)
+    assert 0.8 * TUNING.chunk_share * 99 / 1e-3 < walk.chunk_rows(2) <= TUNING.chunk_share * 100 / 1e-3
 
 
 def test_chunks_stay_fixed_under_an_evaluation_budget_and_without_a_limit():
     space = space_of("tpu", "conv-alexnet-conv3")
-    stops.reset(30.0, max_evaluations=10_000)
-    walk = _walk(space, 30.0)
-    walk.row_seconds[2] = 1e-3                                # however slow the rows were
-    assert walk._chunk_rows(2) == 64_000
-    stops.reset()
-    walk = _walk(space, None)
-    walk.row_seconds[2] = 1e-3
-    assert walk._chunk_rows(2) == 64_000
+    slow = Nodes(2, np.zeros((1, 0)), None, None, None)
+    for context, limit in [(SearchContext.for_command(30.0, max_evaluations=10_000), 30.0), (SearchContext(), None)]:
+        walk = _walk(space, context, limit)
+        walk.timed(slow, time.perf_counter() - 1e-3, walk.polish_seconds, 1)     # however slow the rows were
+        assert walk.chunk_rows(2) == 64_000
 
 
 def test_the_quick_look_in_one_call_is_the_runs_one_after_another():
     space = space_of("tpu", "conv-resnet50-conv3")
     objective = parse_objective("edp", space.arch)
-    descent = _Descent(Greedy(slice=2_000), space, objective, Budget(None))
+    context = SearchContext()
+    descent = _Descent(Greedy(slice=2_000), space, objective, context, context.budget(None))
     root = descent.tree.roots().take(np.array([0]))
     total = int(descent.tree.factor_children(root)[0])
     assert total > 4 * descent.greedy.slice
@@ -125,20 +115,21 @@ def test_a_funnel_cut_short_by_the_stop_is_not_kept():
 def test_the_coarse_answer_is_not_carried_once_time_is_up():
     space = space_of("h100", "gemm-4096")
     objective = parse_objective("edp", space.arch)
-    table, note = coarse_incumbent(space, objective, Greedy(), carry=lambda: False)
-    assert table is None and "not carried (out of time)" in note
-    table, note = coarse_incumbent(space, objective, Greedy(), carry=lambda: True)
-    assert table is not None and "best" in note
+    table, event = coarse_incumbent(space, objective, Greedy(), SearchContext(), carry=lambda: False)
+    assert table is None and event.outcome == "out of time" and "not carried (out of time)" in event.text()
+    table, event = coarse_incumbent(space, objective, Greedy(), SearchContext(), carry=lambda: True)
+    assert table is not None and event.outcome == "carried" and event.best is not None
 
 
 def test_a_joint_search_started_past_its_deadline_returns_the_greedy_mapping():
     space = space_of("tpu", "conv-resnet50-conv3")
     objective = parse_objective("edp", space.arch)
-    stops.reset(0.001)                         # the whole limit went to the start-up
+    # a one-second search whose command's deadline already passed (the start-up took it all)
+    context = SearchContext(time_limit=1.0, deadline=time.perf_counter())
     time.sleep(0.01)
     started = time.perf_counter()
-    result = Joint(time_limit=1.0).run(space, objective)
-    greedy = Greedy(time_limit=0.001).run(space, objective)
+    result = Joint().run(space, objective, context)
+    greedy = Greedy().run(space, objective, SearchContext(time_limit=0.001, deadline=time.perf_counter()))
     assert time.perf_counter() - started < 5.0
     assert result.notes[0].startswith("warm start (greedy)")
     assert not any("random draws" in note for note in result.notes)

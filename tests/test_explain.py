@@ -16,7 +16,7 @@ from mapper.explain.regimes import structure
 from mapper.load import (arch_from_dict, load_constraints, load_arch, load_mapping, load_workload, mapping_from_checked_dict,
                          workload_from_dict)
 from mapper.mapspace import Mapspace
-from mapper.search import Joint, parse_objective
+from mapper.search import Joint, SearchContext, parse_objective
 from mapper.units import Where
 
 from strategies import problems
@@ -76,7 +76,7 @@ def test_joint_best_is_never_below_the_bound():
     kinds = set()
     for arch_name, wl in (("toy", gemm(32, 32, 64)), ("eyeriss", gemm(16, 16, 32))):
         arch = load_arch(arch_name)
-        result = Joint(time_limit=5).run(Mapspace(arch, wl), parse_objective("edp", arch))
+        result = Joint().run(Mapspace(arch, wl), parse_objective("edp", arch), SearchContext(5))
         ex = explain(arch, wl, result.mapping)
         assert all(tr.traffic >= tr.bound for tr in ex.traffic)
         kinds |= {tr.bound_kind for tr in ex.traffic}
@@ -134,7 +134,8 @@ def test_elementwise_is_flagged_compulsory():
     assert shape.elementwise and shape.memory_bound and "compulsory" in shape.label and "fusion" in shape.label
     for cap in (2**10, 2**20, 2**30):
         assert min_traffic(wl, cap) == compulsory_words(wl)
-    result = Joint(time_limit=2).run(Mapspace(arch, wl, load_constraints("unaligned")), parse_objective("edp", arch))
+    result = Joint().run(Mapspace(arch, wl, load_constraints("unaligned")), parse_objective("edp", arch),
+                         SearchContext(2))
     ex = explain(arch, wl, result.mapping)
     assert "structurally memory-bound: elementwise" in ex.overall
     assert all(tr.capacity_part == 0 for tr in ex.traffic)        # only compulsory traffic

@@ -12,7 +12,7 @@ from mapper.cost import evaluate_many
 from mapper.load import load_arch, load_constraints, load_workload
 from mapper.mapping import to_table
 from mapper.mapspace import Mapspace
-from mapper.search import Exhaustive, Greedy, parse_objective
+from mapper.search import Exhaustive, Greedy, SearchContext, parse_objective
 
 from strategies import archs, workloads
 from test_mapspace import gemm, small_arch
@@ -79,7 +79,7 @@ def test_greedy_keeps_everything_where_capacity_is_unlimited(data):
 def test_a_spent_budget_still_gives_a_complete_valid_mapping(arch, workload, mapspace):
     space = Mapspace(load_arch(arch), load_workload(workload), load_constraints(mapspace))
     start = time.perf_counter()
-    result = Greedy(time_limit=0.01).run(space, parse_objective("energy", space.arch))
+    result = Greedy().run(space, parse_objective("energy", space.arch), SearchContext(0.01))
     assert time.perf_counter() - start < 10          # the funnel plus one quick look per level
     assert_valid(space, result)
     assert not result.complete and not result.optimal
@@ -93,5 +93,5 @@ def test_a_dead_end_below_a_choice_backs_up_instead_of_failing():
     # the few dead ends that remain (spatial fanout), so greedy returns a valid mapping.
     name = "timeloop-simple_output_stationary"
     space = Mapspace(load_arch(name), load_workload(f"{name}-problem"), load_constraints(name))
-    result = Greedy(time_limit=60).run(space, parse_objective("edp", space.arch))
+    result = Greedy().run(space, parse_objective("edp", space.arch), SearchContext(60))
     assert_valid(space, result)

@@ -10,9 +10,9 @@ from mapper.errors import InfeasibleError
 from mapper.load import load_arch, load_workload
 from mapper.mapping import from_table
 from mapper.mapspace import Mapspace
-from mapper.search import Exhaustive, Joint, parse_objective
-from mapper.search.neighbourhood import improve
-from mapper.search.result import Budget, Incumbent
+from mapper.search import Exhaustive, Joint, JointTuning, SearchContext, parse_objective
+from mapper.search.joint.neighbourhood import improve
+from mapper.search.result import Incumbent
 from mapper.search.tree import LevelTree
 from mapper.rescale import rescale
 from mapper.search.warm import admit
@@ -21,6 +21,16 @@ from strategies import archs, workloads
 from test_mapspace import gemm, small_arch
 
 BYPASS_EVERYWHERE = (("every", LevelConstraints(bypass=True)),)
+
+
+def _walk(space, objective, tree):
+    """A walk of the whole space with no limit, as the joint search would set it up."""
+    from mapper.search.bounds import LinkBounds
+    from mapper.search.joint.walk import Walk, WalkSetup
+    context = SearchContext()
+    setup = WalkSetup(space, objective, tree, LinkBounds(space), context, context.budget(None),
+                      JointTuning(), 4_000, False)
+    return Walk(setup, Incumbent(space, objective, context))
 NEVER_BEATEN = (np.inf, np.inf, np.inf)      # a ranking key no bound exceeds: every node refined
 
 
@@ -39,10 +49,10 @@ def test_joint_equals_exhaustive_on_four_level_spaces(data):
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles", "delay,energy"])), arch)
     if space.funnel().after["divisibility"] > 400_000:
         return
-    # half the draws walk the space in keep-vector parts whatever its size (`keep_parts.py`),
+    # half the draws walk the space in keep-vector parts whatever its size (`joint/parts.py`),
     # half of those on two cores (`parallel.py`; forking costs about a second a search here)
     parts = data.draw(st.booleans())
-    joint = Joint(time_limit=None, parts_above=0 if parts else 20_000, parallel_above=0,
+    joint = Joint(parts_above=0 if parts else 20_000, parallel_above=0,
                   workers=2 if parts and data.draw(st.booleans()) else 1)
     try:
         exact = Exhaustive().run(space, objective)
@@ -73,7 +83,7 @@ def test_warm_start_from_outside_is_admitted_and_kept():
     space, objective, exact = _space_and_optimum()
     table = admit(space, exact.mapping)
     assert table is not None and len(table) == 1
-    warm = Joint(time_limit=None, warm_start=False, cpsat_seconds=0, local_search=False,
+    warm = Joint(warm_start=False, cpsat_seconds=0, local_search=False,
                  incumbents=(exact.mapping,)).run(space, objective)
     assert warm.mapping == exact.mapping and warm.optimal
     assert any("1 of 1 given incumbent" in note for note in warm.notes)
@@ -102,13 +112,13 @@ def test_rescale_carries_a_mapping_to_a_neighbouring_shape():
 
 def test_local_search_never_worsens_and_stays_in_the_space():
     space, objective, exact = _space_and_optimum()
-    incumbent = Incumbent(space, objective)
+    incumbent = Incumbent(space, objective, SearchContext())
     rng = np.random.default_rng(1)
     start = space.sample(200, rng)
     start = start.take(np.array([int(np.argmax(evaluate_many(space.arch, space.workload, start).energy_pj))]))
     incumbent.offer(start)
     before = incumbent.score
-    improve(space, incumbent, Budget(None))
+    improve(space, incumbent, incumbent.context.budget(None))
     assert exact.score <= incumbent.score <= before
     assert admit(space, from_table(incumbent.table, 0)) is not None
 
@@ -158,7 +168,7 @@ def test_bounds_never_exceed_a_mapping_below_them():
 
 def test_a_level_that_fills_and_feeds_is_bounded_below_its_best_mapping():
     """h100 GEMM 4096^3: the L2 both takes its inputs from HBM and sends the SMs their tiles,
-    and its time bound counts both (`bounds._moved_floor`). Tight: the root's cycles bound is
+    and its time bound counts both (`bounds.node._moved_bound`). Tight: the root's cycles bound is
     within 2% of the bundled EDP mapping's cycles, and no prefix's bound exceeds its cost."""
     from mapper import load_mapping
     from mapper.load import load_constraints
@@ -184,8 +194,8 @@ def test_bounds_stay_below_sliding_windows(capacities, p, r):
     """Regression (the first case found by the property test below; the others by a sweep
     with finite capacities, which the random architectures do not draw): I[c, p+r] moves by
     one slice when p advances, so it fills each word about once, where whole tiles refetched
-    per step would count more. The link floors per largest tile (`TileFloor`) and the
-    innermost level's floor both charged such whole tiles, above the best mappings."""
+    per step would count more. The link bounds per largest tile (`TileBound`) and the
+    innermost level's bound both charged such whole tiles, above the best mappings."""
     from mapper.load import arch_from_dict, workload_from_dict
     from mapper.units import Where
     from mapper.search.bounds import LinkBounds, lower_bound
@@ -215,18 +225,18 @@ def test_bounds_stay_below_sliding_windows(capacities, p, r):
 def test_every_node_bound_is_below_every_mapping_under_it(data):
     """The bounds of a mapping's prefixes (every depth) never exceed its cost, on random spaces
     with bypass at every level: what the pruning's soundness rests on, checked node by node
-    (the innermost level's floor, with its keep sets open, included, and refined with the
+    (the innermost level's bound, with its keep sets open, included, and refined with the
     words the node's own loops bring down again, `refine_below`)."""
     from mapper.search.bounds import LinkBounds, lower_bound, lower_bounds
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=64))
-    # with latencies (and GPUs, whose resident blocks share them): the floor on what no
-    # mapping hides (`latency_floor`)
+    # with latencies (and GPUs, whose resident blocks share them): the bound on what no
+    # mapping hides (`latency_bound`)
     # with small capacities too: tiles and keep sets then compete for the room, which is
-    # where a floor over the tiles that fit can go wrong (a sliding window's, once)
+    # where a bound over the tiles that fit can go wrong (a sliding window's, once)
     arch = data.draw(archs(min_levels=3, max_levels=4, latency=data.draw(st.booleans()),
                            capacity=data.draw(st.booleans())))
     # bypass everywhere, nowhere or at some levels: where a level must keep what it may, the
-    # floors that need a keeper (link and latency floors) apply, and a tensor's parent may be
+    # bounds that need a keeper (link and latency bounds) apply, and a tensor's parent may be
     # one level or another
     bypass = data.draw(st.sampled_from(["every", "none", "some"]))
     levels = {"every": BYPASS_EVERYWHERE, "none": ()}.get(bypass) or tuple(
@@ -253,7 +263,7 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
 @settings(max_examples=20, deadline=None)
 @given(st.data())
 def test_bounds_in_a_keep_part_stay_below_its_mappings(data):
-    """The same inside the parts the walk is split into (`keep_parts.py`), where every level's
+    """The same inside the parts the walk is split into (`joint/parts.py`), where every level's
     keep set is fixed and the bounds charge, from the root down, what each level must hold:
     a tensor's words refetched by the decided loops, the output's read-modify-write at each
     split (refined as under an incumbent that beats none)."""
@@ -353,21 +363,21 @@ def test_the_pe_array_parts_that_cannot_hold_the_optimum_are_bounded_above_it():
     and matching AccelForge's mappings: 2.8379 pJ/MAC at GEMM 256^3, 2.6973 at 1024^3):
     - 256^3, the part whose buffer keeps only Z (the register files A and B) is dropped at
       its root: Z's every partial sum is updated at the buffer and all but the first of each
-      word read back (read-modify-write), which the innermost floor charged only when the
+      word read back (read-modify-write), which the innermost bound charged only when the
       register files keep Z (its best mapping: 2.8848);
     - 1024^3, in that part every depth-1 node is above the optimum once refined under it: its
       DRAM loops over m and n bring B and A down again and again (4x each at best), which the
-      floor, over merged loops, did not see (unrefined: from 2.58)."""
+      bound, over merged loops, did not see (unrefined: from 2.58)."""
     from mapper.load import load_constraints
     from mapper.search.bounds import LinkBounds, lower_bounds
-    from mapper.search.keep_parts import split_by_keeps
+    from mapper.search.joint.parts import split_by_keeps
     from mapper.search.tree import feasible
     arch = load_arch("pe-array")
     objective = parse_objective("energy", arch)
     for name, optimum, refine in (("gemm-256", 2.8379, False), ("gemm-1024-int8", 2.6973, True)):
         workload = load_workload(name)
         space = Mapspace(arch, workload, load_constraints("bypass-every"))
-        parts = split_by_keeps(space, objective, LevelTree(space), LinkBounds(space), Budget(None))
+        parts = split_by_keeps(space, objective, LevelTree(space), LinkBounds(space), SearchContext().budget(None))
         [part] = [p for p in parts if [sorted(workload.tensors[t].name for t in choice.keeps[0])
                                        for choice in p.space.choices[1:]] == [["Z"], ["A", "B"]]]
         if not refine:
@@ -385,12 +395,12 @@ def test_the_pe_array_parts_that_cannot_hold_the_optimum_are_bounded_above_it():
 
 
 def test_children_of_a_tied_node_that_rank_after_the_incumbent_are_cut_before_pricing():
-    """`joint._Cut`: under a node whose bounds tie the incumbent's score, energy and cycles,
+    """`joint.cut.Cut`: under a node whose bounds tie the incumbent's score, energy and cycles,
     a child whose decided factors so far (the node's, then its own level's) compare above the
     incumbent's ranks after it whatever it costs, and is dropped before it is priced; the
     others are kept. Checked child by child against the content of their own tables."""
-    import mapper.search.joint as joint_module
     from mapper.search.bounds import NodeBounds
+    from mapper.search.joint.cut import Cut
     from mapper.search.fitting_children import fitting_children
     from mapper.search.objective import outranked
     from mapper.search.tree import Nodes
@@ -398,7 +408,7 @@ def test_children_of_a_tied_node_that_rank_after_the_incumbent_are_cut_before_pr
     space = Mapspace(arch, gemm(8, 4, 4), Constraints())
     objective = parse_objective("energy", arch)
     tree = LevelTree(space)
-    walk = joint_module._Walk(space, objective, tree, Incumbent(space, objective), Budget(None), 4_000, None)
+    walk = _walk(space, objective, tree)
     walk.incumbent.offer(admit(space, Exhaustive().run(space, objective).mapping))
     key = walk.incumbent.key
     nodes = tree.children(tree.roots())
@@ -406,7 +416,7 @@ def test_children_of_a_tied_node_that_rank_after_the_incumbent_are_cut_before_pr
     # the nodes the walk keeps: those whose own decided factors do not already rank after
     nodes = nodes.take(np.flatnonzero(~outranked(objective, tied, tree.table(nodes).factors[:1].reshape(-1, len(nodes)), key)))
     tied = NodeBounds(*(np.full(len(nodes), value) for value in key[:3]))
-    cut = joint_module._Cut(walk, nodes, tied)
+    cut = Cut(walk, nodes, tied)
     seen = []
 
     def recording(parents, units, groups):
@@ -432,15 +442,14 @@ def test_a_walk_across_parts_stopped_in_a_run_bounds_the_parts_left():
     """Walked best first across the keep parts (`_search_across`), a run of one part's nodes
     that stops records only its own nodes' bounds, which may lie above other parts' still in
     the heap: the walk records the least of those too, so that its lower bound covers them."""
-    import mapper.search.joint as joint_module
     from mapper.search.bounds import LinkBounds
-    from mapper.search.keep_parts import split_by_keeps
+    from mapper.search.joint.parts import split_by_keeps
     arch = load_arch("toy")
     space = Mapspace(arch, gemm(8, 4, 4), Constraints(levels=BYPASS_EVERYWHERE))
     objective = parse_objective("energy", arch)
     tree = LevelTree(space)
-    walk = joint_module._Walk(space, objective, tree, Incumbent(space, objective), Budget(None), 4_000, None)
-    parts = split_by_keeps(space, objective, tree, LinkBounds(space), Budget(None))
+    walk = _walk(space, objective, tree)
+    parts = split_by_keeps(space, objective, tree, LinkBounds(space), SearchContext().budget(None))
     assert len(parts) > 2
     search = walk.search
 

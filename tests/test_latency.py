@@ -119,8 +119,7 @@ def test_occupancy_makes_the_best_slab_smaller_than_the_largest_that_fits():
     from mapper.mapspace import Mapspace
     from mapper.search import Joint, parse_objective
     arch, wl = load_arch("h100"), load_workload("gemm-4096")
-    result = Joint(time_limit=60).run(Mapspace(arch, wl, load_constraints("sync-128x128")),
-                                      parse_objective("cycles", arch))
+    result = Joint().run(Mapspace(arch, wl, load_constraints("sync-128x128")), parse_objective("cycles", arch))
     assert result.optimal
     smem = result.evaluation.levels[2]
     assert smem.tensors["A"].tile_words == 128 * 128 and result.evaluation.resident == 3

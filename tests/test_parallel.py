@@ -1,8 +1,7 @@
-"""The walk on several cores (`parallel.py`): the shares cover the tree exactly, the workers
-together return what one does (and what exhaustive search does), and a worker that fails has
-its share walked by the parent; and the walk's cut of children before they are priced
-(`joint._Cut`), which keeps every optimum."""
-import copy
+"""The walk on several cores (`joint/parallel.py`): the shares cover the tree exactly, the
+workers together return what one does (and what exhaustive search does), and a worker that
+fails has its share walked by the parent; and the walk's cut of children before they are
+priced (`joint/cut.py`), which keeps every optimum."""
 import os
 import time
 
@@ -14,13 +13,14 @@ from mapper.cost import evaluate_many
 from mapper.load import arch_from_dict, load_arch
 from mapper.mapping import from_table
 from mapper.mapspace import Mapspace
-from mapper.search import Exhaustive, Joint, parse_objective
+from mapper.search import Exhaustive, Joint, JointTuning, SearchContext, parse_objective
+from mapper.search.bounds import LinkBounds
+from mapper.search.joint.parallel import Claims, content_hashes, walk_in_parallel
+from mapper.search.joint.parts import bounded_part
+from mapper.search.joint.walk import Walk, WalkSetup
 from mapper.search.objective import table_of_key
-from mapper.search.parallel import Claims, content_hashes, walk_in_parallel
-from mapper.search.keep_parts import bounded_part
-from mapper.search.result import Budget, Incumbent
+from mapper.search.result import Incumbent
 from mapper.search.tree import LevelTree
-import mapper.search.joint as joint_module
 
 from test_mapspace import W, gemm
 
@@ -64,9 +64,7 @@ def test_a_full_claims_table_lets_every_worker_walk_the_unit():
 
 def _as_worker(claims, worker):
     """The same table as another worker sees it (its own memo of answers)."""
-    other = copy.copy(claims)
-    other.worker, other.known = worker, {}
-    return other
+    return claims.for_worker(worker)
 
 
 @pytest.mark.parametrize("workers", [2, 3])
@@ -79,23 +77,25 @@ def test_the_workers_walk_every_leaf_once(workers, tmp_path):
     objective = parse_objective("edp", arch)
     tree = LevelTree(space)
 
+    context = SearchContext()
+    setup = WalkSetup(space, objective, tree, LinkBounds(space), context, context.budget(None), JointTuning(),
+                      4_000, False)
+
     def walk_and_record(walk, path):
         seen = []
         walk.incumbent.offer = lambda table, *a, **k: seen.append(_rows(table))
-        complete = walk.search_parts([bounded_part(space, objective, tree, walk.links)])
+        complete = walk.search_parts([bounded_part(space, objective, tree, walk.links, walk.context)])
         np.save(path, np.concatenate(seen) if seen else np.zeros((0, 1), np.int64))
         return complete
 
-    def new_walk():
-        return joint_module._Walk(space, objective, tree, Incumbent(space, objective), Budget(None), 4_000, None)
-
     whole = tmp_path / "whole.npy"
-    assert walk_and_record(new_walk(), whole)
-    walk = new_walk()
-    walk.incumbent.offer(space.sample(1, np.random.default_rng(0)))
-    walk.incumbent.key = (np.inf,) * len(walk.incumbent.key)      # a key to share that prunes nothing
-    assert walk_in_parallel(walk, workers, lambda: walk_and_record(walk, tmp_path / f"{os.getpid()}.npy"),
-                            [], [])
+    assert walk_and_record(Walk(setup, Incumbent(space, objective, context)), whole)
+    incumbent = Incumbent(space, objective, context)
+    incumbent.offer(space.sample(1, np.random.default_rng(0)))
+    incumbent.key = (np.inf,) * len(incumbent.key)      # a key to share that prunes nothing
+    complete, _ = walk_in_parallel(setup, incumbent, workers,
+                                   lambda walk: walk_and_record(walk, tmp_path / f"{os.getpid()}.npy"), [], [])
+    assert complete
     shares = [np.load(path) for path in tmp_path.glob("*.npy") if path != whole]
     whole = np.load(whole)
     assert len(shares) == workers and sum(map(len, shares)) == len(whole) > 1_000
@@ -110,7 +110,7 @@ def _rows(table):
 def test_a_key_gives_back_its_mapping():
     arch = load_arch("toy")
     space = Mapspace(arch, gemm(8, 4, 4), Constraints())
-    incumbent = Incumbent(space, parse_objective("edp", arch))
+    incumbent = Incumbent(space, parse_objective("edp", arch), SearchContext())
     incumbent.offer(space.sample(300, np.random.default_rng(3)))
     again = table_of_key(incumbent.key, incumbent.table)
     for ours, theirs in zip((again.factors, again.order, again.keep, again.stages),
@@ -133,7 +133,7 @@ def test_several_cores_return_what_one_core_and_exhaustive_search_do(objective):
     walk_only = dict(warm_start=False, cpsat_seconds=0, local_search=False, dives=0, incumbents=(poor,))
     for workers in (1, 2, 3):
         for options in ({}, walk_only):
-            result = Joint(time_limit=None, parts_above=0, parallel_above=0, workers=workers, **options).run(space, goal)
+            result = Joint(parts_above=0, parallel_above=0, workers=workers, **options).run(space, goal)
             assert result.optimal and result.score == exact.score and result.mapping == exact.mapping
             assert any("cores" in note for note in result.notes) == (workers > 1)
 
@@ -142,15 +142,15 @@ def test_a_failed_worker_has_its_share_walked_by_the_parent(monkeypatch):
     space, arch = _space()
     goal = parse_objective("edp", arch)
     parent = os.getpid()
-    walk_parts = joint_module._Walk.search_parts
+    walk_parts = Walk.search_parts
 
     def failing_in_children(self, parts):
         if os.getpid() != parent:
             raise RuntimeError("lost")
         return walk_parts(self, parts)
 
-    monkeypatch.setattr(joint_module._Walk, "search_parts", failing_in_children)
-    result = Joint(time_limit=None, parts_above=0, parallel_above=0, workers=2).run(space, goal)
+    monkeypatch.setattr(Walk, "search_parts", failing_in_children)
+    result = Joint(parts_above=0, parallel_above=0, workers=2).run(space, goal)
     exact = Exhaustive().run(space, goal)
     assert result.optimal and result.mapping == exact.mapping
     assert any("worker 1 failed (RuntimeError: lost)" in note for note in result.notes)
@@ -161,13 +161,13 @@ def test_units_a_failed_worker_claimed_are_walked_by_the_parent(monkeypatch):
     space, arch = _space()
     goal = parse_objective("edp", arch)
     parent = os.getpid()
-    price = joint_module._Walk._price
+    price = Walk.price
     calls = []
 
-    search_parts = joint_module._Walk.search_parts
+    search_parts = Walk.search_parts
 
     def failing_in_children(self, children, force_polish=False):
-        if os.getpid() != parent and self.claims is not None and children.depth >= 2:
+        if os.getpid() != parent and self.setup.claims is not None and children.depth >= 2:
             calls.append(1)
             if len(calls) > 1:
                 raise RuntimeError("lost")
@@ -178,11 +178,11 @@ def test_units_a_failed_worker_claimed_are_walked_by_the_parent(monkeypatch):
             time.sleep(1.0)
         return search_parts(self, parts)
 
-    monkeypatch.setattr(joint_module._Walk, "_price", failing_in_children)
-    monkeypatch.setattr(joint_module._Walk, "search_parts", parent_late)
+    monkeypatch.setattr(Walk, "price", failing_in_children)
+    monkeypatch.setattr(Walk, "search_parts", parent_late)
     # the walk alone, started at once in both, from a poor mapping: the child claims units
     poor = from_table(space.sample(1, np.random.default_rng(0)), 0)
-    result = Joint(time_limit=None, parts_above=0, parallel_above=0, workers=2, warm_start=False, cpsat_seconds=0,
+    result = Joint(parts_above=0, parallel_above=0, workers=2, warm_start=False, cpsat_seconds=0,
                    local_search=False, dives=0, incumbents=(poor,)).run(space, goal)
     exact = Exhaustive().run(space, goal)
     assert any("worker 1 failed (RuntimeError: lost)" in note for note in result.notes)
@@ -204,7 +204,7 @@ def _compute_bound_arch():
 @pytest.mark.parametrize("objective", ["cycles", "edp", "delay,energy"])
 def test_the_units_cut_keeps_every_optimum_where_compute_binds(objective):
     # the walk drops children whose compute units bound them above the incumbent before it
-    # prices them (`joint._Cut`); with compute binding, the optimum's own subtree is at the
+    # prices them (`joint/cut.py`); with compute binding, the optimum's own subtree is at the
     # edge of that cut. The walk alone starts from the costliest mapping among the fastest,
     # so that from the start the cut's bound meets the incumbent's cycles
     arch = _compute_bound_arch()
@@ -216,5 +216,5 @@ def test_the_units_cut_keeps_every_optimum_where_compute_binds(objective):
     fastest = np.flatnonzero(costs.valid & (costs.cycles == costs.cycles[costs.valid].min()))
     start = from_table(table, int(fastest[np.argmax(costs.energy_pj[fastest])]))
     for options in ({}, dict(warm_start=False, cpsat_seconds=0, local_search=False, dives=0, incumbents=(start,))):
-        result = Joint(time_limit=None, workers=1, **options).run(space, goal)
+        result = Joint(workers=1, **options).run(space, goal)
         assert result.optimal and result.mapping == exact.mapping

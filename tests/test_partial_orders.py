@@ -103,7 +103,7 @@ def test_joint_equals_exhaustive_with_partial_orders(data):
     if space.funnel().after["divisibility"] > 200_000:
         return
     exact = Exhaustive().run(space, objective)
-    joint = Joint(time_limit=None).run(space, objective)
+    joint = Joint().run(space, objective)
     assert joint.optimal and joint.score == exact.score and joint.mapping == exact.mapping
     if exact.mapping is not None:
         for lv, (name, lc) in ((arch.level_names.index(n), (n, c)) for n, c in levels):

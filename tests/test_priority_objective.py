@@ -13,7 +13,7 @@ from mapper.cost import evaluate_many
 from mapper.errors import SpecError
 from mapper.load import load_arch
 from mapper.mapspace import Mapspace
-from mapper.search import Exhaustive, Joint, make_strategy, parse_objective
+from mapper.search import Exhaustive, Joint, SearchContext, make_strategy, parse_objective
 from mapper.search.objective import beaten
 
 from strategies import archs, workloads
@@ -61,14 +61,15 @@ def test_every_strategy_minimises_cycles_then_energy(capacity, rf):
     objective = parse_objective("delay,energy", space.arch)
     want = _lexicographic_best(space, objective)
     exact = Exhaustive().run(space, objective)
-    joint = Joint(time_limit=None).run(space, objective)
+    joint = Joint().run(space, objective)
     assert (exact.evaluation.cycles, exact.evaluation.energy_pj) == pytest.approx(want, rel=1e-12)
     assert joint.optimal and joint.mapping == exact.mapping and joint.score == exact.score
     # many mappings share the fewest cycles here: the energy decides among them
     cycles_only = Exhaustive().run(space, parse_objective("cycles", space.arch))
     assert cycles_only.score == exact.score
     for name in ("random", "greedy"):
-        found = make_strategy(name, time_limit=5, samples=20_000).run(space, objective)
+        options = {"samples": 20_000} if name == "random" else {}
+        found = make_strategy(name, options).run(space, objective, SearchContext(5))
         ev = found.evaluation
         assert found.score == ev.cycles and (ev.cycles, ev.energy_pj) >= (want[0], want[1] * (1 - 1e-12))
 
@@ -84,7 +85,7 @@ def test_joint_equals_exhaustive_under_delay_energy(data):
         return
     objective = parse_objective("delay,energy", arch)
     exact = Exhaustive().run(space, objective)
-    joint = Joint(time_limit=None).run(space, objective)
+    joint = Joint().run(space, objective)
     assert joint.optimal and joint.score == exact.score and joint.mapping == exact.mapping
 
 

@@ -13,7 +13,7 @@ from mapper.cost import evaluate_many
 from mapper.load import load_arch, load_constraints, load_workload, workload_from_dict
 from mapper.mapping import to_table
 from mapper.mapspace import Mapspace
-from mapper.search import Exhaustive, Greedy, Joint, RandomSearch, SpaceTooLargeError, parse_objective
+from mapper.search import Exhaustive, Greedy, Joint, RandomSearch, SearchContext, SpaceTooLargeError, parse_objective
 from mapper.units import Where
 
 from strategies import archs, workloads
@@ -37,7 +37,7 @@ OBJECTIVES = ["edp", "energy", "cycles", "bytes:Buf"]
 
 
 def strategies():
-    return [Exhaustive(), Joint(time_limit=None), Greedy(), RandomSearch(samples=3000, seed=3)]
+    return [Exhaustive(), Joint(), Greedy(), RandomSearch(samples=3000, seed=3)]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_strategies_valid_and_never_beat_exhaustive(name, objective, optimum):
             assert not result.optimal
 
 
-@pytest.mark.parametrize("strategy", strategies() + [Joint(time_limit=None, workers=1, name="joint-one-core")],
+@pytest.mark.parametrize("strategy", strategies() + [Joint(workers=1, name="joint-one-core")],
                          ids=lambda s: s.name)
 def test_deterministic(strategy):
     arch, workload, constraints = SPACES["gemm-bypass"]
@@ -86,12 +86,12 @@ def test_deterministic(strategy):
         assert a.evaluated == b.evaluated
 
 
-@pytest.mark.parametrize("strategy", [Joint(time_limit=1.0), RandomSearch(samples=10**9, time_limit=1.0),
-                                      Exhaustive(time_limit=1.0, limit=10**13)], ids=lambda s: s.name)
+@pytest.mark.parametrize("strategy", [Joint(), RandomSearch(samples=10**9), Exhaustive(limit=10**13)],
+                         ids=lambda s: s.name)
 def test_time_budget_is_honoured(strategy):
     space = Mapspace(load_arch("h100"), load_workload("gemm-4096"))
     start = time.perf_counter()
-    result = strategy.run(space, parse_objective("energy", space.arch))
+    result = strategy.run(space, parse_objective("energy", space.arch), SearchContext(1.0))
     elapsed = time.perf_counter() - start
     assert elapsed < 1.0 + 8.0          # the limit plus set-up (funnel, warm start) and one batch
     assert not result.complete
@@ -115,7 +115,7 @@ def test_joint_equals_exhaustive_on_random_small_spaces(data):
     if space.funnel().after["divisibility"] > 300_000:
         return
     exact = Exhaustive().run(space, objective)
-    joint = Joint(time_limit=None).run(space, objective)
+    joint = Joint().run(space, objective)
     assert joint.optimal and joint.score == exact.score and joint.mapping == exact.mapping
 
 

@@ -158,7 +158,7 @@ def test_joint_equals_exhaustive_with_level_words_and_clusters():
     for name in ("energy", "edp"):
         objective = parse_objective(name, arch)
         exact = Exhaustive().run(space, objective)
-        joint = Joint(time_limit=None).run(space, objective)
+        joint = Joint().run(space, objective)
         assert joint.optimal and joint.score == exact.score and joint.mapping == exact.mapping
         ev = evaluate(arch, workload, exact.mapping)
         assert all(lc.footprint_bytes <= lc.capacity_bytes for lc in ev.levels)

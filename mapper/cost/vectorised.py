@@ -328,18 +328,8 @@ def _distinct_over(tensor, nest: _Nest, levels: list[int]) -> np.ndarray:
     return count
 
 
-class _Priced:
-    """How many mappings `evaluate_many` has priced in this process: the clock of an evaluation
-    budget (`search.result.stops`)."""
-    count = 0
-
-
-PRICED = _Priced()
-
-
 def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     """Price every mapping of `table`; see the module docstring for the semantics."""
-    PRICED.count += len(table)
     nest = _Nest(workload, table)
     n_levels, n = nest.n_levels, nest.n
     latency = np.array([level.latency for level in arch.levels])

@@ -7,8 +7,10 @@ import numpy as np
 
 from ..errors import MapperError
 from ..mapspace import Mapspace
+from .context import SearchContext
+from .events import NotCovered, RandomFallback
 from .objective import Objective
-from .result import Budget, Incumbent, SearchResult, stops
+from .result import Incumbent, SearchResult, settings_of
 
 
 class SpaceTooLargeError(MapperError):
@@ -18,11 +20,12 @@ class SpaceTooLargeError(MapperError):
 @dataclass(frozen=True)
 class Exhaustive:
     limit: int = 20_000_000          # refuse spaces with more mappings than this
-    time_limit: float | None = None
     batch: int = 100_000
     name: str = "exhaustive"
 
-    def run(self, space: Mapspace, objective: Objective, progress=None) -> SearchResult:
+    def run(self, space: Mapspace, objective: Objective, context: SearchContext | None = None,
+            progress=None) -> SearchResult:
+        context = context or SearchContext()
         funnel = space.funnel()
         space.require_nonempty(funnel)
         size = funnel.after["divisibility"]
@@ -30,19 +33,19 @@ class Exhaustive:
             raise SpaceTooLargeError(
                 f"exhaustive search refuses {size:,} mappings (limit {self.limit:,}): use --strategy "
                 "joint, random or greedy, a tighter --mapspace, or raise the limit")
-        incumbent, budget, complete = Incumbent(space, objective), Budget(self.time_limit), True
+        incumbent, budget = Incumbent(space, objective, context), context.budget(context.time_limit)
         for table in space.tables(max(1_000, self.batch // space.expansion_bound()), stop=budget.spent):
             incumbent.offer(table)
             if progress:
                 progress(incumbent.evaluated)
         complete = not budget.spent()
-        notes = [] if complete else [f"stopped by {stops.reason()} before covering the space"]
+        events = [] if complete else [NotCovered(context.stop_reason())]
         if incumbent.table is None and not complete:      # return something: random draws
             rng = np.random.default_rng(0)
             for _ in range(10):
                 incumbent.offer(space.sample(20_000, rng))
                 if incumbent.table is not None:
-                    notes.append(f"{stops.reason()} ended the search before any batch held a valid mapping; "
-                                 "the result is the best of random draws")
+                    events.append(RandomFallback(context.stop_reason(), "batch"))
                     break
-        return incumbent.result(self.name, funnel, optimal=complete, complete=complete, notes=notes)
+        return incumbent.result(self.name, funnel, optimal=complete, complete=complete, events=events,
+                                settings=settings_of(self))

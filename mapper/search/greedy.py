@@ -35,16 +35,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost import evaluate_many
 from ..errors import InfeasibleError
 from ..mapspace import Mapspace
 from .fitting_children import fitting_children
+from .context import Budget, SearchContext
+from .events import Backtracked, GreedyRule, Hurried
 from .objective import Objective, ranking_keys
-from .result import Budget, Incumbent, SearchResult, stops
+from .result import Incumbent, SearchResult, settings_of
 from .tree import LevelTree, Nodes, feasible
 
-RULE_NOTE = ("top-down: every tensor kept where it fits, the largest spatial split, then the fewest "
-             "bytes into the next level, then the largest tile, one level at a time")
 QUICK_LOOK_WINDOWS = 64      # a hurried level looks at this many evenly spread runs of choices
 ALTERNATIVES = 8             # ranked choices a level offers when the level below dead-ends
 MAX_BACKTRACKS = 64          # dead ends tolerated before the descent gives up
@@ -53,36 +52,37 @@ MAX_BACKTRACKS = 64          # dead ends tolerated before the descent gives up
 @dataclass(frozen=True)
 class Greedy:
     max_orders: int = 24
-    time_limit: float | None = None
     slice: int = 50_000              # factor choices priced together (a walk's slice: rows, each
                                      # factor choice that fits with its orders and options)
     name: str = "greedy"
 
-    def run(self, space: Mapspace, objective: Objective, progress=None) -> SearchResult:
-        budget = Budget(self.time_limit)
+    def run(self, space: Mapspace, objective: Objective, context: SearchContext | None = None,
+            progress=None) -> SearchResult:
+        context = context or SearchContext()
+        budget = context.budget(context.time_limit)
         funnel = space.funnel()
         space.require_nonempty(funnel)
-        descent = _Descent(self, space, objective, budget)
+        descent = _Descent(self, space, objective, context, budget)
         descent.run()
-        notes = [RULE_NOTE]
+        events = [GreedyRule()]
         if descent.backtracks:
-            notes.append(f"{descent.backtracks} dead end(s) below a choice made it take the next choice "
-                         "of the level above")
+            events.append(Backtracked(descent.backtracks))
         if descent.hurried_from is not None:
-            notes.append(f"{stops.reason()} cut the search at level {descent.hurried_from}: it took the best "
-                         "choice priced so far there and a quick look at each level below")
-        return descent.incumbent.result(self.name, funnel, optimal=False,
-                                        complete=descent.hurried_from is None, notes=notes)
+            events.append(Hurried(context.stop_reason(), descent.hurried_from))
+        return descent.incumbent.result(self.name, funnel, optimal=False, complete=descent.hurried_from is None,
+                                        events=events, settings=settings_of(self))
 
 
 class _Descent:
     """One top-down run (the strategy object itself stays immutable). `hurried_from` names the
     level where the budget ran out, None while there is time."""
 
-    def __init__(self, greedy: Greedy, space: Mapspace, objective: Objective, budget: Budget):
+    def __init__(self, greedy: Greedy, space: Mapspace, objective: Objective, context: SearchContext,
+                 budget: Budget):
         self.greedy, self.space, self.objective, self.budget = greedy, space, objective, budget
+        self.context = context
         self.tree = LevelTree(space)
-        self.incumbent = Incumbent(space, objective)
+        self.incumbent = Incumbent(space, objective, context)
         self.hurried_from: str | None = None
         self.decided: list[str] = []
         self.backtracks = 0
@@ -216,7 +216,7 @@ class _Descent:
             if not len(children):
                 continue
             table = self.tree.table(children)
-            costs = evaluate_many(space.arch, space.workload, table)
+            costs = self.context.price(space.arch, space.workload, table)
             if depth == self.tree.n_levels:
                 mask = space.valid_mask(table)
                 self.incumbent.offer(table, costs, mask)

@@ -6,23 +6,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..mapspace import Mapspace
+from .context import SearchContext
+from .events import Draws
 from .objective import Objective
-from .result import Budget, Incumbent, SearchResult
+from .result import Incumbent, SearchResult, settings_of
 
 
 @dataclass(frozen=True)
 class RandomSearch:
     samples: int = 200_000           # draws in all (deterministic under the seed)
     seed: int = 0
-    time_limit: float | None = None  # a cap; with it the draws made depend on the machine's speed
     batch: int = 50_000
     name: str = "random"
 
-    def run(self, space: Mapspace, objective: Objective, progress=None) -> SearchResult:
+    def run(self, space: Mapspace, objective: Objective, context: SearchContext | None = None,
+            progress=None) -> SearchResult:
+        """Draws until `samples` are made or the context's time limit (with which the draws
+        made depend on the machine's speed) or evaluation budget ends."""
+        context = context or SearchContext()
         funnel = space.funnel(seed=self.seed)
         space.require_nonempty(funnel)
         rng = np.random.default_rng(self.seed)
-        incumbent, budget = Incumbent(space, objective), Budget(self.time_limit)
+        incumbent, budget = Incumbent(space, objective, context), context.budget(context.time_limit)
         drawn, complete = 0, True
         while drawn < self.samples:
             count = min(self.batch, self.samples - drawn)
@@ -36,4 +41,4 @@ class RandomSearch:
                 complete = drawn >= self.samples
                 break
         return incumbent.result(self.name, funnel, optimal=False, complete=complete,
-                                notes=[f"{drawn:,} draws, {incumbent.evaluated:,} valid"])
+                                events=[Draws(drawn, incumbent.evaluated)], settings=settings_of(self))

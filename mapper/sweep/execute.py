@@ -5,18 +5,18 @@ travels in the task, and only the sweep's parent writes the store.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import time
 import traceback
 from dataclasses import dataclass
 
 from ..cost import evaluate_many
-from ..errors import InfeasibleError, MapperError, SpecError
+from ..errors import BudgetExhausted, MapperError, SpecError
 from ..mapping import Mapping, level_tiles, mapping_to_dict
 from ..mapspace import Mapspace
 from ..report import evaluation_json
-from ..search import make_strategy, parse_objective
+from ..search import SearchContext, make_strategy, parse_objective
+from ..search.events import WarmStart
 from ..search.warm import admit
 from .points import Point
 
@@ -63,9 +63,8 @@ def run_task(task: Task) -> dict:
     try:
         row.update(_search(point, task.incumbents, task.cores))
         row["status"] = "ok"
-    except InfeasibleError as exc:
-        row["status"] = "timeout" if "within its budget" in str(exc) else "infeasible"
-        row["reason"] = str(exc)
+    except BudgetExhausted as exc:
+        row.update(status="timeout", reason=str(exc))
     except SpecError as exc:
         row.update(status="invalid", reason=str(exc))
     except MapperError as exc:
@@ -81,14 +80,14 @@ def run_task(task: Task) -> dict:
 
 def _search(point: Point, incumbents: tuple[Mapping, ...], cores: int | None = None) -> dict:
     arch, workload = point.arch, point.workload
-    settings = dict(point.settings)
+    options = dict(point.settings)
+    context = SearchContext(time_limit=options.pop("time_limit", None) or None)
+    if point.strategy == "joint":
+        options.update(incumbents=incumbents, workers=cores)
     space = Mapspace(arch, workload, point.constraints)
     objective = parse_objective(point.objective, arch)
-    strategy = make_strategy(point.strategy, time_limit=settings.get("time_limit") or None,
-                             seed=int(settings.get("seed", 0)), samples=int(settings.get("samples", 200_000)),
-                             cpsat_seconds=settings.get("cpsat_seconds", 2.0), incumbents=incumbents,
-                             workers=cores)
-    result = strategy.run(space, objective)
+    strategy = make_strategy(point.strategy, options, where=f"sweep point {point.key}")
+    result = strategy.run(space, objective, context)
     ev = result.evaluation
     out = {
         "score": result.score, "energy_pj": ev.energy_pj, "cycles": ev.cycles,
@@ -104,11 +103,11 @@ def _search(point: Point, incumbents: tuple[Mapping, ...], cores: int | None = N
         "notes": result.notes,
     }
     if point.strategy == "joint":
-        out.update(_warm_figures(space, objective, incumbents, result.notes))
+        out.update(_warm_figures(space, objective, incumbents, result.events))
     return out
 
 
-def _warm_figures(space, objective, incumbents, notes) -> dict:
+def _warm_figures(space, objective, incumbents, events) -> dict:
     """How good a start the neighbours gave: how many lie in this space, the best one's score,
     and the score of greedy's start that the joint search would have had without them."""
     admitted = [t for t in (admit(space, m) for m in incumbents) if t is not None]
@@ -119,11 +118,6 @@ def _warm_figures(space, objective, incumbents, notes) -> dict:
         if valid[0]:
             score = float(objective.score(costs)[0])
             best = score if best is None else min(best, score)
-    start = None
-    for note in notes:
-        match = re.match(r"warm start \(greedy\): ([0-9.eE+-]+)", note)
-        if match:
-            start = float(match.group(1))
+    start = next((event.score for event in events if isinstance(event, WarmStart)), None)
     return {"warm_given": len(incumbents), "warm_admitted": len(admitted), "warm_score": best,
             "start_score": start}
-

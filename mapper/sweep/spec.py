@@ -48,11 +48,14 @@ class Settings:
     cpsat_seconds: float = 2.0
 
     def used_by(self, strategy: str) -> dict:
+        """The settings `strategy` takes: `time_limit` (its context's) and its own options."""
         used = {"time_limit": self.time_limit}
         if strategy == "random":
             used.update(seed=self.seed, samples=self.samples)
         if strategy == "joint":
             used.update(cpsat_seconds=self.cpsat_seconds)
+            if self.seed:       # only when set: the points of stores made before keep their keys
+                used.update(seed=self.seed)
         return used
 
 

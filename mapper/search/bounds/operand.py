@@ -15,14 +15,21 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from .. import tiles
-from ..mapspace import SPATIAL_X, SPATIAL_Y, Mapspace
+from ... import tiles
+from ...mapping import MappingTable
+from ...mapspace import SPATIAL_X, SPATIAL_Y, Mapspace
+from .energy import fill_energy, read_energy, serve_energy, sharing_fanout
+from .refetch import keepers, may_be_innermost, refetches
+
+if TYPE_CHECKING:
+    from .link import LinkBounds
+
 
 MAX_VECTORS = 4_096       # split vectors (over all undecided fanouts) enumerated at most
-
 
 class SplitVectors:
     """Per depth, the split products per (fanout level, dim) the undecided fanouts can take:
@@ -66,21 +73,20 @@ class SplitVectors:
                 out[i, lv] = vector
         return out
 
-
-def operand_floor(space: Mapspace, depth: int, table, options, splits: SplitVectors) -> np.ndarray | None:
+def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVectors) -> np.ndarray | None:
     """Per node: the minimum over split vectors of the sum over tensors of the minimum over
-    candidate innermost keepers (`options[t]`, see `bounds.ServingOption`) of what that keeper
+    candidate innermost keepers (`options[t]`, see `ServingOption`) of what that keeper
     serves per MAC, its compulsory traffic and the fills of its copies. None when the split
-    vectors are not enumerable or no network shares (the per-tensor floor is then as good)."""
+    vectors are not enumerable or no network shares (the per-tensor bound is then as good)."""
     vectors = splits.at_depth[min(depth, space.n_levels)]
     if vectors is None or not splits.any_sharing:
-        return None             # no network shares: the per-tensor floor is the same
+        return None             # no network shares: the per-tensor bound is the same
     arch, workload = space.arch, space.workload
     n, n_levels = len(table), space.n_levels
     decided = table.factors[:, 1:].prod(axis=1)                                     # (L, D, N)
     decided[depth:] = 1
     spans = table.factors[depth:].prod(axis=(0, 1)) if depth < n_levels else np.ones((space.n_dims, n), np.int64)
-    # nodes alike in everything the floor reads are computed once
+    # nodes alike in everything the bound reads are computed once
     features = [decided.reshape(-1, n), spans]
     for opts in options:
         for option in opts:
@@ -94,7 +100,7 @@ def operand_floor(space: Mapspace, depth: int, table, options, splits: SplitVect
     for t, opts in enumerate(options):
         if not opts:
             continue
-        shared = _shared_dims(workload, t)
+        shared = shared_dims(workload, t)
         irrelevant = ~workload.relevance[t]
         best = np.full(total.shape, np.inf)
         for lv, candidate, at_deepest, comp, fill, deepest in opts:
@@ -119,9 +125,8 @@ def operand_floor(space: Mapspace, depth: int, table, options, splits: SplitVect
             best = np.where(np.broadcast_to(candidate, (n,))[first][:, None], np.minimum(best, energy), best)
         total += np.where(np.isfinite(best), best, 0.0)
     total = np.where(fits, total, np.inf)
-    floor = total.min(axis=1)
-    return np.where(np.isfinite(floor), floor, 0.0)[inverse.reshape(-1)]
-
+    bound = total.min(axis=1)
+    return np.where(np.isfinite(bound), bound, 0.0)[inverse.reshape(-1)]
 
 def _read_modify_write(space: Mapspace, t: int, lv: int, share, decided, vectors, depth: int, first):
     """(U, V) the output's reads at its innermost keeper lv: every update but the first of
@@ -137,7 +142,6 @@ def _read_modify_write(space: Mapspace, t: int, lv: int, share, decided, vectors
     reads = np.maximum(0.0, workload.macs / share - words * np.minimum(copies, level.instances))
     return reads * read_energy(level, tensor)
 
-
 def _splits(decided, vectors, level: int, depth: int, dims: np.ndarray, first) -> np.ndarray:
     """(U, V) product of the spatial splits over `dims` at `level`: as decided above `depth`,
     from each split vector below it."""
@@ -147,28 +151,91 @@ def _splits(decided, vectors, level: int, depth: int, dims: np.ndarray, first) -
         return decided[level][dims][:, first].prod(axis=0)[:, None].astype(float)
     return vectors[:, level][:, dims].prod(axis=1)[None, :].astype(float)
 
-
-def _shared_dims(workload, t: int) -> np.ndarray:
+def shared_dims(workload, t: int) -> np.ndarray:
     """Dims along which compute units may share one transfer of tensor t."""
     tensor = workload.tensors[t]
     exact = {d for axis in tensor.axes if sum(1 for _, c in axis if c) == 1 for d, c in axis if c}
     return np.array([d not in exact for d in range(len(workload.dims))])
 
 
-def serve_energy(level, tensor) -> float:
-    """Energy per word a level sends down (an input's read) or takes back (an output's update),
-    block rounding relaxed."""
-    if tensor.is_output:
-        return level.energy_update / level.block_size + level.word_bytes(tensor) * level.byte_energy_update
-    return read_energy(level, tensor)
+class ServingOption(NamedTuple):
+    level: int                 # a level that may be the innermost keeper
+    candidate: np.ndarray      # per node: it may be, in some completion
+    at_deepest: np.ndarray     # per node: it is the deepest decided keeper
+    compulsory: np.ndarray     # per node: energy of serving every word once from that keeper
+    fill: float                # energy per word filled into it (0 where not charged here)
+    deepest: np.ndarray        # per node: the deepest decided keeper
 
+def serving_options(space: Mapspace, t: int, depth: int, table: MappingTable) -> list:
+    """Per level that may be the innermost keeper of tensor t in some completion of the nodes:
+    (level, candidate mask, at-deepest-decided-keeper mask, compulsory energy). The deepest
+    decided keeper serves every word of t at least once: that compulsory energy comes on top of
+    a deeper keeper's per-MAC traffic, or as a bound under its own."""
+    arch, workload = space.arch, space.workload
+    tensor = workload.tensors[t]
+    n_levels, n = len(arch.levels), len(table)
+    may_keep, deepest, deeper_must = keepers(space, t, depth, table)
+    compulsory = np.zeros(n)
+    words = workload.tensor_words(t) * (1 if tensor.is_output or deeper_must else refetches(space, t, depth, table))
+    # (where an undecided level must keep t, `LinkBounds` already charges the parent's reads)
+    for lv in range(min(depth, n_levels - 1) + 1 if not deeper_must else 0):
+        level = arch.levels[lv]
+        per_word = level.energy_read if not tensor.is_output else level.energy_update
+        per_byte = level.byte_energy_read if not tensor.is_output else level.byte_energy_update
+        compulsory = np.where(deepest == lv, words * (per_word / level.block_size
+                                                      + level.word_bytes(tensor) * per_byte), compulsory)
+    out = []
+    for lv in range(n_levels):
+        if may_keep[lv]:
+            candidate = may_be_innermost(lv, depth, deepest, deeper_must)
+            # an undecided keeper of an input is filled with every word at least once per copy
+            # (no link bound covers t when no undecided level must keep it)
+            level = arch.levels[lv]
+            fill = 0.0 if tensor.is_output or deeper_must or lv <= depth else fill_energy(level, tensor)
+            out.append(ServingOption(lv, candidate, deepest == lv, compulsory, fill, deepest))
+    return out
 
-def read_energy(level, tensor) -> float:
-    """Energy per word read from a level (an output's partial sum read back too), block
-    rounding relaxed."""
-    return level.energy_read / level.block_size + level.word_bytes(tensor) * level.byte_energy_read
+def independent_bound(space: Mapspace, t: int, options) -> np.ndarray | float:
+    """The serving energy of tensor t alone, as if every fanout below its keeper were split
+    over the dims it does not depend on."""
+    arch, workload = space.arch, space.workload
+    tensor = workload.tensors[t]
+    best = np.inf
+    for lv, candidate, at_deepest, compulsory, *_ in options:
+        below = sharing_fanout(arch, tensor, lv, space.n_levels)
+        e = workload.macs / below * serve_energy(arch.levels[lv], tensor)
+        e = np.where(at_deepest, np.maximum(e, compulsory), e + compulsory)
+        best = np.where(candidate, np.minimum(best, e), best)
+    return np.where(np.isfinite(best), best, 0.0)
 
-
-def fill_energy(level, tensor) -> float:
-    """Energy per word written into a level, block rounding relaxed."""
-    return level.energy_write / level.block_size + level.word_bytes(tensor) * level.byte_energy_write
+def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
+                      links: "LinkBounds | None" = None) -> np.ndarray:
+    """The output's read-modify-write at its innermost keeper: its updates minus what its
+    instances hold; the instances holding one element are the spatial splits above it over
+    dims that do not index the output (decided ones as chosen, the rest at most what they can
+    reach)."""
+    arch, workload = space.arch, space.workload
+    tensor = workload.tensors[t]
+    n_levels, n = len(arch.levels), len(table)
+    may_keep, deepest, deeper_must = keepers(space, t, depth, table)
+    irrelevant = ~workload.relevance[t]
+    words = tiles.words(tensor, [max(e) for e in space.extents])
+    rmw = np.full(n, np.inf)
+    sharing = np.ones(n)
+    for lv in range(n_levels):
+        if lv > 0:
+            above = lv - 1
+            if above < depth:
+                sharing = sharing * table.factors[above, 1:][:, irrelevant].prod(axis=(0, 1))
+            else:
+                sharing = sharing * (links.units[above] if links is not None else
+                                     arch.fanout(above)[0] * arch.fanout(above)[1])
+        if not may_keep[lv]:
+            continue
+        level = arch.levels[lv]
+        below = sharing_fanout(arch, tensor, lv, n_levels)
+        reads = np.maximum(0.0, workload.macs / below - words * np.minimum(sharing, level.instances))
+        e = reads * read_energy(level, tensor)
+        candidate = may_be_innermost(lv, depth, deepest, deeper_must)
+        rmw = np.where(candidate, np.minimum(rmw, e), rmw)
+    return np.where(np.isfinite(rmw), rmw, 0.0)

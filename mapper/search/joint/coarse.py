@@ -5,7 +5,7 @@ split, the tiles of the inner levels and their loop orders. That structure carri
 shapes of one einsum, while the space of a smaller shape is far smaller and its search gets
 much closer to its optimum in the same time. So the joint search first solves the shape with
 every large dim divided (`shrunk`), within a share of its time, and offers that answer carried
-to the real shape (`rescale.rescale`: the outermost level's loops grow by the ratio, every inner
+to the real shape (`mapper/rescale.py`: the outermost level's loops grow by the ratio, every inner
 tile stays as it was, so it still fits) as an incumbent; the local search then adapts it.
 
 Measured on `pe-array` with keep/bypass searched (energy): GEMM 256^3's optimum carried to
@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import MapperError
-from ..mapspace import Mapspace
-from .objective import Objective
-from ..rescale import rescale
-from .warm import admit
+from ...errors import MapperError
+from ...mapspace import Mapspace
+from ...rescale import rescale
+from ..context import SearchContext
+from ..events import CoarseStart
+from ..objective import Objective
+from ..warm import admit
 
 SMALLEST = 16          # dims at or below this size are kept as they are
 SHRINK = (4, 2)        # divide a larger dim by the first of these that divides it
@@ -49,24 +51,25 @@ def shrunk(space: Mapspace) -> Mapspace | None:
     return coarse
 
 
-def coarse_incumbent(space: Mapspace, objective: Objective, search, carry=None) -> tuple[object | None, str]:
-    """The best mapping `search` (a strategy) finds on the shrunk space, carried to `space` and
-    admitted as a one-row table (None when there is no smaller shape, or the answer does not
-    carry over), and a note saying what happened. `carry()`, when given and False after the
-    search, leaves the answer where it is: the command's time is up, and carrying it (rescale,
-    admit, the masks) would end past it."""
+def coarse_incumbent(space: Mapspace, objective: Objective, search, context: SearchContext,
+                     carry=None) -> tuple[object | None, CoarseStart]:
+    """The best mapping `search` (a strategy, run under `context`) finds on the shrunk space,
+    carried to `space` and admitted as a one-row table (None when there is no smaller shape, or
+    the answer does not carry over), and what happened. `carry()`, when given and False after
+    the search, leaves the answer where it is: the command's time is up, and carrying it
+    (rescale, admit, the masks) would end past it."""
     coarse = shrunk(space)
     if coarse is None:
-        return None, "no coarse shape (no dim shrinks, or the smaller shape has no mapping)"
+        return None, CoarseStart("no shape")
     shape = "x".join(str(s) for s in coarse.workload.sizes)
     try:
-        result = search.run(coarse, objective)
+        result = search.run(coarse, objective, context)
     except MapperError as exc:
-        return None, f"coarse shape {shape}: {exc}"
+        return None, CoarseStart("failed", shape, detail=str(exc))
     if carry is not None and not carry():
-        return None, f"coarse shape {shape}: best {result.score:.6g}, not carried (out of time)"
+        return None, CoarseStart("out of time", shape, result.score)
     carried = rescale(result.mapping, coarse.workload, space.workload)
     table = None if carried is None else admit(space, carried)
     if table is None:
-        return None, f"coarse shape {shape}: its best mapping does not carry over to this shape"
-    return table, f"coarse shape {shape}: best {result.score:.6g}"
+        return None, CoarseStart("does not carry", shape, result.score)
+    return table, CoarseStart("carried", shape, result.score)

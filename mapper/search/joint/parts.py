@@ -1,7 +1,7 @@
 """The tree walked in parts, one per keep vector (every level's keep set fixed first).
 
 Why: with keep/bypass searched, no undecided level *must* keep a tensor, so the bounds on the
-traffic into the levels below a node (`bounds.LinkBounds`, the operand and innermost floors)
+traffic into the levels below a node (`bounds.link.LinkBounds`, the operand and innermost bounds)
 charge almost nothing until the walk reaches them, and every node near the root looks nearly
 free. With the keeps fixed first, each part's bounds charge what its levels hold from the root
 down. On `pe-array` (GEMM 256^3, bypass at both inner levels, energy; optimum 2.838 pJ/MAC)
@@ -22,12 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost import evaluate_many
-from ..mapspace import Mapspace
-from .bounds import LinkBounds, lower_bound
-from .objective import Objective, bound_order
-from .result import Budget
-from .tree import LevelTree, Nodes
+from ...mapspace import Mapspace
+from ..bounds import LinkBounds, lower_bound
+from ..context import Budget, SearchContext
+from ..objective import Objective, bound_order
+from ..tree import LevelTree, Nodes
 
 MAX_PARTS = 4_096       # keep vectors walked as parts at most (else the space is walked whole)
 
@@ -48,12 +47,12 @@ class Part:
 
 
 def bounded_part(space: Mapspace, objective: Objective, tree: LevelTree, links: LinkBounds,
-                 picks: tuple = ()) -> Part:
+                 context: SearchContext, picks: tuple = ()) -> Part:
     """A space (or a part of one, whose keep vector is `picks`) with its roots sorted by their
     lower bounds."""
     roots = tree.roots()
     table = tree.table(roots)
-    bounds = lower_bound(space, objective, 0, table, evaluate_many(space.arch, space.workload, table), links)
+    bounds = lower_bound(space, objective, 0, table, context.price(space.arch, space.workload, table), links)
     order = bound_order(objective, bounds)
     return Part(space, tree, links, roots.take(order), bounds[order], picks)
 
@@ -76,6 +75,6 @@ def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links
         if budget.spent():
             return None
         part = space.with_keeps(picks)
-        parts.append(bounded_part(part, objective, tree.for_space(part), links.for_space(part), picks))
+        parts.append(bounded_part(part, objective, tree.for_space(part), links.for_space(part), budget.context, picks))
     order = bound_order(objective, np.stack([p.first for p in parts]))   # stable: ties in keep-vector order
     return [parts[i] for i in order]

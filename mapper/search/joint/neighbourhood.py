@@ -17,10 +17,11 @@ import itertools
 
 import numpy as np
 
-from ..mapping import MappingTable, along_last
-from ..mapspace import Mapspace
-from .result import Budget, Incumbent
-from .warm import carried_orders, factor_rows
+from ...mapping import MappingTable, along_last
+from ...mapspace import Mapspace
+from ..context import Budget
+from ..result import Incumbent
+from ..warm import carried_orders, factor_rows
 
 PAIR_LIMIT = 100_000        # factor combinations priced per pair of dims
 EXPAND_LIMIT = 2_000_000    # rows when one dim's factorisations are crossed with every choice
@@ -46,9 +47,9 @@ def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0
             if rows is None:
                 return improved
             varied = _vary(space, incumbent.table, rows, dims, rng)
-            _offer_sliced(space, incumbent, varied, spent)
+            offer_sliced(space, incumbent, varied, spent)
             if not spent():        # each batch takes a while: the budget is asked between them
-                _offer_sliced(space, incumbent, _with_every_choice(space, varied, rng), spent)
+                offer_sliced(space, incumbent, _with_every_choice(space, varied, rng), spent)
             if len(dims) == 1 and varied.factors.shape[-1] * space.expansion_bound() <= EXPAND_LIMIT:
                 _offer_expanded(space, incumbent, varied.factors, spent)
         if incumbent.key == before:
@@ -109,7 +110,7 @@ def _offer_expanded(space: Mapspace, incumbent: Incumbent, factors: np.ndarray, 
         _offer(space, incumbent, space.expand(factors[..., start:start + step]))
 
 
-def _offer_sliced(space: Mapspace, incumbent: Incumbent, table: MappingTable, spent) -> None:
+def offer_sliced(space: Mapspace, incumbent: Incumbent, table: MappingTable, spent) -> None:
     """`table` priced in slices of SLICE_ROWS with the budget asked between them: a pair move
     holds up to PAIR_LIMIT rows, over a second of pricing on a large space (more under load).
     The incumbent is the same as from one batch: it keeps the first of equal keys either way."""

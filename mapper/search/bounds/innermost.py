@@ -1,8 +1,8 @@
 """A lower bound on the traffic through the innermost storage level while its keeps are open.
 
-With keep/bypass searched, no level *must* keep a tensor, so `bounds.LinkBounds` (the cheapest
+With keep/bypass searched, no level *must* keep a tensor, so `link.LinkBounds` (the cheapest
 traffic into a level over the tiles that fit it, for what it must keep) has nothing to bound,
-and the per-MAC floor (`operand_floor`) alone lets a node look as if a tiny register file could
+and the per-MAC bound (`operand_bound`) alone lets a node look as if a tiny register file could
 reuse everything. Here the innermost level's choice is enumerated instead of assumed: for each
 keep set it may take, each tile that fits it with that keep set, each split of the fanouts
 above it and each order of one merged loop per dim above it,
@@ -21,10 +21,10 @@ per combination of parents.
 Merging the loops above the level into one per dim in the best order never adds traffic, and
 every relaxation here (the node's own tile and loop order ignored, padding ignored, block
 rounding ignored) only lowers the minimum: it is a valid bound, taken as the larger of it and
-the general bound in `bounds.lower_bound`.
+the general bound in `node.lower_bound`.
 
 Refined (`refined`): the node's own loops over dims a tensor does not index bring each of its
-words down past the node again and again (`bounds._refetches`), which the merged loops do not
+words down past the node again and again (`refetch.refetches`), which the merged loops do not
 see. Each candidate (order, keep set, cell) then fills a tensor it keeps, and reads from its
 parent, at least that many words. That makes the minimum depend on the node, so it is computed
 only for the nodes the incumbent does not beat yet, and only as far as the incumbent asks: the
@@ -40,18 +40,21 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import tiles
-from ..mapspace import Mapspace
-from .operand_floor import SplitVectors, _shared_dims, fill_energy, read_energy, serve_energy
+from ... import tiles
+from ...mapspace import Mapspace
+from .energy import fill_energy, read_energy, serve_energy
+from .operand import SplitVectors, shared_dims
+
 
 MAX_CELLS = 1_000_000      # tiles x split vectors priced together at most (else splits relaxed)
-MAX_TILES = 200_000        # tile vectors of the innermost level (else no bound from here)
-MAX_CANDIDATES = 2_000_000  # (order, keep set, cell) triples kept sorted per set of parents
 
+MAX_TILES = 200_000        # tile vectors of the innermost level (else no bound from here)
+
+MAX_CANDIDATES = 2_000_000  # (order, keep set, cell) triples kept sorted per set of parents
 
 class _Terms(NamedTuple):
     """What each tensor costs on each cell (tile and split) of the innermost level, for one
-    combination of the tensors' deepest decided keepers (`InnermostFloor._terms`)."""
+    combination of the tensors' deepest decided keepers (`InnermostBound._terms`)."""
     parents: list           # per tensor, the levels that may serve it
     kept: np.ndarray        # (keep sets, T) whether each keeps each tensor
     fills: list             # per tensor, (orders, cells) words filled if kept
@@ -60,18 +63,16 @@ class _Terms(NamedTuple):
     bypass: list            # per tensor, (cells,) what a parent serves them if it does not
     write: list             # per tensor, energy per word written into the level
 
-
 class _Candidates(NamedTuple):
     """The innermost level's choices by their total with each word coming down once
-    (`InnermostFloor._candidates`)."""
+    (`InnermostBound._candidates`)."""
     base: np.ndarray        # (C,) ascending
     cell: np.ndarray        # (C,) tile and split
     order: np.ndarray       # (C,) of the merged loops above
     keep: np.ndarray        # (C,) keep set
     beyond: float           # the least base among the candidates left out (inf: none)
 
-
-class InnermostFloor:
+class InnermostBound:
     def __init__(self, space: Mapspace, splits: SplitVectors):
         self.space = space
         workload = space.workload
@@ -113,14 +114,14 @@ class InnermostFloor:
         self.words = [tiles.words(tensor, self.tile) for tensor in workload.tensors]
         self.orders = list(itertools.permutations(range(space.n_dims))) if space.n_dims <= 5 else [None]
 
-    def for_space(self, part: Mapspace) -> "InnermostFloor":
-        """The same floor for a part of the space (`Mapspace.with_keeps`): the tiles and splits
+    def for_space(self, part: Mapspace) -> "InnermostBound":
+        """The same bound for a part of the space (`Mapspace.with_keeps`): the tiles and splits
         do not depend on keeps; the minima, which do, are recomputed."""
-        floor = copy.copy(self)
-        floor.space, floor.cache, floor.terms, floor.least, floor.candidates = part, {}, {}, {}, {}
-        return floor
+        bound = copy.copy(self)
+        bound.space, bound.cache, bound.terms, bound.least, bound.candidates = part, {}, {}, {}, {}
+        return bound
 
-    def floor(self, depth: int, deepest: list[np.ndarray]) -> np.ndarray | None:
+    def bound(self, depth: int, deepest: list[np.ndarray]) -> np.ndarray | None:
         """Per node, the bound on what is still open at and below the deepest decided keepers,
         given per tensor the deepest decided keeper of each node (`deepest[t]`, (N,)), each
         word coming down once; None when the innermost level's keeps are already decided or
@@ -132,7 +133,7 @@ class InnermostFloor:
     def refined(self, depth: int, deepest: list[np.ndarray], repeats: list[np.ndarray],
                 caps: np.ndarray) -> np.ndarray:
         """The same, each word of tensor t coming down past the node at least `repeats[t]`
-        times ((N,), `bounds._refetches`: its decided loops over dims it does not index):
+        times ((N,), `refetch.refetches`: its decided loops over dims it does not index):
         filled that often into the innermost level if it keeps t, and read that often from
         one of its parents. Exact where it exceeds the node's `caps` (what would prune it);
         elsewhere a valid bound at or below the cap, found as soon as one candidate is below
@@ -175,7 +176,7 @@ class InnermostFloor:
         the undecided levels between that may keep it; where an undecided level must keep it,
         only the deepest such and those below it (the innermost level's words pass through
         it), so that the traffic into the levels between is disjoint from what is charged
-        here and `bounds.lower_bounds` adds their link floors to this one."""
+        here and `node.lower_bounds` adds their link bounds to this one."""
         choices = self.space.choices
         may = [lv for lv in range(depth + 1, self.level) if any(t in keep for keep in choices[lv].keeps)]
         must = [lv for lv in may if all(t in keep for keep in choices[lv].keeps)]
@@ -198,7 +199,7 @@ class InnermostFloor:
         key = ("spread", t, p, stop)
         if key not in self.keep_free:
             arch, workload = self.space.arch, self.space.workload
-            tensor, shared = workload.tensors[t], _shared_dims(workload, t)
+            tensor, shared = workload.tensors[t], shared_dims(workload, t)
             spread = np.ones(self.tile.shape[1])
             for x in range(p, stop):
                 if not arch.levels[x].shares(tensor) or not shared.any():
@@ -263,14 +264,14 @@ class InnermostFloor:
         least = [workload.tensor_words(t) * repeats[t] for t in range(len(workload.tensors))]
         served = [least[t] * min(serve_energy(levels[p], tensor) for p in terms.parents[t])
                   for t, tensor in enumerate(workload.tensors)]
-        floor = sum(served)
-        if floor > cap:
-            return floor
+        bound = sum(served)
+        if bound > cap:
+            return bound
         c = self._candidates_for(depth, deepest)
         best, start, step = np.inf, 0, 1_024
         while start < len(c.base) and c.base[start] < best:
             if best <= cap:             # the node is not pruned here: no need to be exact
-                return max(floor, min(best, float(c.base[start])))
+                return max(bound, min(best, float(c.base[start])))
             rows = slice(start, start + step)
             cell, order, keep = c.cell[rows], c.order[rows], c.keep[rows]
             total = np.zeros(len(cell))
@@ -282,7 +283,7 @@ class InnermostFloor:
             best = min(best, float(total.min()))
             start, step = start + step, step * 2
         best = min(best, c.beyond)      # the candidates not kept cost at least that
-        self.cache[key] = max(floor, best) if np.isfinite(best) else floor
+        self.cache[key] = max(bound, best) if np.isfinite(best) else bound
         return self.cache[key]
 
     def _terms(self, depth: int, deepest: tuple[int, ...]) -> "_Terms":

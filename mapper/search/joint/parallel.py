@@ -5,7 +5,7 @@ the work (numpy does not spread such arrays over threads). On the bench's 2-core
 second process nearly halves the walk that proves the optimum (h100 GEMM 4096^3, optimum
 given: 16.2 s on one core, 9.1 s on two).
 
-What each does (`Joint._find_and_walk`): worker 0 has CP-SAT solve in a thread, polishes what
+What each does (`strategy.Joint._find_and_walk`): worker 0 has CP-SAT solve in a thread, polishes what
 its dives find and runs the local search; the others dive quickly (each with its own seed, or
 into its own keep parts) and start the walk at once. Every worker expands the nodes above
 depth 2 (few); the children of each depth-1 node are handed out in units (the parent and the
@@ -24,14 +24,16 @@ the best key of all.
 """
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import os
+from dataclasses import replace
 import signal
 import threading
 
 import numpy as np
 
-from .result import stops
+from ..events import Event, FromWorker, InParallel, WorkerFailed
 
 MAX_WORKERS = 4         # each holds its own slices (~300 MB on the bench's largest cases)
 _MIX = np.uint64(0xFF51AFD7ED558CCD)     # a 64-bit odd multiplier (MurmurHash3's finaliser)
@@ -43,12 +45,12 @@ def default_workers() -> int:
     return max(1, min(MAX_WORKERS, cores))
 
 
-def can_fork() -> bool:
+def can_fork(context) -> bool:
     """Forked workers are wanted and allowed: not under an evaluation budget (the walk's order,
     and so what it prices, must not depend on which worker runs ahead), not inside a daemonic
     process (a pool's worker), which may not have children, and from the main thread (signals,
     by which a stop reaches the workers, are set there only)."""
-    return (stops.per_evaluation is None and not multiprocessing.current_process().daemon
+    return (context.per_evaluation is None and not multiprocessing.current_process().daemon
             and threading.current_thread() is threading.main_thread())
 
 
@@ -69,7 +71,7 @@ def content_hashes(columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 class Claims:
     """Which worker walks each unit of the tree (a node at the split depth's parent and its
-    children's first dim, `joint._Walk._share`), handed out as the workers reach them: the
+    children's first dim, `walk.Walk._share`), handed out as the workers reach them: the
     first to reach a unit walks it, the others skip it. A worker busy elsewhere (worker 0's
     local search) leaves the walk to the others, and none waits on a share fixed in advance
     that turned out larger than another's. Kept in shared memory, an open-addressing table
@@ -91,6 +93,12 @@ class Claims:
         self.reached_end = np.frombuffer(context.RawArray("b", 1), np.int8)   # some walk ended
         self.worker = 0
         self.known: dict[tuple[int, int], int] = {}     # this process's answers: unit -> slot (-1: mine, unrecorded)
+
+    def for_worker(self, worker: int) -> "Claims":
+        """The same table, claiming as `worker` (with answers of its own)."""
+        claims = copy.copy(self)
+        claims.worker, claims.known = worker, {}
+        return claims
 
     def take(self, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(mine, slot) per unit (hash pair): whether this worker walks it (claiming it when no
@@ -165,31 +173,37 @@ class SharedKey:
                 self.values[0] = 1.0
 
 
-def walk_in_parallel(walk, workers: int, job, parts, notes: list[str]) -> bool:
-    """Run `job` (the incumbents' search and the walk, `Joint._find_and_walk`; True when its
-    walk finished) in `workers` processes, the parent being worker 0, with `walk.split` telling
-    each its number and `walk.claims` handing out the walk's units; True when every worker's
-    walk ended and every unit claimed was walked to its end. A worker that fails has its
+def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Event]) -> tuple[bool, list[float]]:
+    """Run `job(walk)` (the incumbents' search and the walk, `strategy.Joint._find_and_walk`;
+    True when its walk finished) in `workers` processes, each on a walk of its own (`Walk`,
+    with `setup`'s worker number and the shared `Claims` handing out the walk's units), the
+    parent being worker 0. Returns whether every worker's walk ended and every unit claimed
+    was walked to its end, and the bounds they left open. A worker that fails has its
     unfinished units walked by the parent (the walk of `parts` again, skipping what is done).
-    The parent's incumbent ends as the best of all of theirs, and `notes` gets the children's
-    notes."""
-    incumbent = walk.incumbent
-    shared, walk.claims = SharedKey(incumbent.key), Claims()
+    `incumbent` ends as the best of all of theirs, and `events` gets the children's events."""
+    from .walk import Walk
+    claims, shared = Claims(), SharedKey(incumbent.key)
     context = multiprocessing.get_context("fork")
     children = []
+
+    def setup_of(worker: int):      # the parent (worker 0) claims with `claims` itself
+        return replace(setup, worker=worker, workers=workers, claims=claims.for_worker(worker) if worker else claims,
+                       progress=setup.progress if worker == 0 else None)
     # set before the fork, so that a worker never meets the signal with its default action (exit)
-    previous = signal.signal(signal.SIGUSR1, _on_parent_stopped)
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: setup.context.interrupt())
     for worker in range(1, workers):
         receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=_child, args=(walk, job, worker, workers, shared, notes, send), daemon=True)
+        child = context.Process(target=_child, args=(setup_of(worker), incumbent, job, shared, events, send),
+                                daemon=True)
         child.start()
         send.close()
         children.append((worker, child, receive))
-    incumbent.shared, walk.split = shared, (0, workers)
+    incumbent.share(shared)
+    walk = Walk(setup_of(0), incumbent)
     try:
-        complete = job()
-        if stops.interrupted:       # Ctrl-C may have reached this process alone (a kill of its
-            for _, child, _ in children:    # pid, not of the group): the workers wind down too
+        complete = job(walk)
+        if setup.context.interrupted:   # Ctrl-C may have reached this process alone (a kill of
+            for _, child, _ in children:    # its pid, not of the group): the workers wind down too
                 os.kill(child.pid, signal.SIGUSR1)
         for worker, child, receive in children:
             try:
@@ -198,51 +212,43 @@ def walk_in_parallel(walk, workers: int, job, parts, notes: list[str]) -> bool:
                 report = {"error": f"its process ended with status {child.exitcode}"}
             child.join()
             if "error" in report:       # its units are walked here, so that the result stays sound
-                notes.append(f"worker {worker} failed ({report['error']}); its share was walked here")
-                walk.claims.release(worker)
+                events.append(WorkerFailed(worker, report["error"]))
+                claims.release(worker)
                 complete = walk.search_parts(parts) and complete
                 continue
             incumbent.merge(report["table"], report["found_at"], report["evaluated"])
             walk.open_bounds.extend(report["open_bounds"])
-            notes.extend(f"worker {worker}: {note}" for note in report["notes"])
+            events.extend(FromWorker(worker, event) for event in report["events"])
             complete = complete and report["complete"]
         # a unit claimed and not finished: its worker stopped early (its bounds are open)
-        complete = complete and not walk.claims.pending()
+        complete = complete and not claims.pending()
         incumbent.adopt()           # the best of all (from one that failed, say), as the walks pruned
     finally:
-        incumbent.shared, walk.split, walk.claims = None, None, None
+        incumbent.share(None)
         signal.signal(signal.SIGUSR1, previous)
         for _, child, _ in children:
             if child.is_alive():
                 child.terminate()
-    notes.append(f"searched on {workers} cores, each walking the units of the tree it claimed first (`parallel.py`)")
-    return complete
+    events.append(InParallel(workers))
+    return complete, walk.open_bounds
 
 
-def _child(walk, job, worker, workers, shared, notes, send) -> None:
+def _child(setup, incumbent, job, shared, events, send) -> None:
+    """A worker: its own walk of the shared tree, its best mapping and what it priced sent back."""
+    from .walk import Walk
+    context = setup.context
     # a first Ctrl-C (sent to the whole process group) winds this worker down as it does the
-    # parent; the parent alone says so
-    signal.signal(signal.SIGINT, _on_ctrl_c)
-    incumbent = walk.incumbent
-    incumbent.shared, walk.split, walk.progress = shared, (worker, workers), None
-    walk.claims.worker = worker
-    incumbent.evaluated, walk.open_bounds = 0, []      # what this child adds, sent back
-    known = len(notes)
+    # parent; the second aborts, as the parent does; the parent alone says so
+    signal.signal(signal.SIGINT, lambda signum, frame: os._exit(130) if context.interrupted else context.interrupt())
+    incumbent.share(shared)
+    incumbent.restart_count()       # what this child adds, sent back
+    known = len(events)
     try:
-        complete = job()
+        walk = Walk(setup, incumbent)
+        complete = job(walk)
         send.send({"table": incumbent.table, "found_at": incumbent.found_at, "evaluated": incumbent.evaluated,
-                   "open_bounds": walk.open_bounds, "complete": complete, "notes": notes[known:]})
+                   "open_bounds": walk.open_bounds, "complete": complete, "events": events[known:]})
     except Exception as exc:        # reported to the parent, which walks its units itself
         send.send({"error": f"{type(exc).__name__}: {exc}"})
     finally:
         send.close()
-
-
-def _on_parent_stopped(signum, frame) -> None:
-    stops.interrupted = True
-
-
-def _on_ctrl_c(signum, frame) -> None:
-    if stops.interrupted:           # the second: abort, as the parent does
-        os._exit(130)
-    stops.interrupted = True

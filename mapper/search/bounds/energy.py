@@ -1,0 +1,33 @@
+"""What one word costs to move: the per-word energies and the sharing of a transfer that
+every bound below is built from (block rounding relaxed, so that each stays a lower bound)."""
+from __future__ import annotations
+
+import math
+
+
+def action_energy(level, count, word_bytes, per_access, per_byte):
+    blocks = count if level.block_size == 1 else -(-count // level.block_size)
+    return blocks * per_access + count * (word_bytes * per_byte)
+
+def sharing_fanout(arch, tensor, first: int, stop: int) -> int:
+    """The most children one transfer of `tensor` can serve across the fanouts of levels
+    first..stop-1 (only the networks that multicast, or reduce, share)."""
+    return math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(first, stop)
+                     if arch.levels[x].shares(tensor))
+
+
+def serve_energy(level, tensor) -> float:
+    """Energy per word a level sends down (an input's read) or takes back (an output's update),
+    block rounding relaxed."""
+    if tensor.is_output:
+        return level.energy_update / level.block_size + level.word_bytes(tensor) * level.byte_energy_update
+    return read_energy(level, tensor)
+
+def read_energy(level, tensor) -> float:
+    """Energy per word read from a level (an output's partial sum read back too), block
+    rounding relaxed."""
+    return level.energy_read / level.block_size + level.word_bytes(tensor) * level.byte_energy_read
+
+def fill_energy(level, tensor) -> float:
+    """Energy per word written into a level, block rounding relaxed."""
+    return level.energy_write / level.block_size + level.word_bytes(tensor) * level.byte_energy_write

@@ -1,0 +1,62 @@
+"""Latency no mapping hides: the cycles a level's latency adds on top of compute, at least
+(docs/COST_MODEL.md, "Latency"), before and once a node has decided the levels involved."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...cost.occupancy import gpu_levels
+from ...mapping import MappingTable
+from ...mapspace import Mapspace
+
+
+def latency_bound(space: Mapspace, p: int) -> float:
+    """Cycles of level p's latency that no mapping hides (docs/COST_MODEL.md, "Latency"): where
+    p must keep an input and some level below must keep it too, p serves it to its next keeper
+    below, c. A buffered c still waits once per wave of blocks (at least L); an unbuffered one
+    waits L per request, shared with the blocks resident beside it (at least L / the most
+    blocks an SM holds at once, at and below the per-SM level; one above it). Both add to
+    the compute time in p's time, so every mapping takes at least compute + this."""
+    arch, workload = space.arch, space.workload
+    latency = arch.levels[p].latency
+    if not latency:
+        return 0.0
+    bound = 0.0
+    for t, tensor in enumerate(workload.tensors):
+        if tensor.is_output or not all(t in keep for keep in space.choices[p].keeps):
+            continue        # only partial sums read back wait, and a mapping may read none
+        below = [c for c in range(p + 1, space.n_levels) if any(t in keep for keep in space.choices[c].keeps)]
+        must = [c for c in below if all(t in keep for keep in space.choices[c].keeps)]
+        if must:
+            bound = max(bound, latency * min(1 / _most_resident(arch, c) for c in below if c <= must[0]))
+    return bound
+
+def decided_latency_bound(space: Mapspace, depth: int, table: MappingTable, static: list[float]) -> np.ndarray:
+    """(L, N) each level's latency bound per node: `latency_bound` (`static`), or more where the
+    node has decided both a level p keeping an input and that input's next keeper below, c,
+    with c's stage count: a buffered c waits L once per wave at least, an unbuffered one L
+    per request shared by at most the blocks resident beside it (the same rules, with c
+    known). h100 conv3: at depth 2 the L2's wait rises from L / 32 to L = 200 cycles."""
+    arch, workload = space.arch, space.workload
+    n = len(table)
+    out = np.repeat(np.asarray(static, float)[:, None], n, axis=1)
+    if not any(level.latency for level in arch.levels[:depth]):
+        return out
+    for p, level in enumerate(arch.levels[:depth]):
+        if not level.latency:
+            continue
+        for t, tensor in enumerate(workload.tensors):
+            if tensor.is_output:        # only partial sums read back wait, and a mapping may read none
+                continue
+            found, wait = np.zeros(n, bool), np.zeros(n)
+            for c in range(p + 1, min(depth, space.n_levels - 1) + 1):
+                here = ~found & table.keep[c, t]
+                unbuffered = level.latency / _most_resident(arch, c)
+                wait = np.where(here, np.where(table.stages[c] > 1, level.latency, unbuffered), wait)
+                found |= here
+            out[p] = np.maximum(out[p], np.where(table.keep[p, t], wait, 0.0))
+    return out
+
+def _most_resident(arch, c: int) -> int:
+    """The most thread blocks resident beside each other at level c (one above the per-SM level)."""
+    gpu = gpu_levels(arch)
+    return arch.gpu.max_blocks_per_sm if gpu is not None and c >= gpu[0] else 1

@@ -1,0 +1,232 @@
+"""Per undecided level, a bound on the traffic into it whatever the rest of the mapping
+(`LinkBounds`), kept per largest tile a node still allows (`TileBound`), and the bytes its
+feeders must move, which bound their time."""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ... import tiles
+from ...cost.timing import total_rate
+from ...mapspace import Mapspace
+from .energy import fill_energy, sharing_fanout
+from .innermost import InnermostBound
+from .latency import latency_bound
+from .operand import SplitVectors
+
+
+class TileBound(NamedTuple):
+    """A link's bound as a function of the largest tile a node leaves level j: the minimum
+    over the tiles no larger than it, per dim (every tile below a node's level-k tile is)."""
+    index: tuple            # per dim, extent -> the last of its tile extents within it
+    least: np.ndarray | None    # over the tile grid: the minimum over the box up to each point
+    whole: float            # over every tile (also where `least` was too large to keep)
+
+    def below(self, spans: np.ndarray) -> np.ndarray | float:
+        """Per node, the bound over tiles within `spans` ((D, N) extents of the node's tile)."""
+        if self.least is None:
+            return self.whole
+        return self.least[tuple(index[np.minimum(span, len(index) - 1)]
+                                for index, span in zip(self.index, spans))]
+
+    @staticmethod
+    def of(values: list[np.ndarray], least: np.ndarray | None, whole: float) -> "TileBound":
+        """From each dim's tile extents (ascending): a lookup from any extent up to the largest
+        to the position of the last extent within it (searched once, not per node)."""
+        index = tuple(np.maximum(np.searchsorted(v, np.arange(int(v[-1]) + 1), side="right") - 1, 0)
+                      for v in values)
+        return TileBound(index, least, whole)
+
+NO_BOUND = TileBound((), None, 0.0)
+
+MAX_BOUND_CELLS = 200_000   # tile vectors above which only the bound over all tiles is kept
+
+class LinkBounds:
+    """Per level j >= 1, a lower bound on the energy of the traffic into it, valid whatever
+    the rest of the mapping: the minimum, over every tile vector level j can hold (with only
+    the tensors it must keep, at its fewest stages), of the fills into j and the matching
+    parent reads (or, for the output, the drains into the parent), with every loop above j
+    merged into one loop per dim in the best order (merging and reordering never add
+    traffic) and the widest multicast the fanout allows. Kept per largest tile (`TileBound`),
+    so that a node whose decided tile above is small is bounded by the tiles it still allows."""
+
+    def __init__(self, space: Mapspace, max_combinations: int = 2_000_000, whole: "LinkBounds | None" = None):
+        self.space, self.max_combinations = space, max_combinations
+        # a level's minimum depends on the keep and stage choices of it and the levels above:
+        # memoised on them, shared by the parts of a space (`for_space`)
+        self._memo = {} if whole is None else whole._memo
+        if whole is None:
+            self.units = [self._units(space, lv, max_combinations) for lv in range(space.n_levels)]
+            self.splits = SplitVectors(space)
+            self.innermost = InnermostBound(space, self.splits)
+        else:                   # none of these depends on keeps
+            self.units, self.splits = whole.units, whole.splits
+            self.innermost = whole.innermost.for_space(space)
+        self.energy = [NO_BOUND] + [self._memoised(j, link_weight) for j in range(1, space.n_levels)]
+        self.latency = [latency_bound(space, p) for p in range(space.n_levels)]
+        # a level moves both what fills it and what it sends down: per level p, the bytes
+        # written into it at least, and the links j it alone can feed (`_single_feeder`)
+        self.own_bytes = [NO_BOUND] + [self._memoised(p, _own_bytes) for p in range(1, space.n_levels)]
+        # per stage count j may take: more stages, less capacity each, more traffic; the
+        # same minimum over bytes drawn from the parent gives a bound on the parent's time
+        self.sent_bytes = [[]] + [[(stages, self._memoised(j, _link_bytes, stages))
+                                   for stages in sorted(set(space.choices[j].stages))]
+                                  for j in range(1, space.n_levels)]
+        self.single_feeder = [None] + [_single_feeder(space, j) for j in range(1, space.n_levels)]
+        self.fed_by = [[j for j, feeder in enumerate(self.single_feeder) if feeder == p]
+                       for p in range(space.n_levels)]
+
+    def for_space(self, part: Mapspace) -> "LinkBounds":
+        """The bounds of a part of this space (`Mapspace.with_keeps`), sharing what does not
+        depend on keeps."""
+        return LinkBounds(part, self.max_combinations, whole=self)
+
+    def _memoised(self, j: int, weigh, stages: int | None = None) -> float:
+        key = (j, weigh.__name__, tuple(self.space.choices[:j + 1]), stages)
+        if key not in self._memo:
+            self._memo[key] = self._level(self.space, j, self.max_combinations, weigh, stages)
+        return self._memo[key]
+
+    def time_bound(self, j: int, spans: np.ndarray, compute: np.ndarray) -> np.ndarray:
+        """Per node, a bound on the time of the levels feeding level j: the fewest bytes they
+        must move into it (within the node's tile `spans`) over their largest rate, at each
+        stage count j may take, the least over those. Under the stage-aware rule one stage
+        leaves that traffic exposed (the parent's reads for an unbuffered child, its fills, its
+        drains): it adds to the node's `compute` bound, while more stages hide it but leave
+        each stage a fraction of the capacity, so a smaller tile and more traffic (the
+        double-buffering trade of the seed notes)."""
+        rate = _parent_rate(self.space, j)
+        if self.space.arch.cycle_rule == "timeloop":    # all traffic overlaps: the most capacity is best
+            return self.sent_bytes[j][0][1].below(spans) / rate
+        bounds = []
+        for stages, sent in self.sent_bytes[j]:
+            moved = sent.below(spans) / rate
+            bounds.append(compute + moved if stages == 1 else moved)
+        return functools.reduce(np.minimum, bounds)
+
+    @staticmethod
+    def _units(space: Mapspace, lv: int, max_combinations: int) -> int:
+        """The most instances level lv's spatial split can reach with the factors the per-dim
+        tables allow (at most its fanout)."""
+        out = 1
+        for kind, limit in zip((1, 2), space.arch.fanout(lv)):
+            values = []
+            for rows in space.dim_tables:
+                cols = [k for k, slot in enumerate(space.slots) if slot == (lv, kind)]
+                values.append(np.unique(rows[:, cols[0]]) if cols else np.array([1]))
+            if math.prod(len(v) for v in values) > max_combinations:
+                out *= limit
+                continue
+            products = np.prod(np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")]), axis=0)
+            out *= int(products[products <= limit].max())
+        return out
+
+    @staticmethod
+    def _level(space: Mapspace, j: int, max_combinations: int, weigh, stages: int | None = None) -> TileBound:
+        arch, workload = space.arch, space.workload
+        must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[j].keeps)]
+        if not must:
+            return NO_BOUND
+        values = [np.unique(space.level_view(rows)[2][:, j]) for rows in space.dim_tables]
+        if math.prod(len(v) for v in values) > max_combinations:
+            return NO_BOUND
+        grid = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")])        # (D, M)
+        trips = np.array(workload.sizes, float)[:, None] / grid                          # Q_d
+        tile = {t: tiles.words(workload.tensors[t], grid) for t in must}
+        footprint = sum(tile[t] * arch.levels[j].word_bytes(workload.tensors[t]) for t in must)
+        fits = footprint * (stages or min(space.choices[j].stages)) <= arch.levels[j].capacity
+        if not fits.any():
+            return NO_BOUND
+        weight = {t: weigh(space, j, t) for t in must}
+        n_dims = len(workload.dims)
+        orders = itertools.permutations(range(n_dims)) if n_dims <= 5 else [None]
+        best = np.full(grid.shape[1], np.inf)
+        # a sliding window (p+r) fetches only the new slice as it moves, which the merged
+        # loops below do not see: the tile-by-tile count could exceed a mapping's traffic
+        # (conv1d, p and r of 2, under a level-1 tile of p = 1: 4 words against 3), so such a tensor
+        # is charged its words once, which every mapping fills into j at least
+        sliding = sum(weight[t] * workload.tensor_words(t) for t in must if workload.tensors[t].has_sliding_axis)
+        for order in orders:
+            total = sliding
+            for t in must:
+                if workload.tensors[t].has_sliding_axis:
+                    continue
+                dims = workload.tensors[t].dims
+                if order is None:           # too many orders: each tensor at its best alone
+                    outer = dims
+                else:
+                    last = max(i for i, d in enumerate(order) if d in dims)
+                    outer = order[:last + 1]
+                total = total + weight[t] * tile[t] * np.prod([np.maximum(trips[d], 1.0) for d in outer], axis=0)
+            best = np.minimum(best, total)
+        best = np.where(fits, best, np.inf)
+        whole = float(best.min())
+        if len(best) > MAX_BOUND_CELLS:
+            return TileBound((), None, whole)
+        # the minimum over each box of tiles no larger than a grid point, dim by dim
+        least = best.reshape([len(v) for v in values])
+        for axis in range(n_dims):
+            least = np.minimum.accumulate(least, axis=axis)
+        return TileBound.of(values, least, whole)
+
+def _link_bytes(space: Mapspace, j: int, t: int) -> float:
+    """Bytes the parent moves per word fetched into (or drained from) level j, at best."""
+    tensor = space.workload.tensors[t]
+    nearest_must = max(p for p in range(j) if all(t in k for k in space.choices[p].keeps))
+    spread = max(sharing_fanout(space.arch, tensor, p, j) for p in range(nearest_must, j))
+    # the parent may be any level from nearest_must on: its narrowest word keeps this a bound
+    word = min(space.arch.levels[p].word_bytes(tensor) for p in range(nearest_must, j))
+    return word / spread
+
+def _parent_rate(space: Mapspace, j: int) -> float:
+    """The most bytes per cycle the levels that may feed level j can move together, all
+    instances (reads and writes together: valid under either cycle rule). Together: the
+    tensors j must keep may come from different parents at once, each parent's time bounding
+    only its share, so the traffic T takes at least T / the sum of their rates."""
+    return sum(total_rate(space.arch.levels[p]) * space.arch.levels[p].instances
+               for p in _feeders(space, j)) or np.inf
+
+def _feeders(space: Mapspace, j: int) -> set[int]:
+    """The levels that may send level j a tensor it must keep: for each, the nearest level
+    above that must keep it and any between that may."""
+    feeders = set()
+    for t in range(len(space.workload.tensors)):
+        if all(t in keep for keep in space.choices[j].keeps):
+            nearest = max(p for p in range(j) if all(t in keep for keep in space.choices[p].keeps))
+            feeders |= {p for p in range(nearest, j) if any(t in keep for keep in space.choices[p].keeps)}
+    return feeders
+
+def _single_feeder(space: Mapspace, j: int) -> int | None:
+    """The one level that can send level j everything j must keep, when there is only one
+    (no level between it and j may keep any of it); None when j must keep nothing."""
+    feeders = _feeders(space, j)
+    return feeders.pop() if len(feeders) == 1 else None
+
+def _own_bytes(space: Mapspace, j: int, t: int) -> float:
+    """Bytes level j itself writes per word of an input filled into it (the output's drains
+    are its parent's updates, counted there: none here)."""
+    tensor = space.workload.tensors[t]
+    return 0.0 if tensor.is_output else space.arch.levels[j].word_bytes(tensor)
+
+def link_weight(space: Mapspace, j: int, t: int) -> float:
+    """Energy per word fetched into level j (fill at j plus the cheapest parent read, divided
+    by the widest multicast), or per word drained from j for the output."""
+    arch, tensor = space.arch, space.workload.tensors[t]
+    level = arch.levels[j]
+    own = 0.0 if tensor.is_output else fill_energy(level, tensor)
+    parent = np.inf
+    nearest_must = max(p for p in range(j) if all(t in k for k in space.choices[p].keeps))
+    for p in range(nearest_must, j):      # the parent is at or below the nearest level that must keep t
+        if not any(t in k for k in space.choices[p].keeps):
+            continue
+        lp = arch.levels[p]
+        spread = sharing_fanout(arch, tensor, p, j)
+        wb = lp.word_bytes(tensor)
+        per_word = (lp.energy_update / lp.block_size + wb * lp.byte_energy_update if tensor.is_output
+                    else lp.energy_read / lp.block_size + wb * lp.byte_energy_read)
+        parent = min(parent, per_word / spread)
+    return own + (0.0 if np.isinf(parent) else parent)

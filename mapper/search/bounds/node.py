@@ -1,0 +1,223 @@
+"""Lower bounds on the objective of every mapping below a tree node (see `tree.py`).
+
+A node at depth j has decided every level above j, and level j's tile, stages and keeps. Its
+completion (the node's table) is priced by the cost model; from that pricing the bound keeps
+only what no deeper decision can change:
+- fills of levels <= j, and reads/updates of levels < j whose consumer is a decided level;
+- the times of those levels with that known traffic (compute time bounded below by the most
+  compute units the remaining fanout could reach).
+What is still open is bounded below by what every completion must pay: the compute units' one
+operand read (or output update and read-modify-write) per MAC at the innermost level keeping
+each tensor, divided by the largest multicast the fanout below it allows; for each undecided
+level, the cheapest traffic into it over every tile that fits it (`LinkBounds`), or where
+larger, the words the node's own loops must refetch into it (`refetched_links`); MAC energy;
+leakage over the bounded cycles. A second bound on the same open traffic enumerates the
+innermost level's keep sets, tiles and splits (`innermost.py`), plus the link bounds of
+the levels between; the larger one is used. Under an incumbent (`refine_below`) that second
+bound is refined, for the nodes it does not beat yet, with the words the node's own loops
+bring down again and again. Each level's time is also bounded by everything it
+must move together: its own fills at least and, where it alone can feed an undecided level,
+that level's link bound (`_moved_bound`).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ...cost import Costs
+from ...cost.timing import level_time, total_rate
+from ...mapping import MappingTable
+from ...mapspace import Mapspace
+from ..objective import SLACK, TIE, Objective, beaten, cost_bound
+from .energy import action_energy
+from .latency import decided_latency_bound
+from .link import LinkBounds
+from .operand import independent_bound, operand_bound, read_modify_write, serving_options
+from .refetch import Refetched, deepest_keeper, refetches, refetched_links
+
+
+class NodeBounds(NamedTuple):
+    """Lower bounds on every completion of each node: on the objective (a pair for a
+    lexicographic one), and on the energy and the cycles, the next two ranking keys."""
+    objective: np.ndarray
+    energy: np.ndarray
+    cycles: np.ndarray
+
+def compute_bound(space: Mapspace, depth: int, decided_units: np.ndarray,
+                  links: LinkBounds | None = None) -> np.ndarray:
+    """The fewest cycles the MACs take on the compute units a node reaches: its decided
+    spatial splits (`decided_units`, their product over the decided levels) times every
+    fanout still open below depth `depth`."""
+    arch = space.arch
+    reach = (math.prod(links.units[depth:]) if links is not None
+             else math.prod(arch.fanout(lv)[0] * arch.fanout(lv)[1] for lv in range(depth, space.n_levels)))
+    units = np.minimum(decided_units * reach, arch.compute.instances)
+    return np.ceil(space.workload.macs / (units * arch.compute.macs_per_cycle))
+
+def lower_bound(space: Mapspace, objective: Objective, depth: int, table: MappingTable,
+                costs: Costs, links: LinkBounds | None = None) -> np.ndarray:
+    """The objective's lower bound on every completion of each node (`lower_bounds`)."""
+    return lower_bounds(space, objective, depth, table, costs, links).objective
+
+def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: MappingTable,
+                 costs: Costs, links: LinkBounds | None = None, refine_below: tuple | None = None) -> NodeBounds:
+    arch, workload = space.arch, space.workload
+    n_levels, n = len(arch.levels), len(table)
+    tensors = workload.tensors
+    macs = workload.macs
+
+    decided_units = np.ones(n, np.int64)
+    for lv in range(min(depth, n_levels)):
+        decided_units = decided_units * table.factors[lv, 1:].prod(axis=(0, 1))
+    compute = compute_bound(space, depth, decided_units, links)
+
+    energy = np.full(n, float(macs) * arch.compute.energy_per_mac)
+    # bytes per instance no completion can avoid, by direction (reads; fills and updates), and
+    # of those the ones no buffering hides: adding traffic never shortens a level's time
+    known_read, known_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
+    exposed_read, exposed_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
+    for t, tensor in enumerate(tensors):
+        child = np.full(n, -1)                  # nearest decided level below that keeps t
+        for lv in range(min(depth, n_levels - 1), -1, -1):
+            level = arch.levels[lv]
+            wb = level.word_bytes(tensor)
+            kept = table.keep[lv, t]
+            inst = costs.level_instances[lv]
+            fills = costs.level_fills[lv, t]
+            e = action_energy(level, fills, wb, level.energy_write, level.byte_energy_write)
+            energy += np.where(kept, e * inst, 0)
+            known_write[lv] += np.where(kept, fills * wb, 0)
+            exposed_write[lv] += np.where(kept & (table.stages[lv] == 1), fills * wb, 0)
+            if lv < depth:
+                passing_known = kept & (child >= 0)
+                reads, updates = costs.level_reads[lv, t], costs.level_updates[lv, t]
+                e = (action_energy(level, reads, wb, level.energy_read, level.byte_energy_read)
+                     + action_energy(level, updates, wb, level.energy_update, level.byte_energy_update))
+                energy += np.where(passing_known, e * inst, 0)
+                child_stages = np.take_along_axis(table.stages, np.maximum(child, 0)[None], axis=0)[0]
+                waits = passing_known & (child_stages == 1)
+                known_read[lv] += np.where(passing_known, reads * wb, 0)
+                known_write[lv] += np.where(passing_known, updates * wb, 0)
+                exposed_read[lv] += np.where(waits, reads * wb, 0)
+                exposed_write[lv] += np.where(waits, updates * wb, 0)
+            child = np.where(kept, lv, child)
+    decided = energy.copy()             # MACs and the traffic the decided levels fix
+    # what the innermost keepers serve the compute units (the output's read-modify-write
+    # included), over the splits still open
+    options = [serving_options(space, t, depth, table) for t in range(len(tensors))]
+    served = operand_bound(space, depth, table, options, links.splits) if links is not None else None
+    if served is None:
+        served = sum(independent_bound(space, t, options[t]) for t in range(len(tensors)))
+        served = served + sum(read_modify_write(space, t, depth, table, links)
+                              for t, tensor in enumerate(tensors) if tensor.is_output)
+    energy += served
+    if links is not None:
+        # the node's tile at level `depth` bounds every tile below it (`TileBound.below`)
+        spans = table.factors[min(depth, n_levels - 1):].prod(axis=(0, 1))
+        refetched = refetched_links(space, depth, table)
+        link_energy = [np.maximum(links.energy[j].below(spans), refetched.energy[j]) if j > depth else 0.0
+                       for j in range(n_levels)]
+        energy += sum(link_energy[depth + 1:], np.zeros(n))
+        # the parents' side of the same traffic: bytes they must move, per instance
+        instances = np.array([lv.instances for lv in arch.levels])[:, None]
+        known_read += refetched.reads / instances
+        known_write += refetched.writes / instances
+        # another bound on the same open traffic, from the innermost level's choices (keep
+        # sets, tiles that fit, splits): the larger of two valid bounds is one. It charges
+        # the innermost level's fills and what it serves, read at or below the deepest level
+        # that must keep each tensor: the traffic into the undecided levels between (their
+        # fills, their parents' reads) is other accesses, bounded by their own link bounds
+        deepest = [deepest_keeper(space, t, depth, table) for t in range(len(tensors))]
+        innermost = links.innermost.bound(depth, deepest)
+        if innermost is not None:
+            between = sum(link_energy[depth + 1:n_levels - 1], np.zeros(n))
+            energy = np.maximum(energy, decided + innermost + between)
+
+    latency = (decided_latency_bound(space, depth, table, links.latency) if links is not None
+               else np.zeros(n_levels))
+    cycles = compute
+    for lv, level in enumerate(arch.levels):
+        cycles = np.maximum(cycles, level_time(level, arch.cycle_rule, compute, known_read[lv], known_write[lv],
+                                               exposed_read[lv], exposed_write[lv],
+                                               latency_exposed=latency[lv]))
+    if links is not None:
+        # a link with one feeder is bounded in `_moved_bound`, on top of the feeder's other bytes
+        for j in range(depth + 1, n_levels):
+            if links.single_feeder[j] is None:
+                cycles = np.maximum(cycles, links.time_bound(j, spans, compute))
+        cycles = np.maximum(cycles, _moved_bound(space, depth, links, refetched, compute, spans,
+                                                 (known_read + known_write) * instances))
+    # with "utilized" (Timeloop's rule) idle instances do not leak: no term
+    leak = sum(lv.leak * lv.instances for lv in arch.levels) if arch.leakage == "all" else 0.0
+    energy = energy + leak * cycles
+    if objective.kind == "bytes":
+        bound = (known_read + known_write)[objective.level] * costs.level_instances[objective.level]
+        return NodeBounds(bound, energy, cycles)
+    bound = cost_bound(objective, energy, cycles)
+    if refine_below is not None and links is not None and innermost is not None:
+        # the innermost bound again, with the words the node's own loops must bring down
+        # again and again, for the nodes still open under the incumbent (`refine_below`, its
+        # ranking key): on `pe-array` GEMM 1024^3 (bypass) it lifts the depth-1 nodes of the
+        # part whose buffer keeps only Z from 2.58 pJ/MAC to above the optimum's 2.697, where
+        # their 2M leaves were most of the walk; computed for every node, it took seconds
+        cap = _energy_cap(objective, refine_below, cycles) - leak * cycles - decided - between
+        rows = np.flatnonzero(~beaten(objective, bound, refine_below) & np.isfinite(cap))
+        if len(rows):                   # of those, where some tensor comes down more than once
+            open_nodes = table.take(rows)
+            repeats = [refetches(space, t, depth, open_nodes) for t in range(len(tensors))]
+            more = (np.stack(repeats) > 1).any(axis=0)
+            rows, repeats = rows[more], [r[more] for r in repeats]
+        if len(rows):
+            refined = links.innermost.refined(depth, [d[rows] for d in deepest], repeats, cap[rows])
+            energy[rows] = np.maximum(energy[rows], decided[rows] + refined + between[rows] + leak * cycles[rows])
+            bound = cost_bound(objective, energy, cycles)
+    return NodeBounds(bound, energy, cycles)
+
+def _energy_cap(objective: Objective, key: tuple, cycles: np.ndarray) -> np.ndarray:
+    """(N,) the most energy a node with these cycles bounds may be bounded by without being
+    beaten by the incumbent whose ranking key is `key`; NaN where no energy bound beats it
+    (delay,energy: cycles below the incumbent's)."""
+    if objective.kind == "energy":
+        return np.full(len(cycles), key[0] * (1 + SLACK))
+    if objective.kind == "edp":
+        return key[0] * (1 + SLACK) / np.maximum(cycles, 1e-300)
+    if objective.lexicographic:
+        return np.where(cycles >= key[0] * (1 - TIE), key[1] * (1 + SLACK), np.nan)
+    return np.full(len(cycles), np.nan)         # cycles: no energy in it
+
+def _moved_bound(space: Mapspace, depth: int, links: LinkBounds, refetched: "Refetched",
+                 compute: np.ndarray, spans: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """Cycles each level needs at least for everything it moves, reads and writes together
+    (`known`, (L, N): the bytes the decided levels fix, over all its instances). An undecided
+    level is also filled with at least its cheapest input traffic (`LinkBounds.own_bytes`),
+    and a level that alone can feed an undecided link j sends down at least j's bound (or the
+    node's refetches into j where more, already in `known`). The link bounds bound each link
+    alone; a level that both fills from above and feeds below (h100's L2) pays for both. As
+    in `LinkBounds.time_bound`, j with one stage exposes what it draws, on top of compute;
+    every bound is over the tiles within the node's (`spans`)."""
+    bound = 0.0
+    stage_aware = space.arch.cycle_rule != "timeloop"
+    for p, level in enumerate(space.arch.levels):
+        rate = total_rate(level) * level.instances
+        if math.isinf(rate):
+            continue
+        base = known[p] + (links.own_bytes[p].below(spans) if p > depth else 0.0)
+        every_link = base
+        for j in links.fed_by[p]:
+            if j <= depth:
+                continue
+            refetch = refetched.by_link[j]
+            extra = [np.maximum(bound_j.below(spans) - refetch, 0.0) for _, bound_j in links.sent_bytes[j]]
+            options = []
+            for (stages, _), more in zip(links.sent_bytes[j], extra):
+                time = (base + more) / rate
+                if stages == 1 and stage_aware:
+                    time = np.maximum(time, compute + (refetch + more) / rate)
+                options.append(time)
+            bound = np.maximum(bound, functools.reduce(np.minimum, options))
+            every_link = every_link + extra[0]      # the fewest stages: the most capacity
+        bound = np.maximum(bound, every_link / rate)
+    return bound

@@ -1,0 +1,200 @@
+"""What bounds one search and watches it run: `SearchContext`, passed to every strategy's `run()`.
+
+A context holds
+- `time_limit`: the search's nominal seconds, of which each strategy gives its steps shares
+  (greedy a third for the joint search's warm start, the dives a tenth, ...);
+- `deadline`: for a command, the wall-clock end of its whole `--time-limit` (set before the
+  specs are read, so that building the mapspace counts against it), kept a little short of it
+  (`FINISH_RESERVE_S`) to price the best mapping, print it and exit within the limit;
+- `max_evaluations`: an evaluation budget. Every budget is then measured on a clock that
+  advances by `time_limit / max_evaluations` seconds per mapping priced, not on the wall clock,
+  so every decision a strategy takes on its budget (and so its result) is independent of the
+  machine's load; the time limit then means that many mappings;
+- the running tally (`_Tally`): the rows the cost model priced through `price()`, Ctrl-C
+  (`interrupt()`), and the look-ahead of the deadline checks.
+
+A search that runs sub-searches (the joint search's greedy start, its coarse shape; a fusion
+search over many groups) gives each a `share()`: its own nominal seconds, the same deadline,
+evaluation budget and tally, so one Ctrl-C, one budget and one count cover them all.
+
+Against the deadline a check also looks ahead: the steps between two checks (a slice of the
+tree priced and bounded, a local-search move) cannot be cut, and on a large space or a loaded
+machine one takes a second or more. So a check says stop when the next step, as long as the
+second longest of the last `STEP_WINDOW` stretches between checks, would end past the deadline,
+and keeps saying so. Evaluation budgets and Ctrl-C are exact and do not look ahead.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from ..cost import Costs, evaluate_many
+from ..mapping import MappingTable
+
+FINISH_RESERVE_S, FINISH_RESERVE_FRACTION = 0.5, 0.08
+STEP_WINDOW = 8                 # stretches between budget checks that predict the next one's length
+NOMINAL_SECONDS = 60.0          # an evaluation budget's seconds when no time limit is given
+
+
+@dataclass(frozen=True)
+class StopReason:
+    """What ended (or would end) a search: its time limit, its evaluation budget, or Ctrl-C."""
+    kind: Literal["time_limit", "evaluation_budget", "ctrl_c"]
+    evaluations: int | None = None
+
+    def text(self) -> str:
+        if self.kind == "ctrl_c":
+            return "Ctrl-C"
+        if self.kind == "evaluation_budget":
+            return f"the evaluation budget ({self.evaluations:,} mappings)"
+        return "the time limit"
+
+
+class _Tally:
+    """The mutable part of a context, shared by its shares: rows priced, Ctrl-C, the look-ahead."""
+
+    def __init__(self):
+        self.priced = 0
+        self.interrupted = False
+        self.expired = False                # the deadline (or its look-ahead) was reached
+        self.last_check: float | None = None
+        self.steps: list[float] = []        # the last STEP_WINDOW stretches between checks
+
+
+@dataclass(frozen=True)
+class SearchContext:
+    time_limit: float | None = None
+    max_evaluations: int | None = None
+    deadline: float | None = None       # perf_counter seconds; None: only the budgets bind
+    startup: float = 0.0                # seconds the process took to start (a measure of load)
+    # under an evaluation budget, seconds of the budget clock per row priced: the root's time
+    # limit over its budget, kept by every share (a share's seconds are on the same clock)
+    per_evaluation: float | None = None
+    _tally: _Tally = field(default_factory=_Tally, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.max_evaluations and self.per_evaluation is None:
+            object.__setattr__(self, "per_evaluation", (self.time_limit or NOMINAL_SECONDS) / self.max_evaluations)
+
+    @classmethod
+    def for_command(cls, time_limit: float | None, max_evaluations: int | None = None,
+                    since: float = 0.0) -> "SearchContext":
+        """The context of a command run with `--time-limit` (None: none given) and
+        `--max-evaluations`; `since`: seconds of the limit already used (the interpreter's
+        start-up). The deadline is set from now; an evaluation budget has none."""
+        deadline = None
+        if time_limit is not None and not max_evaluations:
+            reserve = min(FINISH_RESERVE_S, FINISH_RESERVE_FRACTION * time_limit)
+            deadline = time.perf_counter() + time_limit - since - reserve
+        return cls(time_limit if time_limit is not None else NOMINAL_SECONDS, max_evaluations or None,
+                   deadline, since)
+
+    def share(self, seconds: float | None) -> "SearchContext":
+        """A sub-search's context: `seconds` of its own (None: none), everything else shared."""
+        return replace(self, time_limit=seconds)
+
+    # ------------------------------------------------------------------ the count
+
+    def price(self, arch, workload, table: MappingTable) -> Costs:
+        """The cost model's prices of `table`, counted."""
+        self._tally.priced += len(table)
+        return evaluate_many(arch, workload, table)
+
+    @property
+    def priced(self) -> int:
+        """Rows priced through this context and its shares."""
+        return self._tally.priced
+
+    # ------------------------------------------------------------------ the clock
+
+    def clock(self) -> float:
+        """Seconds on the budget clock: the wall clock, or rows priced under an evaluation budget."""
+        if self.per_evaluation is None:
+            return time.perf_counter()
+        return self._tally.priced * self.per_evaluation
+
+    def seconds_left(self) -> float:
+        """Wall seconds to the deadline; infinite without one (an evaluation budget, a library
+        call), so that decisions taken on it never depend on the machine's load there."""
+        if self.deadline is None or self.per_evaluation is not None:
+            return float("inf")
+        return self.deadline - time.perf_counter()
+
+    def budget(self, seconds: float | None, until=None) -> "Budget":
+        """A budget of `seconds` on this context's clock from now (None: none), also spent once
+        the search is stopped or `until()` answers True."""
+        return Budget(self, None if seconds is None else self.clock() + seconds, until)
+
+    # ------------------------------------------------------------------ stopping
+
+    @property
+    def interrupted(self) -> bool:
+        return self._tally.interrupted
+
+    def interrupt(self) -> None:
+        """Ctrl-C: every strategy stops at its next budget check with its best so far."""
+        self._tally.interrupted = True
+
+    def stopped(self) -> bool:
+        """Whether the search must end now: Ctrl-C, the evaluation budget spent, or the deadline
+        reached (or about to be, by the look-ahead)."""
+        tally = self._tally
+        if tally.interrupted:
+            return True
+        if self.max_evaluations is not None:
+            return tally.priced >= self.max_evaluations
+        if self.deadline is None:
+            return False
+        if not tally.expired:
+            now = time.perf_counter()
+            if tally.last_check is not None:
+                tally.steps = (tally.steps + [now - tally.last_check])[-STEP_WINDOW:]
+            tally.last_check = now
+            # the second longest: one long stretch is a step that bounds itself (CP-SAT takes
+            # at most half of what is left) and would end the search a second early
+            ahead = sorted(tally.steps)[-2] if len(tally.steps) > 1 else 0.0
+            tally.expired = now + ahead > self.deadline
+        return tally.expired
+
+    def wall_stopped(self) -> bool:
+        """`stopped()` by the wall-clock deadline or Ctrl-C, never by an evaluation budget: for
+        checks that only keep a step within the time limit (slicing a batch, skipping a
+        wind-down), so that under an evaluation budget what is priced stays as it was."""
+        return self.interrupted or (self.per_evaluation is None and self.stopped())
+
+    def stop_reason(self) -> StopReason:
+        """What ends the searches of this context."""
+        if self.interrupted:
+            return StopReason("ctrl_c")
+        if self.max_evaluations is not None:
+            return StopReason("evaluation_budget", self.max_evaluations)
+        return StopReason("time_limit")
+
+
+class Budget:
+    """A limit on one search step on its context's clock (`deadline` None: none): spent once
+    the clock passes it, once the context is stopped (its time limit, its evaluation budget,
+    Ctrl-C), or once `until()` answers True; each strategy winds down at its next check and
+    returns its best so far."""
+
+    def __init__(self, context: SearchContext, deadline: float | None, until=None):
+        self.context, self.deadline, self.until = context, deadline, until
+
+    def spent(self) -> bool:
+        context = self.context
+        return (context.stopped() or (self.deadline is not None and context.clock() > self.deadline)
+                or (self.until is not None and self.until()))
+
+
+def seconds_since_start() -> float:
+    """Seconds since this process started (Linux: /proc), else 0."""
+    try:
+        with open("/proc/self/stat") as stat:
+            started = int(stat.read().rsplit(")", 1)[1].split()[19])     # clock ticks after boot
+        with open("/proc/uptime") as uptime:
+            now = float(uptime.read().split()[0])
+        return max(0.0, now - started / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0

@@ -1,0 +1,157 @@
+"""What rules out children of a list of nodes before they are expanded and priced (`Cut`),
+and which of them this worker walks when the walk is shared between cores (`Share`)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ...mapping import along_last
+from ..bounds import NodeBounds, compute_bound, lower_bounds
+from ..objective import beaten, bound_primary, cost_bound, outranked
+from ..tree import Nodes
+from .parallel import Claims, content_hashes
+
+if TYPE_CHECKING:
+    from .walk import Walk
+
+
+class Cut:
+    """Rules out children of a list of nodes before they are expanded and priced:
+    - all those of a node the incumbent now beats or outranks: kept when the list was made,
+      it lost to a mapping found since (by this walk, or another worker's, `parallel.py`). The
+      walk's own check, at each slice, only sees the slice's first node and only its bound:
+      on h100 attention-qk (unaligned) the second worker, which made its list under greedy's
+      mapping, priced 7.2M rows of nodes whose bounds tie the optimum the first worker had
+      found, and which rank after it;
+    - where the objective depends on time, the factor choices whose compute units make a
+      bound beaten: the parent's cycles bound, or the fewest cycles on those units when more,
+      with the parent's energy bound. On h100 GEMM 4096^3 that rules out 78% of the depth-2
+      children (too few SMs), whose pricing was most of the walk.
+    It counts what it sees, so that the walk times its slices per row generated: sized per
+    row priced, they shrank to a few hundred rows (eyeriss conv-alexnet-conv3)."""
+
+    def __init__(self, walk: "Walk", nodes: Nodes, known: NodeBounds):
+        # its own copy: raised where a better incumbent lets the bounds be refined (the walk's
+        # own, sorted, must stay as they are)
+        self.walk, self.nodes, self.known = walk, nodes, NodeBounds(*(b.copy() for b in known))
+        self.decided = None                 # spatial splits of the decided levels
+        if walk.objective.kind not in ("energy", "bytes"):      # the units bound time only
+            self.decided = np.ones(len(nodes), np.int64)
+            for level in range(nodes.depth):
+                self.decided = self.decided * walk.tree.level_factors(nodes, level)[1:].prod(axis=(0, 1))
+        self.bar, self.dead, self.prefix = walk.incumbent.bar, np.zeros(len(nodes), bool), None
+        self.tied = None                    # nodes whose bounds tie the incumbent's key so far
+        self.seen = self.kept = 0
+
+    def alive(self, parents: np.ndarray) -> np.ndarray:
+        """Whether each of `parents` is still neither beaten nor outranked."""
+        walk = self.walk
+        bar = walk.incumbent.bar
+        if bar != self.bar:                 # a better mapping since the nodes were kept
+            self.bar = bar
+            self._refine(int(parents.min()) if len(parents) else 0)
+            self.dead = (beaten(walk.objective, self.known.objective, bar)
+                         | outranked(walk.objective, self.known, self._prefix(), bar))
+            self.tied = None
+        return ~self.dead[parents]
+
+    def _refine(self, first: int) -> None:
+        """Bound again, under the new incumbent, the nodes from `first` on that it does not
+        beat yet: their bounds were refined only as far as the incumbent of the time asked
+        (`bounds.node.lower_bounds`, `refine_below`). On `pe-array` GEMM 1024^3 the second worker
+        walked a part under a dive's mapping (3.03 pJ/MAC) and went on for 2.7 s after the
+        first found the optimum (2.697), into nodes whose bounds refined under it exceed it."""
+        walk = self.walk
+        innermost = walk.links.innermost
+        if (not innermost.enabled or self.nodes.depth >= innermost.level
+                or walk.objective.kind not in ("energy", "edp", "delay_energy")):
+            return
+        rows = first + np.flatnonzero(~beaten(walk.objective, self.known.objective[first:], self.bar))
+        if not len(rows):
+            return
+        table = walk.tree.table(self.nodes.take(rows))
+        fresh = lower_bounds(walk.space, walk.objective, self.nodes.depth, table,
+                             walk.context.price(walk.space.arch, walk.space.workload, table), walk.links,
+                             refine_below=self.bar)
+        for known, new in zip(self.known, fresh):
+            known[rows] = np.maximum(known[rows], new)
+
+    def _prefix(self) -> np.ndarray:
+        """(P, N) the nodes' decided factors, the first content keys (`ranking_keys`)."""
+        if self.prefix is None:
+            table = self.walk.tree.table(self.nodes)
+            self.prefix = table.factors[:self.nodes.depth].reshape(-1, len(table))
+        return self.prefix
+
+    def _outranked_children(self, parents: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """Where a child ranks after the incumbent whatever it costs: its parent's bounds tie
+        the incumbent's score, energy and cycles, and the child's content so far (the parent's
+        decided factors, then its own level's) compares above the incumbent's. Only parents
+        tied that closely are looked at (equally good mappings: on `pe-array` GEMM 256^3 the
+        optimum has its mirror image and its neighbours at exactly the same energy, and their
+        subtrees' leaves were half of the walk)."""
+        walk, bar = self.walk, self.walk.incumbent.bar
+        if bar is None:
+            return np.zeros(len(parents), bool)
+        if self.tied is None:
+            columns = [bound_primary(walk.objective, self.known.objective), self.known.energy,
+                       self.known.cycles, *self._prefix()]
+            self.tied = np.all([column == value for column, value in zip(columns, bar)], axis=0)
+        rows = np.flatnonzero(self.tied[parents])
+        out = np.zeros(len(parents), bool)
+        if len(rows):
+            nodes, k = self.nodes, self.nodes.depth
+            children = Nodes(k + 1, groups[rows], *(along_last(a, parents[rows])
+                                                   for a in (nodes.orders, nodes.stages, nodes.keeps)))
+            own = walk.tree.level_factors(children, k).reshape(-1, len(rows))
+            known = NodeBounds(*(b[parents[rows]] for b in self.known))
+            prefix = np.concatenate([self._prefix()[:, parents[rows]], own])
+            out[rows] = outranked(walk.objective, known, prefix, bar)
+        return out
+
+    def __call__(self, parents: np.ndarray, units: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        walk, bar = self.walk, self.walk.incumbent.bar
+        out = ~self.alive(parents) | self._outranked_children(parents, groups)
+        if self.decided is not None:
+            compute = compute_bound(walk.space, self.nodes.depth + 1, self.decided[parents] * units.prod(axis=0),
+                                    walk.links)
+            out |= beaten(walk.objective, cost_bound(walk.objective, self.known.energy[parents],
+                                                     np.maximum(self.known.cycles[parents], compute)), bar)
+        self.seen += len(out)
+        self.kept += len(out) - int(out.sum())
+        return out
+
+    def dilution(self) -> float:
+        """Choices seen per choice kept since the last call (1 when none was kept)."""
+        ratio = self.seen / self.kept if self.kept else 1.0
+        self.seen = self.kept = 0
+        return ratio
+
+
+class Share:
+    """The units (a parent among `nodes` and its children's first dim) this worker walks, when
+    the walk runs on several cores (`parallel.Claims`): claimed as they are reached, and
+    marked done once the walk has gone past their parent."""
+
+    def __init__(self, claims: Claims, nodes: Nodes, part_key: int):
+        self.claims = claims
+        n = len(nodes)
+        # a parent's identity: its part's keep vector and everything it decided
+        self.identity = np.vstack([np.full((1, n), part_key), nodes.groups.T, nodes.orders.reshape(-1, n),
+                                   nodes.stages, nodes.keeps])
+        self.parents, self.slots = np.zeros(0, np.int64), np.zeros(0, np.int64)     # mine, not yet done
+
+    def __call__(self, parents: np.ndarray, group: np.ndarray) -> np.ndarray:
+        first, second = content_hashes(np.vstack([self.identity[:, parents], group[None]]))
+        mine, slots = self.claims.take(first, second)
+        self.parents = np.concatenate([self.parents, parents[mine]])
+        self.slots = np.concatenate([self.slots, slots[mine]])
+        return mine
+
+    def done_before(self, node: int) -> None:
+        """Mark done this worker's units whose parent comes before `node`."""
+        finished = self.parents < node
+        if finished.any():
+            self.claims.done(self.slots[finished])
+            self.parents, self.slots = self.parents[~finished], self.slots[~finished]

@@ -1,0 +1,43 @@
+"""The joint search's tuning: how it shares its time and sizes its steps.
+
+None of these changes what a finished walk returns (the optimum, ranked as exhaustive search
+ranks); they change how fast it gets there and what it holds when stopped early. They are
+recorded in every result (`--json`: `search.settings.tuning`). docs/SEARCH.md says what each
+trades and docs/RESULTS.md what the bench cases measured.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class JointTuning:
+    # the coarse start (`coarse.py`, opt-in): a share of the time limit, within bounds, on
+    # spaces large enough to need it, keeping a reserve of what is left for the walk
+    coarse_share: float = 0.25
+    coarse_max_seconds: float = 10.0
+    coarse_min_seconds: float = 1.0
+    coarse_min_space: float = 2e6           # pruned mappings below which the walk alone is quick
+    coarse_reserve_seconds: float = 0.5     # of the seconds left, kept from the coarse search: at
+    coarse_reserve_share: float = 0.2       # least this, or this share of them
+    # CP-SAT's proposals: skipped with less than this to the command's deadline (beside the
+    # time to import OR-Tools, estimated in units of this process's start-up: 0.35-0.6 s
+    # against 0.5 s, measured unloaded; both scale with the machine's load)
+    cpsat_min_left_seconds: float = 1.0
+    ortools_import_per_startup: float = 1.5
+    # polishing new incumbents by local search
+    part_polish_seconds: float = 0.5        # after each dive into one keep vector's part
+    polish_every: float = 5.0               # seconds between the walk's polishes, at least
+    walk_polish_after: float = 2.0          # seconds into the walk before its first polish
+    dive_patience: int = 6                  # dives in a row that find nothing better end them
+                                            # (shared among the workers of a walk on several cores)
+    # the walk's slices
+    priced_cells: int = 2_000_000           # factor slots (rows x levels x kinds x dims) priced together
+    min_run: int = 8                        # depth-1 nodes of one part walked together, at least
+    chunk_seconds: float = 0.2              # wall seconds a chunk may take near a deadline,
+    chunk_share: float = 0.25               # or this share of the seconds left, when that is more
+    first_chunk: int = 2_000                # rows of the first chunk, before any has been timed,
+    assumed_row_seconds: float = 5e-4       # and fewer near the deadline at this rate
+    # on several cores (`parallel.py`)
+    split_depth: int = 2                    # where the walk is split into units between workers
+    claim_batch: int = 16                   # units a worker claims at a time

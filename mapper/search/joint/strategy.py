@@ -1,0 +1,179 @@
+"""Joint search: branch and bound over the levels, every candidate priced by the cost model.
+
+The space is walked as a tree (`search/tree.py`): depth k decides level k-1's factors, spatial
+split and loop order and level k's stages and keeps, so every level is chosen knowing the ones
+above and bounded knowing what any choice below must still cost (`search/bounds/`). The walk
+(`walk.py`) goes best bound first, depth first; a subtree is dropped only when its bound is
+beaten by the incumbent. With keep/bypass searched, the tree is walked in parts, one per keep
+vector (`parts.py`), best first across the parts' depth-1 nodes; small spaces are walked whole.
+
+The incumbent, which does the pruning, comes from the greedy mapping, mappings given from
+outside, CP-SAT's proposals, sampled dives, a local search around the best of these and, when
+asked for, the same search on a smaller shape (`incumbents.py`), and the walk itself. All of
+them offer only members of the space, ranked by the same keys as exhaustive search, so the
+result when the walk finishes is proven optimal and is exactly the mapping exhaustive search
+returns. When the budget stops it, the smallest bound of what was left unexplored gives a
+proven gap.
+
+On a machine with several cores, once greedy has given a first mapping, the rest runs in as
+many forked workers (`parallel.py`): worker 0 takes CP-SAT, polishes its dives and runs the
+local search while the others dive quickly and start the walk, whose units each worker claims
+as it reaches them, all pruning against the best mapping any of them holds.
+
+docs/SEARCH.md describes the design; `settings.JointTuning` holds what tunes it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...mapping import to_table
+from ...mapspace import Mapspace
+from ..bounds import LinkBounds
+from ..context import SearchContext
+from ..events import CpsatSkipped, Event, InParts, NoWarmStart, RandomFallback, StoppedEarly, WarmStart
+from ..greedy import Greedy
+from ..objective import SLACK, Objective, bound_primary
+from ..result import Incumbent, SearchResult, settings_of
+from ..tree import LevelTree
+from . import incumbents
+from .neighbourhood import improve
+from .parallel import can_fork, default_workers, walk_in_parallel
+from .parts import bounded_part, split_by_keeps
+from .settings import JointTuning
+from .walk import Walk, WalkSetup
+
+
+@dataclass(frozen=True)
+class Joint:
+    chunk: int = 64_000             # rows (mappings or partial mappings) priced together
+    warm_start: bool = True
+    cpsat_seconds: float = 2.0      # wall-clock cap on CP-SAT proposals (0: none)
+    local_search: bool = True       # improve the incumbents by moves around them
+    incumbents: tuple = ()          # mappings from outside (a neighbouring shape's optimum, ...)
+    dives: int = 24                 # sampled dives down the tree before the walk, for incumbents
+    # start from a smaller shape's answer (`coarse.py`) on large spaces: off by default, as on
+    # the bench cases it never beat the incumbent and its share of the time delayed the walk
+    # (docs/RESULTS.md)
+    coarse: bool = False
+    parts_above: float = 20_000     # pruned mappings above which the walk is split by keep vector
+    workers: int | None = None      # processes searching (None: the cores, `parallel.py`); one
+                                    # under an evaluation budget
+    # pruned mappings above which the search runs on several cores: below, forking and the
+    # workers' duplicated start cost more than they save
+    parallel_above: float = 2e6
+    seed: int = 0                   # varies the dives' draws, the local search's samples and
+                                    # CP-SAT's seed: the path, never a finished walk's result
+    tuning: JointTuning = field(default_factory=JointTuning)
+    name: str = "joint"
+
+    def run(self, space: Mapspace, objective: Objective, context: SearchContext | None = None,
+            progress=None) -> SearchResult:
+        context = context or SearchContext()
+        budget = context.budget(context.time_limit)      # covers the warm start and the proposals too
+        funnel = space.funnel()
+        space.require_nonempty(funnel)
+        tree = LevelTree(space)
+        incumbent = Incumbent(space, objective, context)
+        events: list[Event] = []
+        self._warm_start(space, objective, incumbent, context, events)
+        if self.incumbents:
+            events.append(incumbents.given(self, space, incumbent))
+        links = LinkBounds(space)
+        setup = WalkSetup(space, objective, tree, links, context, budget, self.tuning, self.chunk,
+                          self.local_search, self.seed, progress)
+        # bounding every part costs tens of milliseconds each: a small space is walked whole
+        pruned = funnel.after.get("occupancy", funnel.size)
+        parts = split_by_keeps(space, objective, tree, links, budget) if pruned > self.parts_above else None
+        if parts is None:
+            parts = [bounded_part(space, objective, tree, links, context)]
+        else:
+            events.append(InParts(len(parts), float(bound_primary(objective, parts[0].first))))
+        workers = self.workers or default_workers()
+        job = lambda walk: self._find_and_walk(walk, parts, funnel, events)     # noqa: E731
+        if workers > 1 and pruned > self.parallel_above and can_fork(context) and incumbent.key is not None:
+            complete, open_bounds = walk_in_parallel(setup, incumbent, workers, job, parts, events)
+        else:
+            walk = Walk(setup, incumbent)
+            complete, open_bounds = job(walk), walk.open_bounds
+        if incumbent.table is None:       # the budget ended before any leaf: take random draws
+            _random_draws(space, incumbent)
+            events.append(RandomFallback(context.stop_reason(), "tree"))
+        lower = incumbent.score if complete else min(open_bounds + [incumbent.score])
+        proven = complete or lower >= incumbent.score * (1 - SLACK)
+        if not complete:
+            events.append(StoppedEarly(context.stop_reason(), proven))
+        return incumbent.result(self.name, funnel, optimal=proven, complete=complete,
+                                lower_bound=lower, events=events, settings=settings_of(self))
+
+    def _warm_start(self, space, objective, incumbent, context, events) -> None:
+        """Greedy's mapping as the first incumbent, within a third of the time. Even with the
+        budget already spent (a loaded machine's start-up can use all of a one-second limit):
+        greedy then takes one quick look per level, a complete mapping in a few tenths of a
+        second, where the fallback draws and prices random mappings."""
+        if not self.warm_start:
+            return
+        try:
+            share = None if context.time_limit is None else context.time_limit / 3
+            warm = Greedy().run(space, objective, context.share(share))
+            incumbent.offer(to_table([warm.mapping], space.n_dims, len(space.workload.tensors)))
+            events.append(WarmStart(warm.score))
+        except Exception as exc:          # greedy can dead-end; the search does not need it
+            events.append(NoWarmStart(str(exc)))
+
+    def _find_and_walk(self, walk: Walk, parts, funnel, events: list[Event]) -> bool:
+        """The incumbents' search, then the walk; True when the walk finished. On several
+        cores every worker runs this on its own walk: worker 0 runs the searches for better
+        incumbents (`incumbents.improve_incumbent`) while the others dive quickly and walk,
+        and each walks the units of the tree it claims first. On one core, the quick dives
+        and the walk come first too, and the walk runs the searches for incumbents itself once
+        it has gone on for a while (on `pe-array` GEMM 256^3 the walk proves the optimum 1.2 s
+        after the quick dives, where polishing the dives first took 6.5 s). Under an
+        evaluation budget, or with no time limit, everything runs in order, so that what is
+        priced never depends on the load."""
+        setup, incumbent, context = walk.setup, walk.incumbent, walk.context
+        space = setup.space
+        in_order = context.per_evaluation is not None or context.time_limit is None
+        # CP-SAT solves in a thread while the search goes on, and the walk offers its
+        # proposals once they are ready
+        cpsat = None
+        if incumbents.cpsat_wanted(self, walk):
+            cpsat = incumbents.start_cpsat(self, space, walk.objective, incumbent, context)
+            if in_order:                # before the rest, which it may start from
+                events.append(incumbents.offer_proposals(space, incumbent, cpsat, context))
+                cpsat = None
+        improve_incumbent = lambda: incumbents.improve_incumbent(self, walk, parts, funnel, events)  # noqa: E731
+        if setup.worker == 0 and (setup.parallel or in_order):
+            improve_incumbent()
+        else:
+            incumbents.dives(self, walk, parts, events, polish=False)
+            if setup.worker == 0:       # one core: later, from inside the walk
+                walk.run_later(improve_incumbent)
+        if isinstance(cpsat, Event):
+            events.append(cpsat)
+        elif cpsat is not None:     # still solving (on h100 GEMMs CP-SAT finds nothing in its 2 s):
+            def offer(proposals):   # offered by the walk as soon as they are ready
+                before = incumbent.key
+                events.append(incumbents.offer_proposals(space, incumbent, proposals, context))
+                if self.local_search and incumbent.key != before:
+                    improve(space, incumbent, context.budget(self.tuning.part_polish_seconds), seed=self.seed,
+                            stop=walk.budget.spent)
+            walk.offer_when_ready(cpsat, offer)
+        try:
+            return walk.walk_parts(parts)
+        finally:
+            if walk.end_hooks():        # the walk ended before CP-SAT answered: no longer wanted
+                events.append(CpsatSkipped("walk ended"))
+
+
+def _random_draws(space: Mapspace, incumbent: Incumbent) -> None:
+    """Random members of the space offered until one is valid (at most ten draws)."""
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        sample = space.sample(20_000, rng)
+        if len(sample):
+            incumbent.offer(sample)
+        if incumbent.table is not None:
+            break
+
