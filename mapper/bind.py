@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .constraints import ROLES, Constraints
 from .errors import SpecError
-from .factors import count_factorizations
+from .factors import count_factorizations, padded_extents
 from .limits import MAX_DIM_SPLITS
 from .spec import Arch, Workload
 
@@ -94,7 +94,6 @@ def _check_constraints(arch: Arch, workload: Workload, constraints: Constraints)
 
 def _check_splits(arch: Arch, workload: Workload, constraints: Constraints) -> None:
     """Each dim's table lists every way to split it over the slots; refuse one too long."""
-    from .mapspace import padded_extents
     slots = len(arch.levels) + sum((fx > 1) + (fy > 1) for fx, fy in map(arch.fanout, range(len(arch.levels))))
     for d, size in enumerate(workload.sizes):
         extents = padded_extents(size, constraints.max_padding) if constraints.imperfect else (size,)
