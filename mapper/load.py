@@ -16,13 +16,12 @@ from pathlib import Path
 import yaml
 
 from . import tiles
-from .bind import check_keeps
-from .cost import footprint_bytes
+from .bind import check_fits, check_keeps
 from .einsum import parse_einsum
 from .errors import SpecError, shown
 from .limits import (MAX_COEFFICIENT, MAX_DIMS, MAX_FILE_BYTES, MAX_INSTANCES, MAX_LEVELS, MAX_MACS,
                      MAX_STAGES, MAX_TENSORS, MAX_YAML_DEPTH, MAX_YAML_NODES)
-from .mapping import mapping_from_dict, to_table
+from .mapping import mapping_from_dict
 from .spec import Arch, Compute, GpuFacts, Level, Tensor, Workload
 from .units import (Where, parse_bandwidth, parse_bytes, parse_dtype_bits, parse_energy,
                     parse_frequency, parse_latency)
@@ -404,18 +403,6 @@ def mapping_from_checked_dict(data, arch: Arch, workload: Workload, where: Where
     mapping = mapping_from_dict(data, arch, workload, where)
     check_fits(mapping, arch, workload, where)
     return mapping
-
-
-def check_fits(mapping, arch: Arch, workload: Workload, where: Where) -> None:
-    """Every level's kept tiles, times its stages, within its capacity."""
-    table = to_table([mapping], len(workload.dims), len(workload.tensors))
-    used = footprint_bytes(arch, workload, table)[0]
-    for lv, level in enumerate(arch.levels):
-        if used[lv] > level.capacity:
-            kept = [workload.tensors[t].name for t in sorted(mapping.levels[lv].keep)]
-            raise (where / level.name).error(
-                f"the kept tiles ({', '.join(kept)}) x {mapping.levels[lv].stages} stage(s) take "
-                f"{used[lv]:.0f} B, above the level's capacity of {level.capacity:.0f} B")
 
 
 # ----------------------------------------------------------------------------- mapspace constraints
