@@ -15,33 +15,31 @@ import time
 
 from .cost import evaluate
 from .errors import MapperError
-from .load import (PRESET_KINDS, load_arch, load_constraints, load_mapping, load_workload,
-                   preset_names)
+from .inputs import (evaluation_inputs, native_evaluation_inputs, native_search_inputs,
+                     search_inputs, with_warm_starts)
+from .load import PRESET_KINDS, preset_names
 from .mapspace import Mapspace
-from .report import (evaluation_json, evaluation_text, funnel_text, search_json, search_text,
-                     strict_json)
+from .report import (evaluation_json, evaluation_text, funnel_text, reference_lines, search_json,
+                     search_text, strict_json)
 
 TIME_LIMIT_DEFAULT = 60.0
 INTERRUPTED = 130           # exit status after Ctrl-C (128 + SIGINT), as shells report it
 
 
+def _print_notes(notes) -> None:
+    for note in notes:
+        print(f"mapper: note: {note}", file=sys.stderr)
+
+
 def _evaluate(args) -> int:
-    from .timeloop.commands import load_inputs, print_notes, write_export
-    imported = load_inputs(args.arch, args.workload, args.mapping, args.ert,
-                           timeloop_rules=args.timeloop_rules)
-    if imported is not None:
-        print_notes(imported)
-        arch, workload, mapping = imported.arch, imported.workload, imported.mapping
-    else:
-        arch = load_arch(args.arch)
-        workload = load_workload(args.workload)
-        mapping = load_mapping(args.mapping, arch, workload)
-        if args.timeloop_rules:
-            from .timeloop.commands import with_timeloop_rules
-            arch = with_timeloop_rules(arch)
+    found = evaluation_inputs(args.arch, args.workload, args.mapping, ert=args.ert,
+                              timeloop_rules=args.timeloop_rules)
+    _print_notes(found.notes)
+    arch, workload, mapping = found.arch, found.workload, found.mapping
     ev = evaluate(arch, workload, mapping)
     if args.export_timeloop:
-        write_export(args.export_timeloop, mapping, arch, workload, imported)
+        from .timeloop.commands import write_export
+        write_export(args.export_timeloop, mapping, arch, workload, found.imported)
     if args.json:
         print(strict_json(evaluation_json(arch, workload, mapping, ev)))
     else:
@@ -50,9 +48,9 @@ def _evaluate(args) -> int:
 
 
 def _mapspace(args) -> int:
-    arch = load_arch(args.arch)
-    workload = load_workload(args.workload)
-    space = Mapspace(arch, workload, load_constraints(args.mapspace))
+    found = native_search_inputs(args.arch, args.workload, args.mapspace)
+    arch, workload = found.arch, found.workload
+    space = Mapspace(arch, workload, found.constraints)
     start = time.perf_counter()
     funnel = space.require_nonempty(space.funnel(exact_limit=args.exact_limit))
     seconds = time.perf_counter() - start
@@ -77,15 +75,14 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False):
     stops.reset(time_limit, args.max_evaluations, since=_started_ago(args))
     stops.interrupted = after_interrupt     # compare: a Ctrl-C in its first search ends both
     with _keep_best_on_ctrl_c(stops):
-        from .timeloop.commands import search_inputs   # also reads Timeloop files
-        arch, workload, constraints, warm, args.imported = search_inputs(args)
-        args.warm_mappings = warm
-        space = Mapspace(arch, workload, constraints)
+        found = _search_inputs(args)
+        arch, workload = found.arch, found.workload
+        space = Mapspace(arch, workload, found.constraints)
         space.stop = stops.stopped          # counting the funnel exactly stays within the budget
-        objective = parse_objective(args.objective or getattr(args.imported, "objective", None) or "edp", arch)
+        objective = parse_objective(args.objective or found.objective_name or "edp", arch)
         strategy = make_strategy(strategy_name, time_limit=time_limit or TIME_LIMIT_DEFAULT, seed=args.seed,
                                  samples=10**12 if args.max_evaluations else args.samples,
-                                 cpsat_seconds=args.cpsat_seconds, incumbents=warm)
+                                 cpsat_seconds=args.cpsat_seconds, incumbents=found.warm_starts)
         with _progress_bar(strategy_name) as bar:
             def progress(evaluated):
                 bar.update(evaluated - bar.n)
@@ -93,7 +90,17 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False):
     if stops.interrupted:
         result.notes.append("interrupted (Ctrl-C): the best mapping found so far")
         result.complete = False
-    return arch, workload, result
+    return found, result
+
+
+def _search_inputs(args):
+    """The search's inputs from its flags (explain's search has no --ert, --timeloop-* or
+    --warm-start: their defaults), its notes shown before any warm start is read."""
+    found = search_inputs(args.arch, args.workload, args.mapspace, ert=getattr(args, "ert", None),
+                          timeloop_rules=getattr(args, "timeloop_rules", False),
+                          timeloop_mapper=getattr(args, "timeloop_mapper", None))
+    _print_notes(found.notes)
+    return with_warm_starts(found, getattr(args, "warm_start", None) or ())
 
 
 def _progress_bar(strategy_name: str):
@@ -171,13 +178,15 @@ def _status(args) -> int:
 
 
 def _search(args) -> int:
-    arch, workload, result = _run_search(args, args.strategy)
+    found, result = _run_search(args, args.strategy)
+    arch, workload = found.arch, found.workload
     if args.export_timeloop:
         from .timeloop.commands import write_export
-        write_export(args.export_timeloop, result.mapping, arch, workload, args.imported)
+        write_export(args.export_timeloop, result.mapping, arch, workload, found.imported)
     if args.warm_start and not args.json:
-        from .timeloop.commands import reference_lines
-        print(reference_lines(args, arch, workload, result), file=sys.stderr)
+        references = [(path, evaluate(arch, workload, mapping))
+                      for path, mapping in zip(args.warm_start, found.warm_starts)]
+        print(reference_lines(result.evaluation, references), file=sys.stderr)
     if args.json:
         print(strict_json(_search_json(args, result, arch, workload)))
     else:
@@ -187,9 +196,10 @@ def _search(args) -> int:
 
 def _compare(args) -> int:
     from .compare import compare_text, compare_json
-    arch, workload, greedy = _run_search(args, "greedy")
+    found, greedy = _run_search(args, "greedy")
+    arch, workload = found.arch, found.workload
     from .search.result import stops
-    _, _, joint = _run_search(args, "joint", after_interrupt=stops.interrupted)
+    _, joint = _run_search(args, "joint", after_interrupt=stops.interrupted)
     if args.json:
         print(strict_json(compare_json(greedy, joint, arch, workload)))
     else:
@@ -241,15 +251,14 @@ def _explain(args) -> int:
     from .explain import explain
     from .explain.report import explain_json, explain_text
     if args.mapping is not None:
-        arch = load_arch(args.arch)
-        workload = load_workload(args.workload)
-        mapping = load_mapping(args.mapping, arch, workload)
+        given = native_evaluation_inputs(args.arch, args.workload, args.mapping)
+        arch, workload, mapping = given.arch, given.workload, given.mapping
         found = None
     else:
         args.strategy, args.seed, args.samples, args.warm_start = "joint", 0, 0, None
         args.max_evaluations, args.cpsat_seconds = None, getattr(args, "cpsat_seconds", 2.0)
-        arch, workload, result = _run_search(args, "joint")
-        mapping = result.mapping
+        searched, result = _run_search(args, "joint")
+        arch, workload, mapping = searched.arch, searched.workload, result.mapping
         found = (f"mapping: the joint search's best for {result.objective.name} "
                  f"({'proven optimal' if result.optimal else 'not proven optimal'}, "
                  f"{result.evaluated:,} mappings priced in {result.seconds:.1f} s)")
