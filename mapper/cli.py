@@ -14,6 +14,7 @@ import threading
 import time
 
 from .cost import evaluate
+from . import flags
 from .errors import MapperError
 from .inputs import (evaluation_inputs, native_evaluation_inputs, native_search_inputs,
                      search_inputs, with_warm_starts)
@@ -216,15 +217,15 @@ def _search_options(parser, strategy: bool):
     parser.add_argument("--objective", default=None,
                         help="edp, energy, cycles, delay,energy (fewest cycles, then least energy) or "
                              "bytes:LEVEL (default: a Timeloop mapper file's optimization-metrics, else edp)")
-    parser.add_argument("--time-limit", type=_seconds, default=None,
+    parser.add_argument("--time-limit", type=flags.seconds, default=None,
                         help="seconds of wall clock for the whole command, reading the specs and "
                              "building the mapspace included (default 60)")
-    parser.add_argument("--max-evaluations", type=_count, default=None, metavar="N",
+    parser.add_argument("--max-evaluations", type=flags.count, default=None, metavar="N",
                         help="stop after about N mappings priced instead of on the wall clock: the "
                              "result is independent of machine load (reproducible sweeps)")
-    parser.add_argument("--seed", type=_count0, default=0, help="random strategy seed")
-    parser.add_argument("--samples", type=_count, default=200_000, help="random strategy draws")
-    parser.add_argument("--cpsat-seconds", type=_seconds0, default=2.0,
+    parser.add_argument("--seed", type=flags.count_or_zero, default=0, help="random strategy seed")
+    parser.add_argument("--samples", type=flags.count, default=200_000, help="random strategy draws")
+    parser.add_argument("--cpsat-seconds", type=flags.seconds_or_zero, default=2.0,
                         help="joint: wall-clock cap on CP-SAT proposals before the tree search (0: none)")
     parser.add_argument("--warm-start", action="append", metavar="MAPPING",
                         help="joint: start from this mapping (file or preset; repeatable); a mapping of "
@@ -320,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     ms.add_argument("arch")
     ms.add_argument("workload")
     ms.add_argument("--mapspace", default=None, help="mapspace constraints file or preset (default: default)")
-    ms.add_argument("--exact-limit", type=_count, default=3_000_000,
+    ms.add_argument("--exact-limit", type=flags.count, default=3_000_000,
                     help="count exactly up to this many factor combinations, else estimate by sampling")
     ms.add_argument("--json", action="store_true")
     ms.set_defaults(run=_mapspace)
@@ -335,33 +336,15 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--json", action="store_true", help="print one JSON object")
     ex.add_argument("--mapspace", default=None, help="mapspace for the search (default: default)")
     ex.add_argument("--objective", default="edp", help="objective of the search (default edp)")
-    ex.add_argument("--time-limit", type=float, default=20.0, help="search seconds (default 20)")
-    ex.add_argument("--cpsat-seconds", type=float, default=2.0, help="CP-SAT seconds within the search")
+    ex.add_argument("--time-limit", type=flags.seconds, default=20.0, help="search seconds (default 20)")
+    ex.add_argument("--cpsat-seconds", type=flags.seconds_or_zero, default=2.0,
+                    help="CP-SAT seconds within the search")
     ex.set_defaults(run=_explain)
     pr = sub.add_parser("presets", help="list the bundled architectures, workloads and mappings")
     pr.set_defaults(run=_presets)
     from .sweep.cli import add_commands as add_sweep_commands      # sweep, results
     add_sweep_commands(sub)
     return parser
-
-
-def _number(kind, low: float, inclusive: bool, what: str):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except (ValueError, OverflowError):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text[:40]!r}") from None
-        if value != value or value in (float("inf"), float("-inf")) or value < low \
-                or (value == low and not inclusive) or value > 10**9:
-            raise argparse.ArgumentTypeError(f"expected {what} up to 1e9, got {text[:40]!r}")
-        return value
-    return parse
-
-
-_seconds = _number(float, 0.0, False, "a number of seconds > 0")
-_seconds0 = _number(float, 0.0, True, "a number of seconds >= 0")
-_count = _number(int, 1, True, "a positive integer")
-_count0 = _number(int, 0, True, "an integer >= 0")
 
 
 class _VersionAction(argparse.Action):
