@@ -21,7 +21,7 @@ from .files import PRESET_KINDS, preset_dirs, preset_names, read_yaml, resolve
 from .mapping import load_mapping, mapping_from_checked_dict, mapping_from_dict
 from .workload import load_workload, workload_from_dict
 
-__all__ = ["PRESET_KINDS", "arch_from_dict", "constraints_from_dict", "fields", "load_arch",
+__all__ = ("PRESET_KINDS", "arch_from_dict", "constraints_from_dict", "fields", "load_arch",
            "load_constraints", "load_mapping", "load_workload", "mapping_from_checked_dict",
            "mapping_from_dict", "preset_dirs", "preset_names", "read_yaml", "resolve", "text",
-           "workload_from_dict"]
+           "workload_from_dict")

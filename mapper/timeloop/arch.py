@@ -26,7 +26,7 @@ COMPUTE_HINTS = ("mac", "compute", "multiplier", "adder", "alu", "fma")
 NETWORK_HINTS = ("noc", "network", "multicast", "router")
 
 # Attributes that only feed Accelergy's energy/area estimates (the ERT carries their effect).
-ESTIMATION_ONLY = {
+ESTIMATION_ONLY = frozenset({
     "technology", "type", "n_banks", "num-banks", "nbanks", "nports", "num_ports", "num-ports",
     "n_rdwr_ports", "n_rd_ports", "n_wr_ports", "has_power_gating", "power_gated_at", "latency",
     "update_fifo_depth", "global_cycle_seconds", "multiplier_width", "adder_width", "version",
@@ -35,7 +35,7 @@ ESTIMATION_ONLY = {
     "block_size", "block-size", "entries", "size", "sizeKB", "cluster_size", "cluster-size", "multiple_buffering",
     "meshX", "meshY", "instances", "min_utilization", "allow_overbooking", "reduction_supported",
     "read_bandwidth", "write_bandwidth", "shared_bandwidth", "bandwidth", "n_words", "name",
-}
+})
 
 
 @dataclass
