@@ -13,8 +13,8 @@ import sys
 import threading
 import time
 
-from .cost import evaluate
 from . import flags
+from .cost import evaluate
 from .errors import MapperError
 from .inputs import (evaluation_inputs, native_evaluation_inputs, native_search_inputs,
                      search_inputs, with_warm_starts)
