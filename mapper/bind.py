@@ -1,19 +1,22 @@
-"""Checks that an architecture, a workload and mapspace constraints fit together.
+"""Checks that an architecture, a workload, mapspace constraints and a mapping fit together.
 
 Each file is validated alone by `load`; what one file names in another (the tensors an
 architecture's levels keep, the dims of its native op shape, the level names, dims and tensors
-of a mapspace file) can only be checked once the three meet. A typo there would otherwise
-change the search silently (a level keeping nothing, a constraint ignored), so each is refused
-with the file and key path. Sizes the engine cannot split in bounded memory are refused here
-too, with the limit named.
+of a mapspace file), and whether a mapping's kept tiles fit the levels' capacities, can only
+be checked once they meet. A typo there would otherwise change the search silently (a level
+keeping nothing, a constraint ignored), so each is refused with the file and key path. Sizes
+the engine cannot split in bounded memory are refused here too, with the limit named.
 """
 from __future__ import annotations
 
+from . import tiles
 from .constraints import ROLES, Constraints
 from .errors import SpecError
-from .factors import count_factorizations
+from .factors import count_factorizations, padded_extents
 from .limits import MAX_DIM_SPLITS
+from .mapping import Mapping, to_table
 from .spec import Arch, Workload
+from .units import Where
 
 LEVEL_ALIASES = ("outermost", "innermost", "every")
 
@@ -51,6 +54,20 @@ def check_keeps(arch: Arch, workload: Workload) -> None:
                 raise SpecError(_arch_file(arch), f"levels[{i}].keeps",
                                 f"no tensor {name!r} in workload {workload.name} (tensors: "
                                 f"{', '.join(tensors)}){role}")
+
+
+def check_fits(mapping: Mapping, arch: Arch, workload: Workload, where: Where) -> None:
+    """Every level's kept tiles, times its stages, within its capacity (per instance, as the
+    mapspace's capacity pruning counts them: `tiles.kept_bytes`)."""
+    table = to_table([mapping], len(workload.dims), len(workload.tensors))
+    used = tiles.kept_bytes(arch, workload, tiles.tile_words(workload, table.factors),
+                            table.keep, table.stages)[:, 0]
+    for lv, level in enumerate(arch.levels):
+        if used[lv] > level.capacity:
+            kept = [workload.tensors[t].name for t in sorted(mapping.levels[lv].keep)]
+            raise (where / level.name).error(
+                f"the kept tiles ({', '.join(kept)}) x {mapping.levels[lv].stages} stage(s) take "
+                f"{used[lv]:.0f} B, above the level's capacity of {level.capacity:.0f} B")
 
 
 def _check_constraints(arch: Arch, workload: Workload, constraints: Constraints) -> None:
@@ -94,7 +111,6 @@ def _check_constraints(arch: Arch, workload: Workload, constraints: Constraints)
 
 def _check_splits(arch: Arch, workload: Workload, constraints: Constraints) -> None:
     """Each dim's table lists every way to split it over the slots; refuse one too long."""
-    from .mapspace import padded_extents
     slots = len(arch.levels) + sum((fx > 1) + (fy > 1) for fx, fy in map(arch.fanout, range(len(arch.levels))))
     for d, size in enumerate(workload.sizes):
         extents = padded_extents(size, constraints.max_padding) if constraints.imperfect else (size,)

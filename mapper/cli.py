@@ -13,35 +13,34 @@ import sys
 import threading
 import time
 
+from . import flags
 from .cost import evaluate
 from .errors import MapperError
-from .load import (PRESET_KINDS, load_arch, load_constraints, load_mapping, load_workload,
-                   preset_names)
+from .inputs import (evaluation_inputs, native_evaluation_inputs, native_search_inputs,
+                     search_inputs, with_warm_starts)
+from .load import PRESET_KINDS, preset_names
 from .mapspace import Mapspace
-from .report import (evaluation_json, evaluation_text, funnel_text, search_json, search_text,
-                     strict_json)
+from .report import (evaluation_json, evaluation_text, funnel_text, reference_lines, search_json,
+                     search_text, strict_json)
 
 TIME_LIMIT_DEFAULT = 60.0
 INTERRUPTED = 130           # exit status after Ctrl-C (128 + SIGINT), as shells report it
 
 
+def _print_notes(notes) -> None:
+    for note in notes:
+        print(f"mapper: note: {note}", file=sys.stderr)
+
+
 def _evaluate(args) -> int:
-    from .timeloop.commands import load_inputs, print_notes, write_export
-    imported = load_inputs(args.arch, args.workload, args.mapping, args.ert,
-                           timeloop_rules=args.timeloop_rules)
-    if imported is not None:
-        print_notes(imported)
-        arch, workload, mapping = imported.arch, imported.workload, imported.mapping
-    else:
-        arch = load_arch(args.arch)
-        workload = load_workload(args.workload)
-        mapping = load_mapping(args.mapping, arch, workload)
-        if args.timeloop_rules:
-            from .timeloop.commands import with_timeloop_rules
-            arch = with_timeloop_rules(arch)
+    found = evaluation_inputs(args.arch, args.workload, args.mapping, ert=args.ert,
+                              timeloop_rules=args.timeloop_rules)
+    _print_notes(found.notes)
+    arch, workload, mapping = found.arch, found.workload, found.mapping
     ev = evaluate(arch, workload, mapping)
     if args.export_timeloop:
-        write_export(args.export_timeloop, mapping, arch, workload, imported)
+        from .timeloop.commands import write_export
+        write_export(args.export_timeloop, mapping, arch, workload, found.imported)
     if args.json:
         print(strict_json(evaluation_json(arch, workload, mapping, ev)))
     else:
@@ -50,9 +49,9 @@ def _evaluate(args) -> int:
 
 
 def _mapspace(args) -> int:
-    arch = load_arch(args.arch)
-    workload = load_workload(args.workload)
-    space = Mapspace(arch, workload, load_constraints(args.mapspace))
+    found = native_search_inputs(args.arch, args.workload, args.mapspace)
+    arch, workload = found.arch, found.workload
+    space = Mapspace(arch, workload, found.constraints)
     start = time.perf_counter()
     funnel = space.require_nonempty(space.funnel(exact_limit=args.exact_limit))
     seconds = time.perf_counter() - start
@@ -94,13 +93,12 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False):
     if after_interrupt:         # compare: a Ctrl-C in its first search ends both
         context.interrupt()
     with _keep_best_on_ctrl_c(context):
-        from .timeloop.commands import search_inputs   # also reads Timeloop files
-        arch, workload, constraints, warm, args.imported = search_inputs(args)
-        args.warm_mappings = warm
-        space = Mapspace(arch, workload, constraints)
+        found = _search_inputs(args)
+        arch, workload = found.arch, found.workload
+        space = Mapspace(arch, workload, found.constraints)
         space.stop = context.stopped        # counting the funnel exactly stays within the budget
-        objective = parse_objective(args.objective or getattr(args.imported, "objective", None) or "edp", arch)
-        strategy = make_strategy(strategy_name, _strategy_options(args, strategy_name, warm),
+        objective = parse_objective(args.objective or found.objective_name or "edp", arch)
+        strategy = make_strategy(strategy_name, _strategy_options(args, strategy_name, found.warm_starts),
                                  where="command line", label=FLAG_OF_OPTION.get)
         with _progress_bar(strategy_name) as bar:
             def progress(evaluated):
@@ -114,11 +112,21 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False):
     if context.interrupted:
         result.events += (Interrupted(),)
         result.complete = False
-    return arch, workload, result, context
+    return found, result, context
 
 
 class _InterruptedEarly(Exception):
     """Ctrl-C stopped the search before it found any valid mapping."""
+
+
+def _search_inputs(args):
+    """The search's inputs from its flags (explain's search has no --ert, --timeloop-* or
+    --warm-start: their defaults), its notes shown before any warm start is read."""
+    found = search_inputs(args.arch, args.workload, args.mapspace, ert=getattr(args, "ert", None),
+                          timeloop_rules=getattr(args, "timeloop_rules", False),
+                          timeloop_mapper=getattr(args, "timeloop_mapper", None))
+    _print_notes(found.notes)
+    return with_warm_starts(found, getattr(args, "warm_start", None) or ())
 
 
 def _progress_bar(strategy_name: str):
@@ -195,13 +203,15 @@ def _status(context) -> int:
 
 
 def _search(args) -> int:
-    arch, workload, result, context = _run_search(args, args.strategy)
+    found, result, context = _run_search(args, args.strategy)
+    arch, workload = found.arch, found.workload
     if args.export_timeloop:
         from .timeloop.commands import write_export
-        write_export(args.export_timeloop, result.mapping, arch, workload, args.imported)
+        write_export(args.export_timeloop, result.mapping, arch, workload, found.imported)
     if args.warm_start and not args.json:
-        from .timeloop.commands import reference_lines
-        print(reference_lines(args, arch, workload, result), file=sys.stderr)
+        references = [(path, evaluate(arch, workload, mapping))
+                      for path, mapping in zip(args.warm_start, found.warm_starts)]
+        print(reference_lines(result.evaluation, references), file=sys.stderr)
     if args.json:
         print(strict_json(_search_json(args, result, arch, workload)))
     else:
@@ -211,8 +221,9 @@ def _search(args) -> int:
 
 def _compare(args) -> int:
     from .compare import compare_text, compare_json
-    arch, workload, greedy, first = _run_search(args, "greedy")
-    _, _, joint, context = _run_search(args, "joint", after_interrupt=first.interrupted)
+    found, greedy, first = _run_search(args, "greedy")
+    arch, workload = found.arch, found.workload
+    _, joint, context = _run_search(args, "joint", after_interrupt=first.interrupted)
     if args.json:
         print(strict_json(compare_json(greedy, joint, arch, workload)))
     else:
@@ -229,17 +240,17 @@ def _search_options(parser, strategy: bool):
     parser.add_argument("--objective", default=None,
                         help="edp, energy, cycles, delay,energy (fewest cycles, then least energy) or "
                              "bytes:LEVEL (default: a Timeloop mapper file's optimization-metrics, else edp)")
-    parser.add_argument("--time-limit", type=_seconds, default=None,
+    parser.add_argument("--time-limit", type=flags.seconds, default=None,
                         help="seconds of wall clock for the whole command, reading the specs and "
                              "building the mapspace included (default 60)")
-    parser.add_argument("--max-evaluations", type=_count, default=None, metavar="N",
+    parser.add_argument("--max-evaluations", type=flags.count, default=None, metavar="N",
                         help="stop after about N mappings priced instead of on the wall clock: the "
                              "result is independent of machine load (reproducible sweeps)")
-    parser.add_argument("--seed", type=_count0, default=None,
+    parser.add_argument("--seed", type=flags.count_or_zero, default=None,
                         help="random and joint: seed of their random draws (default 0; joint's proven "
                              "result does not depend on it)")
-    parser.add_argument("--samples", type=_count, default=None, help="random: draws (default 200,000)")
-    parser.add_argument("--cpsat-seconds", type=_seconds0, default=None,
+    parser.add_argument("--samples", type=flags.count, default=None, help="random: draws (default 200,000)")
+    parser.add_argument("--cpsat-seconds", type=flags.seconds_or_zero, default=None,
                         help="joint: wall-clock cap on CP-SAT proposals before the tree search (0: none)")
     parser.add_argument("--warm-start", action="append", metavar="MAPPING",
                         help="joint: start from this mapping (file or preset; repeatable); a mapping of "
@@ -266,15 +277,14 @@ def _explain(args) -> int:
     from .explain import explain
     from .explain.report import explain_json, explain_text
     if args.mapping is not None:
-        arch = load_arch(args.arch)
-        workload = load_workload(args.workload)
-        mapping = load_mapping(args.mapping, arch, workload)
+        given = native_evaluation_inputs(args.arch, args.workload, args.mapping)
+        arch, workload, mapping = given.arch, given.workload, given.mapping
         found = None
     else:
         args.strategy, args.seed, args.samples, args.warm_start = "joint", None, None, None
         args.max_evaluations, args.cpsat_seconds = None, getattr(args, "cpsat_seconds", 2.0)
-        arch, workload, result, _ = _run_search(args, "joint")
-        mapping = result.mapping
+        searched, result, _ = _run_search(args, "joint")
+        arch, workload, mapping = searched.arch, searched.workload, result.mapping
         found = (f"mapping: the joint search's best for {result.objective.name} "
                  f"({'proven optimal' if result.optimal else 'not proven optimal'}, "
                  f"{result.evaluated:,} mappings priced in {result.seconds:.1f} s)")
@@ -336,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     ms.add_argument("arch")
     ms.add_argument("workload")
     ms.add_argument("--mapspace", default=None, help="mapspace constraints file or preset (default: default)")
-    ms.add_argument("--exact-limit", type=_count, default=3_000_000,
+    ms.add_argument("--exact-limit", type=flags.count, default=3_000_000,
                     help="count exactly up to this many factor combinations, else estimate by sampling")
     ms.add_argument("--json", action="store_true")
     ms.set_defaults(run=_mapspace)
@@ -351,33 +361,15 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--json", action="store_true", help="print one JSON object")
     ex.add_argument("--mapspace", default=None, help="mapspace for the search (default: default)")
     ex.add_argument("--objective", default="edp", help="objective of the search (default edp)")
-    ex.add_argument("--time-limit", type=float, default=20.0, help="search seconds (default 20)")
-    ex.add_argument("--cpsat-seconds", type=float, default=2.0, help="CP-SAT seconds within the search")
+    ex.add_argument("--time-limit", type=flags.seconds, default=20.0, help="search seconds (default 20)")
+    ex.add_argument("--cpsat-seconds", type=flags.seconds_or_zero, default=2.0,
+                    help="CP-SAT seconds within the search")
     ex.set_defaults(run=_explain)
     pr = sub.add_parser("presets", help="list the bundled architectures, workloads and mappings")
     pr.set_defaults(run=_presets)
     from .sweep.cli import add_commands as add_sweep_commands      # sweep, results
     add_sweep_commands(sub)
     return parser
-
-
-def _number(kind, low: float, inclusive: bool, what: str):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except (ValueError, OverflowError):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text[:40]!r}") from None
-        if value != value or value in (float("inf"), float("-inf")) or value < low \
-                or (value == low and not inclusive) or value > 10**9:
-            raise argparse.ArgumentTypeError(f"expected {what} up to 1e9, got {text[:40]!r}")
-        return value
-    return parse
-
-
-_seconds = _number(float, 0.0, False, "a number of seconds > 0")
-_seconds0 = _number(float, 0.0, True, "a number of seconds >= 0")
-_count = _number(int, 1, True, "a positive integer")
-_count0 = _number(int, 0, True, "an integer >= 0")
 
 
 class _VersionAction(argparse.Action):

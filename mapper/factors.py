@@ -73,3 +73,12 @@ def smooth_numbers(low: int, high: int, primes: tuple[int, ...] = (2, 3, 5, 7)) 
     for p in primes:
         out = [n * p**e for n in out for e in range(high.bit_length() + 1) if n * p**e <= high]
     return sorted(n for n in out if n >= low)
+
+
+def padded_extents(size: int, max_padding: float, limit: int = 8) -> tuple[int, ...]:
+    """Extents a dim may be padded to: its size and the smoothest (largest prime factor <= 7)
+    numbers up to size * (1 + max_padding), closest first; at most `limit` of them, so a dim
+    of 6144 or 4099 stays a handful of candidates."""
+    top = int(size * (1 + max_padding))
+    smooth = smooth_numbers(size + 1, top)      # listed directly: a range of 10^8 is not scanned
+    return (size,) + tuple(sorted(smooth)[: limit - 1])

@@ -1,21 +1,18 @@
-"""The mapping value type, its YAML form, and its table form for vectorised evaluation.
+"""The mapping value type, its dict (YAML) form, and its table form for vectorised evaluation.
 
 A `Mapping` is one point of the mapspace: per storage level (outermost first) its temporal
 loops (outermost first), its spatial loops (fanout to the next level), the tensors it keeps
 and its buffering depth. A `MappingTable` holds N mappings as numpy arrays; it is what the
-mapspace generates and what `evaluate_many` prices.
+mapspace generates and what `evaluate_many` prices. Reading the dict form, with its checks
+against an arch and a workload, is the loader's job (`load.mapping.mapping_from_dict`).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .spec import Arch, Workload
-from .errors import shown
-from .units import Where
-from .validate import fields, name_list, positive_int
 
 AXES = ("x", "y")
 
@@ -101,121 +98,16 @@ def from_table(table: MappingTable, row: int) -> Mapping:
     return Mapping(tuple(levels))
 
 
-# ----------------------------------------------------------------------------- YAML form
+# ----------------------------------------------------------------------------- dict form
 
-def mapping_from_dict(data, arch: Arch, workload: Workload, where: Where) -> Mapping:
-    """Parse and check the structure of a mapping (factors, fanout, keeps, stages).
-
-    Capacity is checked by the caller with the cost model's footprints (see `load.load_mapping`).
-    """
-
-    padded = False
-    if isinstance(data, dict) and "mapping" in data:
-        # `cost` and `search` are what `evaluate --json` and `search --json` print beside the
-        # mapping: that output reads back as a mapping file
-        fields(data, where, ("mapping",), ("arch", "workload", "padded", "cost", "search"))
-        padded = data.get("padded", False)
-        if not isinstance(padded, bool):
-            raise (where / "padded").error("expected true (dims may be padded) or false")
-        data, where = data["mapping"], where / "mapping"
-    if not isinstance(data, list):
-        raise where.error("expected a list of levels, outermost first: "
-                          "[{level: NAME, loops: [{dim: m, bound: 4}], ...}]")
-    names = arch.level_names
-    by_level: dict[int, tuple[dict, Where]] = {}
-    last = -1
-    for i, entry in enumerate(data):
-        w = where / i
-        fields(entry, w, ("level",), ("loops", "spatial", "keep", "bypass", "stages"))
-        if entry["level"] not in names:
-            raise (w / "level").error(f"no level {shown(entry['level'])} in arch {arch.name} "
-                                      f"(levels: {', '.join(names)})")
-        lv = names.index(entry["level"])
-        if lv <= last:
-            raise (w / "level").error("levels must appear once each, outermost first "
-                                      f"(arch order: {', '.join(names)})")
-        last = lv
-        by_level[lv] = (entry, w)
-
-    dims = workload.dims
-    tensor_names = [t.name for t in workload.tensors]
-    product = [1] * len(dims)
-
-    def loop(item, w: Where, spatial: bool):
-        fields(item, w, ("dim", "bound"), ("axis",) if spatial else ())
-        if item["dim"] not in dims:
-            raise (w / "dim").error(f"no dim {shown(item['dim'])} in workload {workload.name} "
-                                    f"(dims: {', '.join(dims)})")
-        d = dims.index(item["dim"])
-        bound = positive_int(item["bound"], w / "bound", "a positive integer bound")
-        product[d] *= bound
-        if not spatial:
-            return d, bound
-        axis = item.get("axis", "x")
-        if axis not in AXES:
-            raise (w / "axis").error(f"expected 'x' or 'y', got {shown(axis)}")
-        return d, bound, AXES.index(axis)
-
-    levels = []
-    for lv, level in enumerate(arch.levels):
-        entry, w = by_level.get(lv, ({}, where / level.name))
-        loops = entry.get("loops") or []
-        spatial_raw = entry.get("spatial") or []
-        for key, value in (("loops", loops), ("spatial", spatial_raw)):
-            if not isinstance(value, list):
-                raise (w / key).error("expected a list of {dim: NAME, bound: N} loops")
-        temporal = tuple(loop(item, w / "loops" / j, False) for j, item in enumerate(loops))
-        seen = [d for d, _ in temporal]
-        for j, d in enumerate(seen):
-            if seen.index(d) != j:
-                raise (w / "loops" / j / "dim").error(
-                    f"dim {shown(dims[d])} appears twice among this level's temporal loops; "
-                    "a level has at most one temporal loop per dim")
-        spatial = tuple(loop(item, w / "spatial" / j, True) for j, item in enumerate(spatial_raw))
-        fanout = arch.fanout(lv)
-        for a, axis_name in enumerate(AXES):
-            used = math.prod(b for _, b, ax in spatial if ax == a)
-            if used > fanout[a]:
-                raise (w / "spatial").error(
-                    f"spatial fanout along {axis_name} is {used}, above the {fanout[a]} instances "
-                    f"this level fans out to along {axis_name}")
-        allowed = [t for t in tensor_names if level.may_keep(t)]
-        if "keep" in entry and "bypass" in entry:
-            raise (w / "bypass").error("give either `keep` or `bypass`, not both")
-        if "keep" in entry:
-            keep_names = name_list(entry["keep"], w / "keep")
-        elif "bypass" in entry:
-            bypass = name_list(entry["bypass"], w / "bypass")
-            for name in bypass:
-                if name not in tensor_names:
-                    raise (w / "bypass").error(f"no tensor {shown(name)} (tensors: {', '.join(tensor_names)})")
-            keep_names = [t for t in allowed if t not in bypass]
-        else:
-            keep_names = allowed
-        for name in keep_names:
-            if name not in tensor_names:
-                raise (w / "keep").error(f"no tensor {shown(name)} (tensors: {', '.join(tensor_names)})")
-            if name not in allowed:
-                raise (w / "keep").error(f"level {level.name} may not keep {name} "
-                                         f"(it keeps: {', '.join(allowed) or 'nothing'})")
-        if lv == 0 and sorted(keep_names) != sorted(tensor_names):
-            raise (w / "keep").error("the outermost level must keep every tensor")
-        stages = positive_int(entry.get("stages", 1), w / "stages")
-        if stages > level.max_stages:
-            raise (w / "stages").error(f"{stages} stages exceed the level's max_stages "
-                                       f"({level.max_stages})")
-        levels.append(LevelMapping(temporal, spatial,
-                                   frozenset(tensor_names.index(n) for n in keep_names), stages))
-    for d, name in enumerate(dims):
-        if padded and product[d] > 2 * workload.sizes[d]:
-            raise where.error(f"the bounds of dim {name!r} multiply to {product[d]:,}, more than twice "
-                              f"its size {workload.sizes[d]:,} (the most padding this tool handles)")
-        if product[d] < workload.sizes[d] or (product[d] > workload.sizes[d] and not padded):
-            hint = "" if padded or product[d] < workload.sizes[d] else \
-                " (to pad the dim, say `padded: true` beside `mapping:`)"
-            raise where.error(f"the bounds of dim {shown(name)} multiply to {product[d]}, "
-                              f"but its size is {workload.sizes[d]}{hint}")
-    return Mapping(tuple(levels))
+def __getattr__(name):
+    """`mapping_from_dict`, the reader of the dict form, lives with the loader
+    (`load.mapping`); it is still found here for the modules that import it from this one
+    (the sweep's). Imported on first use: the value module never imports the loader."""
+    if name == "mapping_from_dict":
+        from .load.mapping import mapping_from_dict
+        return mapping_from_dict
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def is_padded(mapping: Mapping, workload: Workload) -> bool:

@@ -189,6 +189,16 @@ def search_text(result, arch: Arch, workload: Workload) -> str:
     return "\n\n".join(parts)
 
 
+def reference_lines(ev: Evaluation, references) -> str:
+    """A search's result `ev` beside each reference mapping's evaluation (e.g. Timeloop's own
+    mapping, given as a warm start): `references` is a sequence of (label, Evaluation)."""
+    lines = [f"search result: {ev.energy_pj:,.1f} pJ, {ev.cycles:,.0f} cycles, EDP {ev.edp:.4g}"]
+    for label, ref in references:
+        lines.append(f"reference {label}: {ref.energy_pj:,.1f} pJ, {ref.cycles:,.0f} cycles, EDP {ref.edp:.4g}"
+                     f" (search: energy x{ev.energy_pj / ref.energy_pj:.3f}, EDP x{ev.edp / ref.edp:.3f})")
+    return "\n".join(lines)
+
+
 def strict_json(data) -> str:
     """JSON that every reader accepts: no NaN or Infinity (json.dumps writes them by default).
     An infinite value (an unlimited capacity, an unbounded gap) becomes the string "inf" or

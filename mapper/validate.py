@@ -1,9 +1,9 @@
 """Shape checks of decoded YAML values: a mapping with the right keys, a bounded positive
 integer, a string, a name, a list of names.
 
-Shared by the loader (`load`) and the mapping parser (`mapping`), so that data flows one way:
-YAML (`load`) -> validated specs (`spec`, `mapping`) -> cost, with no import circle. Each check
-raises a `SpecError` naming the file and key path through `Where`.
+Shared by the loader's readers, one module per kind of file (`load`), and the sweep's readers
+(which import them through `load`). Each check raises a `SpecError` naming the file and key
+path through `Where`.
 """
 from __future__ import annotations
 

@@ -161,7 +161,7 @@ def test_split_constraint_keeps_each_dim_on_its_mesh_axis():
     """simple_weight_stationary's `split: 1` on NQPSRCM: only N may use shared_glb's 16 columns
     (x), C and M only its 16 rows (y); the translated mapspace's factor tables say so."""
     from mapper.mapspace import SPATIAL_X, SPATIAL_Y
-    from mapper.timeloop.commands import imported_constraints
+    from mapper.inputs import imported_constraints
     design = FORMAT / "simple_weight_stationary"
     imported = build(read_parts([design / "arch.yaml", design / "problem.yaml", design / "constraints.yaml"]))
     space = Mapspace(imported.arch, imported.workload, imported_constraints(imported))

@@ -17,14 +17,16 @@ buffering depth. The space is the product of these choices; it is never listed a
   is bounded whatever the space (well under a second on a 6-level, 7-dim convolution).
 
 The class is split by job, one module each (`Mapspace` combines them):
-- `space`: the class itself, the slots, padded extents and keep/stage choices per level;
+- `space`: the class itself, the slots, padded extents (`factors.padded_extents`) and
+  keep/stage choices per level;
 - `tables`: per-dim factorisation tables, pruned by the preset's bounds and divisibility;
 - `order_tables`: loop-order classes per level and their counts;
 - `counting`: closed-form sizes and the funnel (`Funnel`);
 - `pruning`: the coupled checks (fanout, capacity, occupancy) and why nothing fits;
 - `sampling`: batches of the cross product, full enumeration and uniform sampling.
 """
-from .common import SPATIAL_X, SPATIAL_Y, STEPS, TEMPORAL, LevelChoices, padded_extents
+from ..factors import padded_extents      # where bind finds it too (no bind -> mapspace -> bind circle)
+from .common import SPATIAL_X, SPATIAL_Y, STEPS, TEMPORAL, LevelChoices
 from .counting import MAX_EXACT_TERMS, PATTERN_SAMPLES, Funnel
 from .space import Mapspace
 

@@ -9,8 +9,9 @@ from functools import cached_property
 from ..bind import check_together
 from ..constraints import ROLES, Constraints
 from ..errors import InfeasibleError, SpecError
+from ..factors import padded_extents
 from ..spec import Arch, Workload
-from .common import SPATIAL_X, SPATIAL_Y, TEMPORAL, LevelChoices, padded_extents
+from .common import SPATIAL_X, SPATIAL_Y, TEMPORAL, LevelChoices
 from .counting import CountingMixin
 from .order_tables import OrderTablesMixin
 from .pruning import PruningMixin

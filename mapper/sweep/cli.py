@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from .. import flags
 from ..errors import MapperError, SpecError
 from ..units import Where
 from .store import DEFAULT_DB, NAMES, Store
@@ -27,12 +28,14 @@ def add_commands(sub) -> None:
     sw.add_argument("--strategy", default=None, help="comma-separated strategies (default greedy,joint)")
     sw.add_argument("--objective", default=None, help="comma-separated objectives (default edp)")
     sw.add_argument("--mapspace", default=None, help="comma-separated mapspace presets or files")
-    sw.add_argument("--time-limit", type=float, default=None, help="seconds per point (default 10)")
-    sw.add_argument("--cpsat-seconds", type=float, default=None, help="joint: CP-SAT proposal cap per point")
-    sw.add_argument("--seed", type=int, default=None)
-    sw.add_argument("--samples", type=int, default=None)
+    # 0 is a point without a time limit, as `time_limit: 0` in a sweep file
+    sw.add_argument("--time-limit", type=flags.seconds_or_zero, default=None, help="seconds per point (default 10)")
+    sw.add_argument("--cpsat-seconds", type=flags.seconds_or_zero, default=None,
+                    help="joint: CP-SAT proposal cap per point")
+    sw.add_argument("--seed", type=flags.count_or_zero, default=None)
+    sw.add_argument("--samples", type=flags.count, default=None)
     sw.add_argument("--db", default=DEFAULT_DB, help=f"results store (default {DEFAULT_DB})")
-    sw.add_argument("--jobs", type=int, default=None, help="local processes (default: all cores; 1 runs here)")
+    sw.add_argument("--jobs", type=flags.count, default=None, help="local processes (default: all cores; 1 runs here)")
     sw.add_argument("--scheduler", default=None, help="address of a Dask scheduler (tcp://host:8786)")
     sw.add_argument("--plot", default=None, metavar="DIR", help="write the sweep's plots (PNG) here")
     sw.add_argument("--export-timeloop", default=None, metavar="DIR",
@@ -100,10 +103,8 @@ def _apply_flags(spec, args):
     settings = spec.settings
     for flag, name in (("time_limit", "time_limit"), ("cpsat_seconds", "cpsat_seconds"), ("seed", "seed"),
                        ("samples", "samples")):
-        value = getattr(args, flag)
+        value = getattr(args, flag)         # validated by its argparse type (`flags`)
         if value is not None:
-            if value < 0:
-                raise SpecError(f"--{flag.replace('_', '-')}", "", f"expected a value >= 0, got {value}")
             settings = replace(settings, **{name: value})
     changes["settings"] = settings
     if args.no_warm_start:
@@ -115,8 +116,6 @@ def sweep_command(args) -> int:
     from .points import expand_points
     from .report import sweep_text
     from .runner import run_points
-    if args.jobs is not None and args.jobs < 1:
-        raise SpecError("--jobs", "", f"expected a positive number of processes, got {args.jobs}")
     spec = build_spec(args)
     points = expand_points(spec)
     with Store(args.db) as store:

@@ -6,17 +6,18 @@ export), `ert`, `constraints` (mapspace), `design` (group files by kind, build t
 See docs/TIMELOOP.md for the concept map and what is approximated.
 """
 from importlib import import_module
+from types import MappingProxyType
 
-_LAZY = {"Imported": "design", "build": "design", "read_parts": "design", "timeloop_keys": "design",
-         "export": "mapping"}
+_LAZY = MappingProxyType({"Imported": "design", "build": "design", "read_parts": "design", "timeloop_keys": "design",
+                          "export": "mapping"})
 
 
 def __getattr__(name):
     """The public names, imported on first use: a search of this project's own specs imports
-    `timeloop.commands` but never reads a Timeloop file (~30 ms of start-up saved)."""
+    `mapper.inputs` but never reads a Timeloop file (~30 ms of start-up saved)."""
     if name in _LAZY:
         return getattr(import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Imported", "build", "export", "read_parts", "timeloop_keys"]
+__all__ = ("Imported", "build", "export", "read_parts", "timeloop_keys")

@@ -26,7 +26,7 @@ COMPUTE_HINTS = ("mac", "compute", "multiplier", "adder", "alu", "fma")
 NETWORK_HINTS = ("noc", "network", "multicast", "router")
 
 # Attributes that only feed Accelergy's energy/area estimates (the ERT carries their effect).
-ESTIMATION_ONLY = {
+ESTIMATION_ONLY = frozenset({
     "technology", "type", "n_banks", "num-banks", "nbanks", "nports", "num_ports", "num-ports",
     "n_rdwr_ports", "n_rd_ports", "n_wr_ports", "has_power_gating", "power_gated_at", "latency",
     "update_fifo_depth", "global_cycle_seconds", "multiplier_width", "adder_width", "version",
@@ -35,7 +35,7 @@ ESTIMATION_ONLY = {
     "block_size", "block-size", "entries", "size", "sizeKB", "cluster_size", "cluster-size", "multiple_buffering",
     "meshX", "meshY", "instances", "min_utilization", "allow_overbooking", "reduction_supported",
     "read_bandwidth", "write_bandwidth", "shared_bandwidth", "bandwidth", "n_words", "name",
-}
+})
 
 
 @dataclass
@@ -271,76 +271,34 @@ def _dataspace_keeps(targets: list[dict], name: str, tensors: list[str] | None, 
 
 def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str] | None,
               extra_constraints: list[dict], notes: list[str], name: str) -> ArchImport:
-    """Build this project's arch dict from a Timeloop `architecture` section."""
+    """Build this project's arch dict from a Timeloop `architecture` section; what is assumed
+    or not read is appended to `notes` (clock, word size, energies, Accelergy-only attributes,
+    the cycle rule bandwidths imply), in that order."""
     components, top = flatten(arch_data, where)
     _classify(components, where)
     targets = [c for comp in components for c in comp.constraints] + list(extra_constraints)
     ert = ert or {}
-    version = arch_data.get("version")
-    seconds = top.get("global_cycle_seconds")
-    if seconds is None:
-        seconds = next((c.attributes["global_cycle_seconds"] for c in components
-                        if "global_cycle_seconds" in c.attributes), None)
-    if seconds is None:
-        clock = 1e9
-        notes.append(f"{where.file}: no global_cycle_seconds; clock taken as 1 GHz (only seconds depend on it)")
-    else:
-        clock = 1.0 / float(number(seconds, where / "global_cycle_seconds"))
+    clock = _clock(top, components, where, notes)
     word_bits = _word_bits(components[0].attributes, components[0].where, None)
     if word_bits is None:
         word_bits = 8
         notes.append(f"{where.file}: {components[0].name} gives no datawidth; words taken as 8 bits")
-
-    levels: list[dict] = []
-    fold: dict[str, str] = {}
-    folded: set[str] = set()
-    spatial_target: dict[str, str] = {}
-    stages: dict[str, int] = {}
-    ignored: set[str] = set()
-    approximated: list[str] = []
-    for comp in components[:-1]:
-        if comp.kind == "dummy":
-            if levels and tuple(levels[-1]["mesh"]) == comp.mesh:
-                fold[comp.name] = levels[-1]["name"]
-                folded.add(comp.name)
-                spatial_target[levels[-1]["name"]] = comp.name
-                continue
-            levels.append({"name": comp.name, "capacity": "1 B", "keeps": [],
-                           "instances": comp.instances, "mesh": list(comp.mesh),
-                           "description": "Timeloop dummy fanout level: holds nothing, costs nothing"})
-            fold[comp.name] = comp.name
-            stages[comp.name] = 1
-            continue
-        levels.append(_storage_level(comp, ert, word_bits, targets, tensors, notes,
-                                     ignored, approximated))
-        fold[comp.name] = comp.name
-        stages[comp.name] = levels[-1].get("max_stages", 1)
-    for lv in levels:
-        spatial_target.setdefault(lv["name"], lv["name"])
+    ignored: set[str] = set()          # attributes only Accelergy reads, noted once for all
+    chain = _chain(components[:-1], ert, word_bits, targets, tensors, notes, ignored)
+    levels = chain.levels
     if levels[0].get("keeps") is not None:
         if tensors is not None and sorted(levels[0]["keeps"]) != sorted(tensors):
             raise components[0].where.error("unsupported: the outermost level must keep every data space")
         levels[0].pop("keeps")
     compute = components[-1]
-    cert = ert.get(compute.name, {})
-    energy = cert.get("compute")
-    if energy is None:
-        energy = next((cert[k] for k in ("mac_random", "mac_reused") if k in cert), None)
-        if energy is not None:
-            notes.append(f"{where.file}: {compute.name}: no `compute` action in the ERT; took mac_random")
-    if energy is None:
-        energy = 0.0
-        if ert:
-            notes.append(f"{where.file}: {compute.name}: no compute energy in the ERT; MACs cost 0 pJ")
-    for key in sorted(set(compute.attributes) - ESTIMATION_ONLY):
-        ignored.add(key)
+    energy = _compute_energy(compute, ert, where, notes)
+    ignored.update(set(compute.attributes) - ESTIMATION_ONLY)
     if not ert:
         notes.append(f"{where.file}: no ERT given: every access and MAC costs 0 pJ (pass ERT.yaml)")
     if ignored:
         notes.append(f"{where.file}: attributes read by Accelergy only, not by the cost model: "
                      f"{', '.join(sorted(ignored))}")
-    notes.extend(approximated)
-    data = {"name": name, "description": f"imported from Timeloop ({where.file}, v{version})",
+    data = {"name": name, "description": f"imported from Timeloop ({where.file}, v{arch_data.get('version')})",
             "clock": f"{clock:.6g} Hz", "levels": levels,
             "compute": {"name": compute.name, "instances": compute.instances,
                         "mesh": list(compute.mesh), "macs_per_cycle": 1, "energy": float(energy)}}
@@ -352,11 +310,81 @@ def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str
         data["model"] = {"cycles": "timeloop"}
         notes.append(f"{where.file}: bandwidths of {', '.join(limited)} applied with Timeloop's cycle rule "
                      "(model: {cycles: timeloop}: traffic overlapped with compute)")
-    return ArchImport(data, components, fold, folded, spatial_target, stages, word_bits, targets)
+    return ArchImport(data, components, chain.fold, chain.folded, chain.spatial_target, chain.stages,
+                      word_bits, targets)
+
+
+def _clock(top: dict, components: list[Component], where: Where, notes: list[str]) -> float:
+    """Hz from `global_cycle_seconds` (the top level's, else the first component's that gives
+    it); 1 GHz, noted, when none does."""
+    seconds = top.get("global_cycle_seconds")
+    if seconds is None:
+        seconds = next((c.attributes["global_cycle_seconds"] for c in components
+                        if "global_cycle_seconds" in c.attributes), None)
+    if seconds is None:
+        notes.append(f"{where.file}: no global_cycle_seconds; clock taken as 1 GHz (only seconds depend on it)")
+        return 1e9
+    return 1.0 / float(number(seconds, where / "global_cycle_seconds"))
+
+
+@dataclass(frozen=True)
+class _Chain:
+    """The storage chain translated: this project's level dicts, outermost first, and how
+    Timeloop's names map onto them (the fields of `ArchImport` of the same names)."""
+
+    levels: list[dict]
+    fold: dict[str, str]
+    folded: set[str]
+    spatial_target: dict[str, str]
+    stages: dict[str, int]
+
+
+def _chain(storage: list[Component], ert: dict, word_bits: int, targets, tensors,
+           notes: list[str], ignored: set[str]) -> _Chain:
+    """Each storage component a level; a dummy fanout level with the mesh of the level above
+    is folded into it (its spatial loops become that level's), any other stays a level that
+    keeps nothing and costs nothing."""
+    chain = _Chain([], {}, set(), {}, {})
+    levels = chain.levels
+    for comp in storage:
+        if comp.kind == "dummy":
+            if levels and tuple(levels[-1]["mesh"]) == comp.mesh:
+                chain.fold[comp.name] = levels[-1]["name"]
+                chain.folded.add(comp.name)
+                chain.spatial_target[levels[-1]["name"]] = comp.name
+                continue
+            levels.append({"name": comp.name, "capacity": "1 B", "keeps": [],
+                           "instances": comp.instances, "mesh": list(comp.mesh),
+                           "description": "Timeloop dummy fanout level: holds nothing, costs nothing"})
+            chain.fold[comp.name] = comp.name
+            chain.stages[comp.name] = 1
+            continue
+        levels.append(_storage_level(comp, ert, word_bits, targets, tensors, notes, ignored))
+        chain.fold[comp.name] = comp.name
+        chain.stages[comp.name] = levels[-1].get("max_stages", 1)
+    for lv in levels:
+        chain.spatial_target.setdefault(lv["name"], lv["name"])
+    return chain
+
+
+def _compute_energy(compute: Component, ert: dict, where: Where, notes: list[str]) -> float:
+    """pJ per MAC from the ERT's `compute` action (else mac_random / mac_reused, noted); 0,
+    noted when an ERT was given, without one."""
+    cert = ert.get(compute.name, {})
+    energy = cert.get("compute")
+    if energy is None:
+        energy = next((cert[k] for k in ("mac_random", "mac_reused") if k in cert), None)
+        if energy is not None:
+            notes.append(f"{where.file}: {compute.name}: no `compute` action in the ERT; took mac_random")
+    if energy is None:
+        energy = 0.0
+        if ert:
+            notes.append(f"{where.file}: {compute.name}: no compute energy in the ERT; MACs cost 0 pJ")
+    return energy
 
 
 def _storage_level(comp: Component, ert: dict, word_bits: int, targets, tensors,
-                   notes: list[str], ignored: set[str], approximated: list[str]) -> dict:
+                   notes: list[str], ignored: set[str]) -> dict:
     a, aw = comp.attributes, comp.where / "attributes"
     own_bits = _word_bits(a, comp.where, word_bits)
     cluster_key = "cluster-size" if "cluster-size" in a else "cluster_size"    # Timeloop's C++ spelling, the front end's

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from ..errors import SpecError
 from ..units import Where
@@ -152,8 +153,8 @@ class Imported:
 
 
 # arch YAML `model:` keys and values of Timeloop's rules, and the Arch fields they set
-TIMELOOP_RULES = {"multicast": "per_fanout", "leakage": "utilized", "cycles": "timeloop"}
-MODEL_FIELDS = {"multicast": "multicast", "leakage": "leakage", "cycles": "cycle_rule"}
+TIMELOOP_RULES = MappingProxyType({"multicast": "per_fanout", "leakage": "utilized", "cycles": "timeloop"})
+MODEL_FIELDS = MappingProxyType({"multicast": "multicast", "leakage": "leakage", "cycles": "cycle_rule"})
 
 
 def with_timeloop_rules(arch):
@@ -218,8 +219,8 @@ def build(parts: Parts, arch=None, workload=None, check_mapping: bool = True,
 
 
 # Timeloop mapper `optimization-metrics` (a priority list) -> this tool's objective
-METRICS = {("delay", "energy"): "delay,energy", ("edp",): "edp", ("energy",): "energy",
-           ("delay",): "cycles"}
+METRICS = MappingProxyType({("delay", "energy"): "delay,energy", ("edp",): "edp", ("energy",): "energy",
+                            ("delay",): "cycles"})
 
 
 def mapper_objective(body, where: Where, notes: list[str]) -> str | None:

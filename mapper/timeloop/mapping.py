@@ -29,11 +29,19 @@ def is_mapping(data) -> bool:
 def translate(entries: list, where: Where, arch: Arch, workload: Workload, ctx: ArchImport | None,
               notes: list[str]) -> dict:
     """Our mapping YAML dict ({mapping: [...]}) for a Timeloop mapping's directives."""
+    per_level = _read_directives(entries, where, arch, workload, ctx)
+    return {"mapping": [_level_entry(name, per_level[name], arch, workload, ctx) for name in arch.level_names]}
+
+
+def _read_directives(entries: list, where: Where, arch: Arch, workload: Workload,
+                     ctx: ArchImport | None) -> dict[str, dict]:
+    """Per level of ours, what its directives say: `temporal` (factors, permutation innermost
+    first) or None, `spatial` loops, and the `keep` / `bypass` lists (None: not given).
+    Directives on a dummy level folded into the level above apply to that level."""
     names = list(arch.level_names)
     fold = ctx.fold if ctx else {n: n for n in names}
     folded = ctx.folded if ctx else set()
     dims = list(workload.dims)
-    tensor_names = [t.name for t in workload.tensors]
     per_level: dict[str, dict] = {n: {"temporal": None, "spatial": [], "keep": None, "bypass": None}
                                   for n in names}
     for i, entry in enumerate(entries):
@@ -52,16 +60,8 @@ def translate(entries: list, where: Where, arch: Arch, workload: Workload, ctx: 
             raise (w / "type").error(f"unsupported directive type {kind!r} (read: temporal, spatial, "
                                      "datatype, bypass)")
         if kind in ("datatype", "bypass", "dataspace"):
-            keep = list(entry.get("keep") or [])
-            bypass = list(entry.get("bypass") or [])
-            for n in keep + bypass:
-                if n not in tensor_names:
-                    raise w.error(f"names {n!r}, not a data space (data spaces: {', '.join(tensor_names)})")
-            if target in folded or arch.levels[names.index(level)].keeps == frozenset():
-                if keep:
-                    raise (w / "keep").error(f"{target} is a fanout level that holds nothing")
-                continue
-            per_level[level]["keep"], per_level[level]["bypass"] = keep, bypass
+            holds_nothing = target in folded or arch.levels[names.index(level)].keeps == frozenset()
+            _read_keep(entry, w, target, holds_nothing, per_level[level], workload)
             continue
         factors = _factors(entry, w, dims)
         perm = (parse_permutation(entry["permutation"], dims + _dropped(entry, dims), w / "permutation")
@@ -77,37 +77,67 @@ def translate(entries: list, where: Where, arch: Arch, workload: Workload, ctx: 
                 raise (w / "target").error(f"a second temporal directive for {target}")
             per_level[level]["temporal"] = (factors, perm)
             continue
-        fanout = arch.fanout(names.index(level))
-        order = perm + [d for d in dims if d not in perm]
-        if "split" in entry:
-            split = int(entry["split"])
-        else:
-            split = len(order) if fanout[0] > 1 else 0   # all along the only axis that fans out
-        for pos, d in enumerate(order):
-            if factors.get(d, 1) > 1:
-                axis = 0 if pos < split else 1
-                per_level[level]["spatial"].append({"dim": d, "bound": factors[d], "axis": AXES[axis]})
-    out = []
-    for n in names:
-        spec = per_level[n]
-        entry: dict = {"level": n, "loops": []}
-        if spec["temporal"] is not None:
-            factors, perm = spec["temporal"]
-            innermost_first = perm + [d for d in dims if d not in perm]
-            entry["loops"] = [{"dim": d, "bound": factors[d]} for d in reversed(innermost_first)
-                              if factors.get(d, 1) > 1]
-        if spec["spatial"]:
-            entry["spatial"] = spec["spatial"]
-        level = arch.levels[names.index(n)]
-        if spec["keep"] is not None or spec["bypass"] is not None:
-            allowed = [t for t in tensor_names if level.may_keep(t)]
-            bypass = spec["bypass"] or []
-            keep = set(spec["keep"] or []) | {t for t in allowed if t not in bypass}
-            entry["keep"] = [t for t in tensor_names if t in keep]
-        if ctx and ctx.stages.get(n, 1) > 1:
-            entry["stages"] = ctx.stages[n]
-        out.append(entry)
-    return {"mapping": out}
+        per_level[level]["spatial"] += _spatial_loops(entry, factors, perm, dims, arch.fanout(names.index(level)))
+    return per_level
+
+
+def _read_keep(entry: dict, w: Where, target: str, holds_nothing: bool, spec: dict, workload: Workload) -> None:
+    """A datatype (bypass, dataspace) directive's keep and bypass lists into `spec`; a level
+    that holds nothing (a fanout level) may only bypass."""
+    tensor_names = [t.name for t in workload.tensors]
+    keep = list(entry.get("keep") or [])
+    bypass = list(entry.get("bypass") or [])
+    for n in keep + bypass:
+        if n not in tensor_names:
+            raise w.error(f"names {n!r}, not a data space (data spaces: {', '.join(tensor_names)})")
+    if holds_nothing:
+        if keep:
+            raise (w / "keep").error(f"{target} is a fanout level that holds nothing")
+        return
+    spec["keep"], spec["bypass"] = keep, bypass
+
+
+def _spatial_loops(entry: dict, factors: dict[str, int], perm: list[str], dims: list[str],
+                   fanout: tuple[int, int]) -> list[dict]:
+    """A spatial directive's loops: its permutation's first `split` dims along the mesh's X
+    axis, the rest along Y (without `split`, all along the only axis that fans out)."""
+    order = perm + [d for d in dims if d not in perm]
+    if "split" in entry:
+        split = int(entry["split"])
+    else:
+        split = len(order) if fanout[0] > 1 else 0   # all along the only axis that fans out
+    loops = []
+    for pos, d in enumerate(order):
+        if factors.get(d, 1) > 1:
+            axis = 0 if pos < split else 1
+            loops.append({"dim": d, "bound": factors[d], "axis": AXES[axis]})
+    return loops
+
+
+def _level_entry(name: str, spec: dict, arch: Arch, workload: Workload, ctx: ArchImport | None) -> dict:
+    """One level's entry of our mapping YAML from what its directives said: temporal loops
+    outermost first (Timeloop's permutation is innermost first), spatial loops, the keep set
+    (what the level may keep, less what is bypassed, plus what is kept) and Timeloop's
+    multiple buffering as stages."""
+    dims = list(workload.dims)
+    tensor_names = [t.name for t in workload.tensors]
+    entry: dict = {"level": name, "loops": []}
+    if spec["temporal"] is not None:
+        factors, perm = spec["temporal"]
+        innermost_first = perm + [d for d in dims if d not in perm]
+        entry["loops"] = [{"dim": d, "bound": factors[d]} for d in reversed(innermost_first)
+                          if factors.get(d, 1) > 1]
+    if spec["spatial"]:
+        entry["spatial"] = spec["spatial"]
+    level = arch.levels[list(arch.level_names).index(name)]
+    if spec["keep"] is not None or spec["bypass"] is not None:
+        allowed = [t for t in tensor_names if level.may_keep(t)]
+        bypass = spec["bypass"] or []
+        keep = set(spec["keep"] or []) | {t for t in allowed if t not in bypass}
+        entry["keep"] = [t for t in tensor_names if t in keep]
+    if ctx and ctx.stages.get(name, 1) > 1:
+        entry["stages"] = ctx.stages[name]
+    return entry
 
 
 def _dropped(entry, dims) -> list[str]:

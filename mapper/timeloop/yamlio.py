@@ -12,14 +12,15 @@ from pathlib import Path
 import yaml
 
 from ..errors import SpecError
-from ..load import _StrictLoader
+from ..limits import MAX_FILE_BYTES
+from ..load.files import DuplicateKey, StrictLoader, check_shape
 from ..units import Where
 
 TAG_KEY = "_tag"
 KNOWN_TAGS = ("Container", "Component", "Parallel", "Hierarchical", "Nothing")
 
 
-class _TimeloopLoader(_StrictLoader):
+class _TimeloopLoader(StrictLoader):
     """This project's strict loader (duplicate keys and oversized numbers refused) that keeps
     `!Tag` nodes as tagged dicts instead of failing."""
 
@@ -38,8 +39,7 @@ _TimeloopLoader.add_multi_constructor("!", _tagged)
 
 def read_timeloop_yaml(path: Path):
     """A Timeloop file, under the same limits as this project's own files (size, nesting,
-    aliases: `load.read_yaml`)."""
-    from ..load import MAX_FILE_BYTES, _DuplicateKey, _check_shape
+    aliases: `load.files.read_yaml`)."""
     try:
         if Path(path).stat().st_size > MAX_FILE_BYTES:
             raise SpecError(str(path), "", f"file larger than {MAX_FILE_BYTES:,} bytes (the limit "
@@ -50,9 +50,9 @@ def read_timeloop_yaml(path: Path):
     except UnicodeDecodeError as exc:
         raise SpecError(str(path), "", f"not UTF-8 text (byte {exc.start})") from None
     try:
-        _check_shape(text, Path(path))
+        check_shape(text, Path(path))
         return yaml.load(text, Loader=_TimeloopLoader)
-    except _DuplicateKey as exc:
+    except DuplicateKey as exc:
         raise SpecError(str(path), f"line {exc.mark.line + 1}",
                         f"key {exc.key!r} appears twice in one mapping") from None
     except yaml.YAMLError as exc:

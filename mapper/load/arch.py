@@ -1,0 +1,149 @@
+"""Architecture files: levels from outermost to innermost, then the compute unit, and a GPU's
+occupancy facts.
+
+Quantities are parsed with their units (`units`); each level's mesh must divide the next one's
+(every instance fans out to a whole number below); the outermost level keeps every tensor.
+"""
+from __future__ import annotations
+
+from ..errors import shown
+from ..limits import MAX_INSTANCES, MAX_LEVELS, MAX_STAGES
+from ..spec import Arch, Compute, GpuFacts, Level
+from ..units import (Where, parse_bandwidth, parse_bytes, parse_energy, parse_frequency,
+                     parse_latency)
+from ..validate import fields, name_list, name_text, positive_int, text
+from .files import read_yaml, resolve
+
+
+def load_arch(name_or_path) -> Arch:
+    path = resolve("archs", name_or_path)
+    return arch_from_dict(read_yaml(path), Where(str(path)))
+
+
+def _mesh(data, where: Where) -> tuple[int, int]:
+    instances = positive_int(data.get("instances", 1), where / "instances", limit=MAX_INSTANCES)
+    if "mesh" not in data:
+        return instances, 1
+    mesh = data["mesh"]
+    if (not isinstance(mesh, list) or len(mesh) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in mesh)):
+        raise (where / "mesh").error(f"expected [x, y] with positive integers, got {shown(mesh)}")
+    if mesh[0] * mesh[1] > MAX_INSTANCES:
+        raise (where / "mesh").error(f"{mesh[0]:,} x {mesh[1]:,} instances, above the limit of "
+                                     f"{MAX_INSTANCES:,} this tool handles")
+    if "instances" in data and mesh[0] * mesh[1] != instances:
+        raise (where / "mesh").error(f"mesh {mesh[0]} x {mesh[1]} does not equal instances {instances}")
+    return mesh[0], mesh[1]
+
+
+def _energies(data, where: Where) -> tuple[float, float, float]:
+    if data is None:
+        return 0.0, 0.0, 0.0
+    fields(data, where, (), ("read", "write", "update"))
+    return tuple(parse_energy(data.get(k, 0), where / k) for k in ("read", "write", "update"))
+
+
+LEVEL_KEYS = ("name", "capacity", "bandwidth", "read_bandwidth", "write_bandwidth", "block_size", "energy",
+              "energy_per_byte", "leak", "keeps", "max_stages", "instances", "mesh", "multicast",
+              "spatial_reduction", "latency", "word_bits", "cluster_size", "description")
+
+
+def _level(data, where: Where, clock_hz: float) -> Level:
+    fields(data, where, ("name",), LEVEL_KEYS[1:])
+    e_read, e_write, e_update = _energies(data.get("energy"), where / "energy")
+    b_read, b_write, b_update = _energies(data.get("energy_per_byte"), where / "energy_per_byte")
+    keeps = data.get("keeps")
+    return Level(
+        name=name_text(data["name"], where / "name"),
+        capacity=parse_bytes(data.get("capacity", "unlimited"), where / "capacity"),
+        bandwidth=parse_bandwidth(data.get("bandwidth", "unlimited"), where / "bandwidth", clock_hz),
+        read_bandwidth=parse_bandwidth(data.get("read_bandwidth", "unlimited"), where / "read_bandwidth", clock_hz),
+        write_bandwidth=parse_bandwidth(data.get("write_bandwidth", "unlimited"), where / "write_bandwidth",
+                                        clock_hz),
+        block_size=positive_int(data.get("block_size", 1), where / "block_size"),
+        energy_read=e_read, energy_write=e_write, energy_update=e_update,
+        byte_energy_read=b_read, byte_energy_write=b_write, byte_energy_update=b_update,
+        leak=parse_energy(data.get("leak", 0), where / "leak"),
+        keeps=None if keeps is None else frozenset(name_list(keeps, where / "keeps")),
+        max_stages=positive_int(data.get("max_stages", 1), where / "max_stages", limit=MAX_STAGES),
+        mesh=_mesh(data, where),
+        multicast=_flag(data, "multicast", where),
+        reduction=_flag(data, "spatial_reduction", where),
+        latency=parse_latency(data.get("latency", 0), where / "latency", clock_hz),
+        word_bits=None if data.get("word_bits") is None else
+        positive_int(data["word_bits"], where / "word_bits", limit=1024),
+        cluster_size=positive_int(data.get("cluster_size", 1), where / "cluster_size", limit=1 << 20),
+    )
+
+
+def _flag(data, key: str, where: Where) -> bool:
+    value = data.get(key, True)
+    if not isinstance(value, bool):
+        raise (where / key).error(f"expected true or false, got {shown(value)}")
+    return value
+
+
+def arch_from_dict(data, where: Where) -> Arch:
+    fields(data, where, ("name", "clock", "levels", "compute"), ("description", "gpu", "model"))
+    clock = parse_frequency(data["clock"], where / "clock")
+    raw_levels = data["levels"]
+    if not isinstance(raw_levels, list) or not raw_levels:
+        raise (where / "levels").error("expected a non-empty list of levels, outermost first")
+    if len(raw_levels) > MAX_LEVELS:
+        raise (where / "levels").error(f"{len(raw_levels)} levels, above the limit of {MAX_LEVELS} "
+                                       "this tool handles")
+    levels = tuple(_level(lv, where / "levels" / i, clock) for i, lv in enumerate(raw_levels))
+    names = [lv.name for lv in levels]
+    for i, name in enumerate(names):
+        if names.index(name) != i:
+            raise (where / "levels" / i / "name").error(f"level name {shown(name)} is used twice")
+    if levels[0].keeps is not None:
+        raise (where / "levels" / 0 / "keeps").error("the outermost level must keep every tensor; "
+                                                     "omit `keeps` there")
+    comp = data["compute"]
+    cw = where / "compute"
+    fields(comp, cw, (), ("name", "instances", "mesh", "macs_per_cycle", "energy", "native_shape",
+                          "description"))
+    if "instances" not in comp and "mesh" not in comp:
+        comp = {**comp, "mesh": list(levels[-1].mesh)}
+    native = comp.get("native_shape") or {}
+    if not isinstance(native, dict):
+        raise (cw / "native_shape").error("expected a mapping of dim -> size, e.g. {m: 16, n: 8, k: 16}")
+    compute = Compute(
+        name=name_text(comp.get("name", "MAC"), cw / "name"),
+        mesh=_mesh(comp, cw),
+        macs_per_cycle=positive_int(comp.get("macs_per_cycle", 1), cw / "macs_per_cycle", limit=MAX_INSTANCES),
+        energy_per_mac=parse_energy(comp.get("energy", 0), cw / "energy"),
+        native_shape=tuple((name_text(k, cw / "native_shape"), positive_int(v, cw / "native_shape" / k))
+                           for k, v in native.items()),
+    )
+    meshes = [lv.mesh for lv in levels] + [compute.mesh]
+    for i in range(len(meshes) - 1):
+        (ax, ay), (bx, by) = meshes[i], meshes[i + 1]
+        if bx % ax or by % ay:
+            key = where / "levels" / (i + 1) if i + 1 < len(levels) else cw
+            raise (key / "mesh").error(f"mesh {bx} x {by} is not a multiple of the mesh above it "
+                                       f"({ax} x {ay}): each instance above must fan out to a "
+                                       "whole number of instances below")
+    gpu = None
+    if data.get("gpu") is not None:
+        gw = where / "gpu"
+        g = fields(data["gpu"], gw, ("sms", "smem_per_sm", "registers_per_sm"),
+                   ("max_blocks_per_sm", "max_threads_per_sm"))
+        gpu = GpuFacts(sms=positive_int(g["sms"], gw / "sms"),
+                       smem_per_sm=parse_bytes(g["smem_per_sm"], gw / "smem_per_sm", False),
+                       registers_per_sm=positive_int(g["registers_per_sm"], gw / "registers_per_sm"),
+                       max_blocks_per_sm=positive_int(g.get("max_blocks_per_sm", 32), gw / "max_blocks_per_sm"),
+                       max_threads_per_sm=positive_int(g.get("max_threads_per_sm", 2048), gw / "max_threads_per_sm"))
+    model = data.get("model") or {}
+    fields(model, where / "model", (), ("multicast", "leakage", "cycles"))
+    rules = {"multicast": ("pooled", "per_fanout"), "leakage": ("all", "utilized"),
+             "cycles": ("stage_aware", "timeloop")}
+    for key, allowed in rules.items():
+        if model.get(key, allowed[0]) not in allowed:
+            raise (where / "model" / key).error(f"expected {' or '.join(allowed)}, got {shown(model[key])}")
+    return Arch(name=name_text(data["name"], where / "name"), clock_hz=clock, levels=levels,
+                compute=compute, gpu=gpu,
+                description=text(data.get("description", ""), where / "description"), file=where.file,
+                multicast=model.get("multicast", "pooled"), leakage=model.get("leakage", "all"),
+                cycle_rule=model.get("cycles", "stage_aware"))

@@ -1,0 +1,103 @@
+"""Mapspace files: factor bounds, loop orders, keep sets and stages per level, and the
+space's global knobs (perfect or imperfect factors, padding, alignment, utilisation).
+
+Names of levels, dims and tensors are kept as written: they are checked against the arch and
+workload once those meet (`bind.check_together`).
+"""
+from __future__ import annotations
+
+from ..constraints import ROLES, Constraints, LevelConstraints, Range
+from ..errors import shown
+from ..units import Where
+from ..validate import fields, name_list, name_text, positive_int, text
+from .files import read_yaml, resolve
+
+
+def load_constraints(name_or_path=None):
+    """A mapspace preset (or file); None gives the default constraints."""
+    if name_or_path is None:
+        return Constraints()
+    path = resolve("mapspace", name_or_path)
+    return constraints_from_dict(read_yaml(path), Where(str(path)))
+
+
+def _range(value, where: Where):
+    if isinstance(value, int) and not isinstance(value, bool):
+        positive_int(value, where)
+        return Range(value, value)
+    if value is None or isinstance(value, (str, float, list)):
+        raise where.error(f"expected a positive integer or {{min, max, multiple_of}}, got {shown(value)}")
+    fields(value, where, (), ("min", "max", "multiple_of"))
+    low = positive_int(value.get("min", 1), where / "min")
+    high = value.get("max")
+    if high is not None and positive_int(high, where / "max") < low:
+        raise (where / "max").error(f"max {high} is below min {low}")
+    return Range(low, high, positive_int(value.get("multiple_of", 1), where / "multiple_of"))
+
+
+def _ranges(value, where: Where):
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise where.error("expected a mapping of dim -> value or {min, max, multiple_of}")
+    return tuple((name_text(k, where), _range(v, where / k)) for k, v in value.items())
+
+
+def constraints_from_dict(data, where: Where):
+    fields(data, where, ("name",), ("description", "factors", "max_padding", "align_to_native",
+                                    "min_utilization", "min_occupancy", "levels"))
+    factors = data.get("factors", "perfect")
+    if not isinstance(factors, str) or factors not in ("perfect", "imperfect"):
+        raise (where / "factors").error(f"expected 'perfect' or 'imperfect', got {shown(factors)}")
+    levels = []
+    raw_levels = data.get("levels") or {}
+    if not isinstance(raw_levels, dict):
+        raise (where / "levels").error("expected a mapping of level name (or innermost/outermost) -> constraints")
+    for key, lv in raw_levels.items():
+        w = where / "levels" / key
+        fields(lv, w, (), ("temporal", "spatial", "tile", "order", "innermost_order", "stationary", "forbid", "stages",
+                           "keep", "bypass", "spatial_x", "spatial_y"))
+        forbid = lv.get("forbid") or []
+        if not isinstance(forbid, list):
+            raise (w / "forbid").error("expected a list of loop orders, each a list of dims, outermost first")
+        stationary = lv.get("stationary")
+        if stationary is not None and not isinstance(stationary, str):
+            raise (w / "stationary").error(f"expected one of {', '.join(ROLES)} or a tensor name")
+        stages = lv.get("stages")
+        if stages is not None:
+            if isinstance(stages, int):
+                stages = [stages]
+            if not isinstance(stages, list) or not stages:
+                raise (w / "stages").error("expected a stage count or a list of them")
+            stages = tuple(positive_int(s, w / "stages") for s in stages)
+        bypass = lv.get("bypass", False)
+        if not isinstance(bypass, bool):
+            raise (w / "bypass").error("expected true (enumerate keep/bypass choices) or false")
+        levels.append((name_text(key, where / "levels"), LevelConstraints(
+            temporal=_ranges(lv.get("temporal"), w / "temporal"),
+            spatial=_ranges(lv.get("spatial"), w / "spatial"),
+            tile=_ranges(lv.get("tile"), w / "tile"),
+            order=tuple(name_list(lv["order"], w / "order")) if "order" in lv else None,
+            innermost_order=(tuple(name_list(lv["innermost_order"], w / "innermost_order"))
+                             if "innermost_order" in lv else None),
+            stationary=stationary, stages=stages,
+            forbid=tuple(tuple(name_list(o, w / "forbid" / i)) for i, o in enumerate(forbid)),
+            keep=tuple(name_list(lv["keep"], w / "keep")) if "keep" in lv else None,
+            bypass=bypass,
+            spatial_x=_ranges(lv.get("spatial_x"), w / "spatial_x"),
+            spatial_y=_ranges(lv.get("spatial_y"), w / "spatial_y"))))
+    min_util = data.get("min_utilization", 0.0)
+    if isinstance(min_util, bool) or not isinstance(min_util, (int, float)) or not 0 <= min_util <= 1:
+        raise (where / "min_utilization").error(f"expected a fraction between 0 and 1, got {shown(min_util)}")
+    max_padding = data.get("max_padding", 0.125)
+    if isinstance(max_padding, bool) or not isinstance(max_padding, (int, float)) or not 0 <= max_padding <= 1:
+        raise (where / "max_padding").error(f"expected a fraction between 0 and 1, got {shown(max_padding)}")
+    align = data.get("align_to_native", True)
+    if not isinstance(align, bool):
+        raise (where / "align_to_native").error("expected true or false")
+    return Constraints(name=name_text(data["name"], where / "name"), file=where.file,
+                       description=text(data.get("description", ""), where / "description"),
+                       imperfect=factors == "imperfect", max_padding=float(max_padding),
+                       align_to_native=align, min_utilization=float(min_util),
+                       min_occupancy=positive_int(data.get("min_occupancy", 1), where / "min_occupancy"),
+                       levels=tuple(levels))

@@ -1,0 +1,138 @@
+"""Reading a spec file safely, and finding the bundled presets.
+
+A spec is untrusted text: `read_yaml` refuses files above MAX_FILE_BYTES, text that is not
+UTF-8, YAML nested deeper than MAX_YAML_DEPTH or expanding (aliases followed) to more than
+MAX_YAML_NODES values, a key given twice in one mapping, and any python tag; each refusal is a
+`SpecError` naming the file (and the line where the parser knows it). The Timeloop reader
+(`timeloop.yamlio`) builds on the same loader and shape check.
+"""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from ..errors import SpecError, shown
+from ..limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
+
+PRESET_KINDS = ("archs", "workloads", "mapspace", "mappings", "models")
+
+
+def preset_dirs(kind: str) -> list[Path]:
+    """Where presets of a kind live: the checkout's top-level folder (a source tree), and the
+    package data `mapper/presets/<kind>` of an installed wheel, found through importlib.resources."""
+    checkout = Path(__file__).resolve().parents[2] / kind       # mapper/load/files.py -> the checkout
+    dirs = [checkout] if (checkout.parent / "pyproject.toml").is_file() and checkout.is_dir() else []
+    installed = resources.files("mapper").joinpath("presets", kind)     # wheels unpack as files
+    return dirs + ([Path(str(installed))] if installed.is_dir() else [])
+
+
+def preset_names(kind: str) -> list[str]:
+    return sorted({p.stem for d in preset_dirs(kind) for p in d.glob("*.yaml")})
+
+
+def resolve(kind: str, name_or_path: str | Path) -> Path:
+    """A path to an existing file, or the name of a bundled preset of this kind."""
+    try:
+        path = Path(name_or_path)
+        if path.is_file():
+            return path
+        for directory in preset_dirs(kind):
+            candidate = directory / f"{name_or_path}.yaml"
+            if candidate.is_file():
+                return candidate
+    except (OSError, ValueError) as exc:        # a name too long for the file system, a NUL byte
+        raise SpecError(str(name_or_path), "", "not a usable file name "
+                        f"({getattr(exc, 'strerror', None) or exc})") from None
+    known = ", ".join(preset_names(kind)) or "none"
+    raise SpecError(str(name_or_path), "", f"no such file, and no {kind[:-1]} preset of that name "
+                    f"(presets: {known})")
+
+
+class StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (no python tags) that refuses a key given twice in one mapping,
+    where plain YAML keeps the last one silently."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:           # an unhashable key: the base class explains it
+                break
+            if duplicate:
+                raise DuplicateKey(key, key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node):
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:              # Python refuses to convert more than 4300 digits
+            raise yaml.constructor.ConstructorError(None, None, "an integer with too many digits",
+                                                    node.start_mark) from None
+
+
+StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
+
+
+class DuplicateKey(Exception):
+    def __init__(self, key, mark):
+        self.key, self.mark = key, mark
+
+
+def check_shape(text: str, path: Path) -> None:
+    """Nesting depth and expanded size from the parser's events (no recursion, nothing built),
+    so deep nesting and alias bombs are refused before the composer sees them."""
+    depth, stack, anchors = 0, [], {}
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise SpecError(str(path), f"line {event.start_mark.line + 1}",
+                                f"YAML nested deeper than {MAX_YAML_DEPTH} levels (the limit)")
+            stack.append((event.anchor, 1))
+            continue
+        if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+            anchor, size = stack.pop()
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, size = event.anchor, 1
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, size = None, anchors.get(event.anchor, 1)
+        else:
+            continue
+        if anchor is not None:
+            anchors[anchor] = size
+        if stack:
+            stack[-1] = (stack[-1][0], stack[-1][1] + size)
+        total = size if not stack else sum(s for _, s in stack)
+        if total > MAX_YAML_NODES:
+            raise SpecError(str(path), f"line {event.start_mark.line + 1}",
+                            f"YAML expands to more than {MAX_YAML_NODES:,} values once aliases are "
+                            "followed (the limit)")
+
+
+def read_yaml(path: Path):
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise SpecError(str(path), "", f"file larger than {MAX_FILE_BYTES:,} bytes (the limit "
+                            "for a spec)")
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise SpecError(str(path), "", f"cannot read file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(path), "", f"not a UTF-8 text file (byte {exc.start})") from None
+    try:
+        check_shape(text, path)
+        return yaml.load(text, Loader=StrictLoader)
+    except DuplicateKey as exc:
+        raise SpecError(str(path), f"line {exc.mark.line + 1}",
+                        f"key {shown(exc.key)} appears twice in one mapping (YAML would keep the "
+                        "last silently)") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}" if mark else ""
+        raise SpecError(str(path), line, f"invalid YAML ({getattr(exc, 'problem', None) or exc})") from None
