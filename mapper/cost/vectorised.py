@@ -306,7 +306,7 @@ class _Latency:
         self.waves = np.zeros((n_levels, n))      # max over buffered served levels of waves
         self.requests = in_flight * stages        # requests in flight per served instance
 
-    def serve(self, lv: int, kept, below: "_Below") -> None:
+    def serve(self, lv: int, kept, below: _Below) -> None:
         """The level below that keeps the tensor fetches it from level lv, one request per round."""
         served = kept & below.waits
         wait = below.rounds * self.latency[lv]
