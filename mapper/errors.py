@@ -8,16 +8,22 @@ import reprlib
 
 MAX_PART = 300          # characters of a file name, key path or explanation kept in a message
 
-_repr = reprlib.Repr()
-_repr.maxstring = _repr.maxother = 60
-_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 6
-_repr.maxlevel = 3
+
+class _ShortRepr(reprlib.Repr):
+    """reprlib's repr with an error message's limits. `reprlib.Repr.__init__` sets its limits on
+    the instance, so they are set here after it; `shown` builds one per call (no shared state)."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxstring = self.maxother = 60
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = 6
+        self.maxlevel = 3
 
 
 def shown(value) -> str:
     """A short repr of user input for an error message (long strings, deep or aliased YAML
     structures cut with '...')."""
-    return _repr.repr(value)
+    return _ShortRepr().repr(value)
 
 
 def clipped(text: str, limit: int = MAX_PART) -> str:

@@ -22,26 +22,29 @@ _QUANTITY = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-z/]*)\s*$")
 # Sizes are case-sensitive: `B` is a byte and `b` a bit (so `Gb/s` is gigabits per second);
 # decimal prefixes k (or K), M, G, T; binary prefixes Ki, Mi, Gi, Ti. The words byte(s) and
 # bit(s) are accepted too. A lower-case `m` would be milli, so `mb` or `mB` is refused.
-# The tables are read-only (MappingProxyType): the package holds no module-level mutable state.
+# The unit tables below are read-only (MappingProxyType over a dict built once: same order,
+# lookups and iteration, no mutation from elsewhere).
 _PREFIXES = MappingProxyType({"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
                               "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40})
 _BASES = MappingProxyType({"B": 1.0, "byte": 1.0, "bytes": 1.0, "b": 0.125, "bit": 0.125, "bits": 0.125})
 BYTE_UNITS = MappingProxyType({
     **{p + b: scale * per for p, scale in _PREFIXES.items() for b, per in _BASES.items()
-       if not (p and b[1:])},               # prefixes go with the symbols only (KiB, Gb)
-    "": 1})                                 # a bare number is bytes
+       if not (p and b[1:])},                # prefixes go with the symbols only (KiB, Gb)
+    "": 1,                                   # a bare number is bytes
+})
 RATE_UNITS = MappingProxyType({f"{unit}/s": scale for unit, scale in BYTE_UNITS.items() if unit})
 PER_CYCLE_UNITS = MappingProxyType({
     **{f"{base}/{clock}": per for base, per in _BASES.items() for clock in ("cycle", "clk")},
-    "": 1})                                 # a bare number is bytes per cycle
+    "": 1,                                   # a bare number is bytes per cycle
+})
 BYTE_HINT = ("units are case-sensitive: B = byte, b = bit; prefixes k, M, G, T (decimal) or "
              "Ki, Mi, Gi, Ti (binary), e.g. '64 KiB', '3.35 TB/s', '100 Gb/s', '64 B/cycle'")
 FREQ_UNITS = MappingProxyType({"": 1, "hz": 1, "khz": 1e3, "mhz": 1e6, "ghz": 1e9})
 TIME_UNITS = MappingProxyType({"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "ps": 1e-12})
 CYCLE_UNITS = ("", "cycle", "cycles", "clk", "clks")
 ENERGY_UNITS = MappingProxyType({"": 1, "pj": 1, "fj": 1e-3, "nj": 1e3, "uj": 1e6})
-DTYPE_BITS = MappingProxyType({"int4": 4, "fp4": 4, "int8": 8, "uint8": 8, "fp8": 8, "int16": 16, "fp16": 16,
-                               "bf16": 16, "int32": 32, "fp32": 32, "tf32": 32, "fp64": 64})
+DTYPE_BITS = MappingProxyType({"int4": 4, "fp4": 4, "int8": 8, "uint8": 8, "fp8": 8, "int16": 16,
+                               "fp16": 16, "bf16": 16, "int32": 32, "fp32": 32, "tf32": 32, "fp64": 64})
 
 
 @dataclass(frozen=True)

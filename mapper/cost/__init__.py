@@ -2,5 +2,5 @@
 from .scalar import Evaluation, LevelCost, TensorCost, evaluate
 from .vectorised import Costs, evaluate_many, footprint_bytes
 
-__all__ = ["Costs", "Evaluation", "LevelCost", "TensorCost", "evaluate", "evaluate_many",
-           "footprint_bytes"]
+__all__ = ("Costs", "Evaluation", "LevelCost", "TensorCost", "evaluate", "evaluate_many",
+           "footprint_bytes")

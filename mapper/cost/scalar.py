@@ -179,121 +179,204 @@ def _occupancy(arch: Arch, levels, footprints, output_dims) -> tuple[list[int], 
     return ([1] * smem + [resident] * (n_levels - smem), [1] * smem + [waves] * (n_levels - smem))
 
 
-def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
-    levels = mapping.levels
-    n_levels = len(levels)
+class _Nest:
+    """The loop nest of one mapping as each level sees it: its instances, the loops above it
+    and the spans of the tiles at and below it (plain Python integers)."""
 
-    def spatial_product(lm, dims_filter=lambda d: True):
-        return math.prod(b for d, b, _ in lm.spatial if dims_filter(d))
+    def __init__(self, workload: Workload, mapping: Mapping):
+        levels = mapping.levels
+        self.levels, self.n_levels, self.n_dims = levels, len(levels), len(workload.dims)
+        spatial = [math.prod(b for _, b, _ in lm.spatial) for lm in levels]
+        self.instances = [math.prod(spatial[:lv]) for lv in range(self.n_levels)]
+        self.compute_instances = math.prod(spatial)
+        self.macs_per_unit = math.prod(b for lm in levels for _, b in lm.temporal)
+        self.loops_above = [[loop for lm in levels[:lv] for loop in lm.temporal]
+                            for lv in range(self.n_levels)]
+        # the loops above each level as (dim, bound, is_spatial): a level's spatial loops follow
+        # its temporal ones
+        self.nest_above = [[loop for lm in levels[:lv]
+                            for loop in [(d, b, False) for d, b in lm.temporal]
+                            + [(d, b, True) for d, b, _ in lm.spatial]]
+                           for lv in range(self.n_levels)]
 
-    def spans_below(lv):
-        spans = [1] * len(workload.dims)
-        for lm in levels[lv:]:
+    def spans_below(self, lv: int) -> list[int]:
+        """Per dim, the product of the loop bounds at levels lv.. (a fresh list)."""
+        spans = [1] * self.n_dims
+        for lm in self.levels[lv:]:
             for d, b in lm.temporal:
                 spans[d] *= b
             for d, b, _ in lm.spatial:
                 spans[d] *= b
         return spans
 
-    instances = [math.prod(spatial_product(lm) for lm in levels[:lv]) for lv in range(n_levels)]
-    compute_instances = math.prod(spatial_product(lm) for lm in levels)
-    macs_per_unit = math.prod(b for lm in levels for _, b in lm.temporal)
-    loops_above = [[loop for lm in levels[:lv] for loop in lm.temporal] for lv in range(n_levels)]
-    # the loops above each level as (dim, bound, is_spatial): a level's spatial loops follow
-    # its temporal ones
-    nest_above = [[loop for lm in levels[:lv]
-                   for loop in [(d, b, False) for d, b in lm.temporal] + [(d, b, True) for d, b, _ in lm.spatial]]
-                  for lv in range(n_levels)]
 
-    counts = {}      # (lv, t) -> dict
-    # bytes per instance not hidden by buffering, split by direction: reads (to children or
-    # the compute units) and writes (fills from the parent, updates from children)
-    exposed_read, exposed_write = [0.0] * n_levels, [0.0] * n_levels
-    footprints = [lm.stages * sum(tiles.words(tensor, spans_below(lv)) * arch.levels[lv].word_bytes(tensor)
-                                  for t, tensor in enumerate(workload.tensors) if t in lm.keep)
-                  for lv, lm in enumerate(levels)]
-    resident, waves = _occupancy(arch, levels, footprints, workload.tensors[workload.output].dims)
-    # latency terms per level, each the largest over the levels it serves (docs/COST_MODEL.md)
-    lat_hidden, lat_exposed, lat_waves = [0.0] * n_levels, [0.0] * n_levels, [0] * n_levels
-    for t, tensor in enumerate(workload.tensors):
-        below_loads, below_lv, below_buffered = macs_per_unit, n_levels, True
-        for lv in range(n_levels - 1, -1, -1):
-            if t not in levels[lv].keep:
-                continue
-            spans = spans_below(lv)
-            tile = tiles.words(tensor, spans)
-            partition_spans = list(spans)
-            for d, b in loops_above[lv]:
-                partition_spans[d] *= b
-            partition = tiles.words(tensor, partition_spans)
-            loads = _loads(tensor, spans, nest_above[lv])
-            supply = below_loads * _distinct_children(tensor, levels, lv, below_lv, spans_below,
-                                                      arch.levels, arch.multicast == "per_fanout")
-            if tensor.is_output:
-                reads, fills, updates = supply - partition, loads - partition, supply
+@dataclass(frozen=True)
+class _Counts:
+    """Words per instance of one tensor at one level that keeps it."""
+    tile: int
+    partition: int
+    loads: int               # fetched into the level over the run, first tile included
+    reads: int
+    fills: int
+    updates: int
+    below: int               # the next level below that keeps the tensor (n_levels: compute)
+
+
+def _tensor_counts(arch: Arch, workload: Workload, nest: _Nest, t: int) -> dict[int, _Counts]:
+    """Counts of tensor t at each level keeping it, innermost first. Walking up from the compute
+    units, each keeper serves the loads of the next keeper below it, through the spatial
+    fanout in between (multicast / reduction)."""
+    tensor, levels = workload.tensors[t], nest.levels
+    below_loads, below_lv = nest.macs_per_unit, nest.n_levels
+    out = {}
+    for lv in range(nest.n_levels - 1, -1, -1):
+        if t not in levels[lv].keep:
+            continue
+        spans = nest.spans_below(lv)
+        partition_spans = list(spans)
+        for d, b in nest.loops_above[lv]:
+            partition_spans[d] *= b
+        partition = tiles.words(tensor, partition_spans)
+        loads = _loads(tensor, spans, nest.nest_above[lv])
+        supply = below_loads * _distinct_children(tensor, levels, lv, below_lv, nest.spans_below,
+                                                  arch.levels, arch.multicast == "per_fanout")
+        if tensor.is_output:
+            reads, fills, updates = supply - partition, loads - partition, supply
+        else:
+            reads, fills, updates = supply, (loads if lv > 0 else 0), 0
+        out[lv] = _Counts(tiles.words(tensor, spans), partition, loads, reads, fills, updates, below_lv)
+        below_loads, below_lv = loads, lv
+    return out
+
+
+def _access_counts(arch: Arch, workload: Workload, nest: _Nest) -> dict[tuple[int, int], _Counts]:
+    """(level, tensor) -> counts, for every tensor (in order) at every level that keeps it
+    (innermost first): the order in which per-level sums over tensors are taken."""
+    return {(lv, t): c for t in range(len(workload.tensors))
+            for lv, c in _tensor_counts(arch, workload, nest, t).items()}
+
+
+def _buffered_below(nest: _Nest, c: _Counts) -> bool:
+    """Whether what draws from this keeper (the next keeper below, or the compute units, which
+    never stall on operands) has a second stage."""
+    return c.below == nest.n_levels or nest.levels[c.below].stages > 1
+
+
+def _exposed_bytes(arch: Arch, workload: Workload, nest: _Nest, counts) -> tuple[list[float], list[float]]:
+    """Bytes per instance not hidden by buffering, split by direction: reads (to children or
+    the compute units) and writes (fills from the parent, updates from children)."""
+    exposed_read, exposed_write = [0.0] * nest.n_levels, [0.0] * nest.n_levels
+    for (lv, t), c in counts.items():
+        buffered, below_buffered = nest.levels[lv].stages > 1, _buffered_below(nest, c)
+        word_bytes = arch.levels[lv].word_bytes(workload.tensors[t])
+        exposed_read[lv] += word_bytes * (0 if below_buffered else c.reads)
+        exposed_write[lv] += word_bytes * ((0 if buffered else c.fills)
+                                           + (0 if below_buffered else c.updates))
+    return exposed_read, exposed_write
+
+
+@dataclass(frozen=True)
+class _Latency:
+    """Latency terms per level, each the largest over the levels it serves (docs/COST_MODEL.md)."""
+    hidden: list[float]      # Little's-law floor on its overlapped time
+    exposed: list[float]     # waits of unbuffered fetches
+    waves: list[int]         # waves of the buffered levels it serves (each waits once)
+
+
+def _latency_terms(arch: Arch, workload: Workload, nest: _Nest, counts, resident, waves) -> _Latency:
+    """A keeper with a latency makes the keeper below it wait, one request per round; an
+    output is waited on only where its partial sums are read back."""
+    n_levels = nest.n_levels
+    hidden, exposed, level_waves = [0.0] * n_levels, [0.0] * n_levels, [0] * n_levels
+    for (lv, t), c in counts.items():
+        tensor, latency, below = workload.tensors[t], arch.levels[lv].latency, c.below
+        if latency and below < n_levels and (not tensor.is_output or counts[below, t].fills > 0):
+            wait = latency * _rounds(tensor, nest.loops_above[below])
+            if _buffered_below(nest, c):
+                hidden[lv] = max(hidden[lv], wait / (nest.levels[below].stages * resident[below]))
+                level_waves[lv] = max(level_waves[lv], waves[below])
             else:
-                reads, fills, updates = supply, (loads if lv > 0 else 0), 0
-            counts[lv, t] = dict(tile=tile, partition=partition, reads=reads, fills=fills,
-                                 updates=updates)
-            buffered = levels[lv].stages > 1
-            word_bytes = arch.levels[lv].word_bytes(tensor)
-            exposed_read[lv] += word_bytes * (0 if below_buffered else reads)
-            exposed_write[lv] += word_bytes * ((0 if buffered else fills)
-                                                          + (0 if below_buffered else updates))
-            latency = arch.levels[lv].latency
-            if latency and below_lv < n_levels and (not tensor.is_output or counts[below_lv, t]["fills"] > 0):
-                wait = latency * _rounds(tensor, loops_above[below_lv])
-                if below_buffered:
-                    lat_hidden[lv] = max(lat_hidden[lv], wait / (levels[below_lv].stages * resident[below_lv]))
-                    lat_waves[lv] = max(lat_waves[lv], waves[below_lv])
-                else:
-                    lat_exposed[lv] = max(lat_exposed[lv], wait / resident[below_lv])
-            below_loads, below_lv, below_buffered = loads, lv, buffered
+                exposed[lv] = max(exposed[lv], wait / resident[below])
+    return _Latency(hidden, exposed, level_waves)
 
-    compute_cycles = -(-macs_per_unit // arch.compute.macs_per_cycle)
-    level_costs, level_times = [], []
-    for lv, (level, lm) in enumerate(zip(arch.levels, levels)):
-        tensors, footprint, read_bytes, write_bytes = {}, 0.0, 0.0, 0.0
-        for t, tensor in enumerate(workload.tensors):
-            if (lv, t) not in counts:
-                continue
-            c = counts[lv, t]
-            word_bytes = level.word_bytes(tensor)
-            bytes_each = (c["reads"] + c["fills"] + c["updates"]) * word_bytes
-            energy = 0.0
-            for count, per_access, per_byte in (
-                    (c["reads"], level.energy_read, level.byte_energy_read),
-                    (c["fills"], level.energy_write, level.byte_energy_write),
-                    (c["updates"], level.energy_update, level.byte_energy_update)):
-                energy += -(-count // level.block_size) * per_access + count * (word_bytes * per_byte)
-            tensors[tensor.name] = TensorCost(c["tile"], c["partition"], c["reads"], c["fills"],
-                                              c["updates"], bytes_each * instances[lv],
-                                              energy * level.charged_instances(instances[lv]))
-            footprint += c["tile"] * word_bytes
-            read_bytes += c["reads"] * word_bytes
-            write_bytes += (c["fills"] + c["updates"]) * word_bytes
-        exposed_latency = lat_exposed[lv] + level.latency * lat_waves[lv] if level.latency else 0.0
-        time = float(level_time(level, arch.cycle_rule, compute_cycles, read_bytes, write_bytes,
-                                exposed_read[lv], exposed_write[lv], lat_hidden[lv], exposed_latency))
-        level_times.append(time)
-        level_costs.append([level.name, instances[lv], tensors, footprint * lm.stages,
-                            level.capacity, (read_bytes + write_bytes) * instances[lv], time])
+
+def _footprints(arch: Arch, workload: Workload, nest: _Nest) -> list[float]:
+    """Bytes per instance of each level's kept tiles, times its stages."""
+    return [lm.stages * sum(tiles.words(tensor, nest.spans_below(lv))
+                            * arch.levels[lv].word_bytes(tensor)
+                            for t, tensor in enumerate(workload.tensors) if t in lm.keep)
+            for lv, lm in enumerate(nest.levels)]
+
+
+def _tensor_energy(level, word_bytes: float, c: _Counts) -> float:
+    """Per-instance access energy: vectors of block_size words, rounded up, plus per-byte energy."""
+    energy = 0.0
+    for count, per_access, per_byte in (
+            (c.reads, level.energy_read, level.byte_energy_read),
+            (c.fills, level.energy_write, level.byte_energy_write),
+            (c.updates, level.energy_update, level.byte_energy_update)):
+        energy += -(-count // level.block_size) * per_access + count * (word_bytes * per_byte)
+    return energy
+
+
+def _level_row(arch: Arch, workload: Workload, nest: _Nest, lv: int, counts, compute_cycles,
+               exposed: tuple[list[float], list[float]], lat: _Latency) -> dict:
+    """LevelCost fields of level lv except its leakage and latency terms; `cycles` is its time."""
+    level, instances = arch.levels[lv], nest.instances[lv]
+    tensors, footprint, read_bytes, write_bytes = {}, 0.0, 0.0, 0.0
+    for t, tensor in enumerate(workload.tensors):
+        if (lv, t) not in counts:
+            continue
+        c = counts[lv, t]
+        word_bytes = level.word_bytes(tensor)
+        bytes_each = (c.reads + c.fills + c.updates) * word_bytes
+        energy = _tensor_energy(level, word_bytes, c) * level.charged_instances(instances)
+        tensors[tensor.name] = TensorCost(c.tile, c.partition, c.reads, c.fills, c.updates,
+                                          bytes_each * instances, energy)
+        footprint += c.tile * word_bytes
+        read_bytes += c.reads * word_bytes
+        write_bytes += (c.fills + c.updates) * word_bytes
+    exposed_latency = lat.exposed[lv] + level.latency * lat.waves[lv] if level.latency else 0.0
+    time = float(level_time(level, arch.cycle_rule, compute_cycles, read_bytes, write_bytes,
+                            exposed[0][lv], exposed[1][lv], lat.hidden[lv], exposed_latency))
+    return dict(name=level.name, instances=instances, tensors=tensors,
+                footprint_bytes=footprint * nest.levels[lv].stages, capacity_bytes=level.capacity,
+                traffic_bytes=(read_bytes + write_bytes) * instances, cycles=time)
+
+
+def _leakage(arch: Arch, nest: _Nest, cycles: float) -> list[float]:
+    """Leakage energy per level over the run (only the utilized instances, if the arch says so)."""
+    leaking = nest.instances if arch.leakage == "utilized" else [level.instances for level in arch.levels]
+    return [level.leak * count * cycles for level, count in zip(arch.levels, leaking)]
+
+
+def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
+    """Price one mapping with a full breakdown per level and tensor (see the module docstring)."""
+    nest = _Nest(workload, mapping)
+    resident, waves = _occupancy(arch, mapping.levels, _footprints(arch, workload, nest),
+                                 workload.tensors[workload.output].dims)
+    counts = _access_counts(arch, workload, nest)
+    exposed = _exposed_bytes(arch, workload, nest, counts)
+    lat = _latency_terms(arch, workload, nest, counts, resident, waves)
+    compute_cycles = -(-nest.macs_per_unit // arch.compute.macs_per_cycle)
+    rows = [_level_row(arch, workload, nest, lv, counts, compute_cycles, exposed, lat)
+            for lv in range(nest.n_levels)]
+    level_times = [row["cycles"] for row in rows]
     cycles = max([compute_cycles] + level_times)
-    leaking = instances if arch.leakage == "utilized" else [level.instances for level in arch.levels]
-    leak = [level.leak * count * cycles for level, count in zip(arch.levels, leaking)]
-    level_costs = [LevelCost(*row, leak_pj=lk, latency_hidden=lh,
+    leak = _leakage(arch, nest, cycles)
+    level_costs = [LevelCost(**row, leak_pj=lk, latency_hidden=lh,
                              latency_exposed=le + arch.levels[lv].latency * lw)
-                   for lv, (row, lk, lh, le, lw) in enumerate(zip(level_costs, leak, lat_hidden,
-                                                                   lat_exposed, lat_waves))]
+                   for lv, (row, lk, lh, le, lw)
+                   in enumerate(zip(rows, leak, lat.hidden, lat.exposed, lat.waves))]
     # Padded extents (imperfect factors) execute their padding too: energy counts every MAC run.
-    compute_energy = macs_per_unit * compute_instances * arch.compute.energy_per_mac
+    compute_energy = nest.macs_per_unit * nest.compute_instances * arch.compute.energy_per_mac
     energy = sum(tc.energy_pj for lc in level_costs for tc in lc.tensors.values())
     energy += compute_energy + sum(leak)
-    slowest = max(range(n_levels), key=lambda lv: level_times[lv])
+    slowest = max(range(nest.n_levels), key=lambda lv: level_times[lv])
     bottleneck = arch.levels[slowest].name if level_times[slowest] > compute_cycles else "compute"
     return Evaluation(levels=level_costs, macs=workload.macs, compute_cycles=float(compute_cycles),
-                      compute_energy_pj=compute_energy, compute_instances=compute_instances,
+                      compute_energy_pj=compute_energy, compute_instances=nest.compute_instances,
                       energy_pj=energy, cycles=float(cycles),
                       utilization=workload.macs / (cycles * arch.peak_macs_per_cycle),
-                      bottleneck=bottleneck, macs_executed=macs_per_unit * compute_instances,
+                      bottleneck=bottleneck, macs_executed=nest.macs_per_unit * nest.compute_instances,
                       resident=resident[-1], waves=waves[-1])

@@ -6,7 +6,7 @@ except that loops not indexing the tensor, inside its innermost relevant loop, r
 sliding window (an axis like p+r) only fetches the new slice when the move is along one axis
 and in the same direction as the previous move; outputs skip the first read of each element.
 `scalar.py` implements the same rules independently, one mapping at a time, with a full
-breakdown; tests require both to agree exactly.
+breakdown; tests require both to agree exactly. The sliding-window rule is in `sliding.py`.
 
 Layout: internally every array is [small axes..., N] so that each numpy operation runs over
 long contiguous vectors of mappings; loops in Python only run over levels, tensors and axes.
@@ -21,6 +21,7 @@ from .. import tiles
 from ..mapping import MappingTable
 from ..spec import Arch, Workload
 from .multicast import distinct_offsets
+from .sliding import SlidingMoves
 from .timing import level_time
 from .occupancy import gpu_levels, resident_blocks
 
@@ -126,7 +127,7 @@ def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
     slot_bound = np.take_along_axis(nest.temporal, nest.order, axis=1).reshape(n_levels * n_dims, n)
     prefix = _exclusive_cumprod(np.concatenate([slot_bound, np.ones((1, n), np.int64)]))
     nonunit = slot_bound > 1
-    sliding = _SlidingMoves(nest, workload, slot_dim, slot_bound, prefix) if any(
+    sliding = SlidingMoves(nest, workload, slot_dim, slot_bound, prefix) if any(
         t.has_sliding_axis for t in workload.tensors) else None
     loads, rounds = [], []
     for t, tensor in enumerate(workload.tensors):
@@ -181,79 +182,6 @@ def occupancy(arch: Arch, nest: "_Nest", footprint: np.ndarray, output_dims):
     per_level_resident[smem:] = resident
     per_level_waves[smem:] = waves
     return resident, waves, per_level_resident, per_level_waves
-
-
-class _SlidingMoves:
-    """Loads of tensors with sliding axes (p+r): the one-axis, same-direction rule.
-
-    For the step where temporal loop j advances and every temporal loop inside it wraps, dim d
-    moves by the stride of j (if j is over d) minus (bound - 1) x stride of each inner loop over
-    d; a loop's stride is the tile span of d at the level times the bounds of every loop over d
-    inside it, spatial ones included. The step fetches only the new slice when it shifts
-    exactly one axis by less than the axis extent (only an axis summing several dims can: a
-    single-dim axis always moves by a whole tile or more), and the innermost loop's move is not
-    such a slide or slides the same axis in the same direction (every outer step directly
-    follows an innermost step); otherwise the whole tile.
-    """
-
-    def __init__(self, nest: _Nest, workload: Workload, slot_dim, slot_bound, prefix):
-        self.nest, self.slot_dim, self.slot_bound = nest, slot_dim, slot_bound
-        self.steps = prefix[:-1] * (slot_bound - 1)                                    # (S, N)
-
-    def loads(self, workload: Workload, t: int, lv: int) -> np.ndarray:
-        nest, n_dims = self.nest, self.nest.n_dims
-        s = lv * n_dims
-        tensor = workload.tensors[t]
-        dims = sorted(d for d in tensor.dims if workload.sizes[d] > 1)   # a size-1 dim never moves
-        # moves are bounded by the dims' extents, so 32-bit integers hold them
-        small = max(workload.sizes) * max(c for axis in tensor.axes for _, c in axis) < 2**30
-        itype = np.int32 if small else np.int64
-        # spatial[l][d]: product of the spatial bounds over d at levels l..lv-1 (inside level
-        # l's temporal loops, above this level)
-        spatial = [None] * lv
-        running = {d: nest.span[lv, d].astype(itype) for d in dims}
-        for level in range(lv - 1, -1, -1):
-            running = {d: running[d] * nest.spatial[level, d].astype(itype) for d in dims}
-            spatial[level] = running
-        inner = {d: np.ones(nest.n, itype) for d in dims}        # temporal bounds over d inside
-        wrap = {d: np.zeros(nest.n, itype) for d in dims}        # sum of (b - 1) x stride inside
-        move = {d: np.empty((s, nest.n), itype) for d in dims}
-        for j in range(s - 1, -1, -1):
-            level, bound = j // n_dims, self.slot_bound[j].astype(itype)
-            for d in dims:
-                on_d = self.slot_dim[j] == d
-                stride = spatial[level][d] * inner[d]
-                move[d][j] = np.where(on_d, stride, 0) - wrap[d]
-                wrap[d] = np.where(on_d, wrap[d] + (bound - 1) * stride, wrap[d])
-                inner[d] = np.where(on_d, inner[d] * bound, inner[d])
-        n_moved = 0
-        slides = []                          # (axis, shift) for axes summing several dims
-        for a, axis in enumerate(tensor.axes):
-            shift = 0
-            for d, c in axis:
-                if d in move:
-                    shift = shift + c * move[d]
-            if isinstance(shift, int):
-                shift = np.zeros((s, nest.n), itype)
-            n_moved = n_moved + (shift != 0)
-            if len(axis) > 1:
-                slides.append((a, shift))
-        words = nest.tile[t][lv]
-        partial_words = np.zeros_like(self.steps[:s])
-        gradient = np.zeros_like(self.steps[:s])
-        for a, shift in slides:
-            extent = nest.ext[t][a][lv]
-            amount = np.abs(shift)
-            slide = (n_moved == 1) & (shift != 0) & (amount < extent)
-            partial_words = np.where(slide, words // extent * amount, partial_words)
-            gradient = np.where(slide, 2 * a + 1 + (shift < 0), gradient)
-        nonunit = self.slot_bound[:s] > 1
-        innermost = s - 1 - np.argmax(nonunit[::-1], axis=0)
-        inner_gradient = np.where(nonunit.any(0),
-                                  np.take_along_axis(gradient, innermost[None], axis=0)[0], 0)
-        credited = (gradient > 0) & ((inner_gradient == 0) | (gradient == inner_gradient))
-        cost = np.where(credited, partial_words, np.where(n_moved > 0, words, 0))
-        return words + (self.steps[:s] * cost).sum(0)
 
 
 def _access_energy(level, word_bytes: float, reads, fills, updates) -> np.ndarray:
@@ -328,6 +256,180 @@ def _distinct_over(tensor, nest: _Nest, levels: list[int]) -> np.ndarray:
     return count
 
 
+class _Traffic:
+    """What the walk up each tensor yields. Per level and tensor: reads, fills and updates
+    (words per utilized instance) and their access energy per instance; per level: bytes per
+    instance moved through it, and of them those not hidden by buffering."""
+
+    def __init__(self, n_levels: int, n_tensors: int, n: int):
+        shape = (n_levels, n_tensors, n)
+        self.reads, self.fills, self.updates = (np.zeros(shape, np.int64) for _ in range(3))
+        self.energy = np.zeros(shape)
+        self.moved_read = np.zeros((n_levels, n))     # bytes per instance read from each level
+        self.moved_write = np.zeros((n_levels, n))    # written into it (fills and updates)
+        self.exposed_read = np.zeros((n_levels, n))   # of which not hidden by buffering
+        self.exposed_write = np.zeros((n_levels, n))
+
+    def record(self, level, tensor, lv: int, t: int, kept, supply, loads, partition,
+               buffered, below_buffered) -> None:
+        """Counts of tensor t at level lv where it is `kept` (zero elsewhere): it supplies
+        `supply` words to the level below and loads `loads` from above (the outermost level is
+        never filled); an output's first read of each element is not counted."""
+        if tensor.is_output:
+            self.updates[lv, t] = np.where(kept, supply, 0)
+            self.reads[lv, t] = np.where(kept, supply - partition, 0)
+            self.fills[lv, t] = np.where(kept, loads - partition, 0)
+        else:
+            self.reads[lv, t] = np.where(kept, supply, 0)
+            if lv > 0:
+                self.fills[lv, t] = np.where(kept, loads, 0)
+        reads, fills, updates = self.reads[lv, t], self.fills[lv, t], self.updates[lv, t]
+        word_bytes = level.word_bytes(tensor)
+        self.moved_read[lv] += word_bytes * reads
+        self.moved_write[lv] += word_bytes * (fills + updates)
+        self.energy[lv, t] = _access_energy(level, word_bytes, reads, fills, updates)
+        self.exposed_read[lv] += word_bytes * np.where(below_buffered, 0, reads)
+        self.exposed_write[lv] += word_bytes * (np.where(buffered, 0, fills)
+                                                + np.where(below_buffered, 0, updates))
+
+
+class _Latency:
+    """Latency terms per level (docs/COST_MODEL.md "Latency"), each the largest over the levels
+    it serves, and what the walk needs of every level to compute them."""
+
+    def __init__(self, latency: np.ndarray, rounds, in_flight, level_waves, stages):
+        n_levels, n = in_flight.shape
+        self.latency, self.rounds = latency, rounds
+        self.in_flight, self.level_waves = in_flight, level_waves
+        self.hidden = np.zeros((n_levels, n))     # max over served levels of latency x rounds / (stages x blocks)
+        self.exposed = np.zeros((n_levels, n))    # max over unbuffered served levels of latency x rounds / blocks
+        self.waves = np.zeros((n_levels, n))      # max over buffered served levels of waves
+        self.requests = in_flight * stages        # requests in flight per served instance
+
+    def serve(self, lv: int, kept, below: _Below) -> None:
+        """The level below that keeps the tensor fetches it from level lv, one request per round."""
+        served = kept & below.waits
+        wait = below.rounds * self.latency[lv]
+        hid = served & below.buffered
+        exp = served & ~below.buffered
+        np.maximum(self.hidden[lv], np.where(hid, wait / below.requests, 0), out=self.hidden[lv])
+        np.maximum(self.exposed[lv], np.where(exp, wait / below.blocks, 0), out=self.exposed[lv])
+        np.maximum(self.waves[lv], np.where(hid, below.waves, 0), out=self.waves[lv])
+
+    def totals(self) -> tuple[np.ndarray, np.ndarray]:
+        """(hidden, exposed) per level (L, N)."""
+        # Little's law: a level's overlapped traffic takes at least latency x requests / requests
+        # in flight; unbuffered fetches wait their whole latency (shared by the resident blocks);
+        # each wave of blocks waits once for its first tile, which nothing hides
+        return self.hidden, self.exposed + self.latency[:, None] * self.waves
+
+
+class _Below:
+    """What the walk up one tensor knows, per mapping, of the next level below that keeps it
+    (at the start, the compute units) and of the spatial fanout between it and the level the
+    walk has reached."""
+
+    def __init__(self, macs_per_unit: np.ndarray, n_levels: int, with_latency: bool):
+        n = len(macs_per_unit)
+        self.loads, self.fan_all, self.fan_shared = macs_per_unit, 1, 1
+        self.level = np.full(n, n_levels)
+        self.buffered = True                 # the compute units never stall on operands
+        if with_latency:                     # the next keeper below: its requests, in flight, waves
+            self.rounds, self.waves = np.zeros(n), np.zeros(n)
+            self.requests = self.blocks = np.ones(n)
+            self.waits = np.zeros(n, bool)   # it fetches this tensor (an output only to read back)
+
+    def cross(self, fanout, shared_fanout, shares: bool) -> None:
+        """The walk reaches a level: its spatial fanout lies between it and the keeper below."""
+        self.fan_all = self.fan_all * fanout
+        if shares:                           # else every child is served on its own
+            self.fan_shared = self.fan_shared * shared_fanout
+
+    def kept_at(self, kept, lv: int, loads, buffered) -> None:
+        """Where level lv keeps the tensor, it is the keeper below the levels above."""
+        self.loads = np.where(kept, loads, self.loads)
+        self.fan_all = np.where(kept, 1, self.fan_all)
+        self.fan_shared = np.where(kept, 1, self.fan_shared)
+        self.level = np.where(kept, lv, self.level)
+        self.buffered = np.where(kept, buffered, self.buffered)
+
+    def latency_kept_at(self, kept, lv: int, t: int, lat: _Latency, waits) -> None:
+        """The same for the latency terms' figures of the keeper below."""
+        self.rounds = np.where(kept, lat.rounds[t][lv], self.rounds)
+        self.requests = np.where(kept, lat.requests[lv], self.requests)
+        self.blocks = np.where(kept, lat.in_flight[lv], self.blocks)
+        self.waves = np.where(kept, lat.level_waves[lv], self.waves)
+        self.waits = np.where(kept, waits, self.waits)
+
+
+def _supply(arch: Arch, tensor, nest: _Nest, lv: int, below: _Below) -> np.ndarray:
+    """Words one instance of level lv sends down: the keeper below's loads times the distinct
+    tiles among its children there (identical tiles are multicast / reduced)."""
+    if tensor.has_sliding_axis:      # overlapping windows may coincide: count them
+        distinct = np.ones(nest.n, np.int64)
+        for child in np.unique(below.level).tolist():
+            rows = below.level == child
+            distinct = np.where(rows, _distinct_children(arch, tensor, nest, lv, child), distinct)
+        return below.loads * distinct
+    return below.loads * below.fan_all // below.fan_shared
+
+
+def _walk_tensor(arch: Arch, workload: Workload, nest: _Nest, t: int, loads, spatial_all, macs_per_unit,
+                 buffered, traffic: _Traffic, lat: _Latency | None) -> None:
+    """Records tensor t's counts at every level into `traffic` (and its latency terms into
+    `lat`). Walk up from the compute units: each kept level serves the loads of the next kept
+    level below it, through the spatial fanout in between (multicast / reduction)."""
+    tensor = workload.tensors[t]
+    irrelevant = np.flatnonzero(~workload.relevance[t])
+    shared = (_product([nest.spatial[:, d] for d in irrelevant]) if len(irrelevant)
+              else np.ones_like(spatial_all))
+    below = _Below(macs_per_unit, nest.n_levels, lat is not None)
+    for lv in range(nest.n_levels - 1, -1, -1):
+        below.cross(spatial_all[lv], shared[lv], arch.levels[lv].shares(tensor))
+        kept = nest.keep[lv, t]
+        if lat is not None and lat.latency[lv]:
+            lat.serve(lv, kept, below)
+        supply = _supply(arch, tensor, nest, lv, below)
+        traffic.record(arch.levels[lv], tensor, lv, t, kept, supply, loads[t][lv], nest.partition[t][lv],
+                       buffered[lv], below.buffered)
+        below.kept_at(kept, lv, loads[t][lv], buffered[lv])
+        if lat is not None:
+            # only partial sums read back wait on a fetch
+            waits = traffic.fills[lv, t] > 0 if tensor.is_output else True
+            below.latency_kept_at(kept, lv, t, lat, waits)
+
+
+def _level_times(arch: Arch, compute_cycles, traffic: _Traffic, lat_hidden, lat_exposed) -> np.ndarray:
+    """(L, N) cycles each level needs (`timing.level_time`)."""
+    n = len(compute_cycles)
+    return np.stack([np.broadcast_to(level_time(level, arch.cycle_rule, compute_cycles,
+                                                traffic.moved_read[lv], traffic.moved_write[lv],
+                                                traffic.exposed_read[lv], traffic.exposed_write[lv],
+                                                lat_hidden[lv], lat_exposed[lv]), (n,))
+                     for lv, level in enumerate(arch.levels)]).astype(float)
+
+
+def _energy(arch: Arch, level_energy, instances, spatial_all, macs_per_unit, cycles) -> np.ndarray:
+    """(N,) total energy: access energy, MACs and leakage. Scales `level_energy` (per instance,
+    (L, T, N)) in place to all the instances charged."""
+    level_energy *= np.stack([level.charged_instances(instances[lv])
+                              for lv, level in enumerate(arch.levels)])[:, None, :]
+    if arch.leakage == "utilized":              # Timeloop's rule: only used instances leak
+        leak = (np.array([level.leak for level in arch.levels])[:, None] * instances).sum(axis=0)
+    else:
+        leak = sum(level.leak * level.instances for level in arch.levels)
+    executed = macs_per_unit * instances[-1] * spatial_all[-1]     # padding included
+    return level_energy.sum(axis=(0, 1)) + executed * arch.compute.energy_per_mac + leak * cycles
+
+
+def _valid(arch: Arch, nest: _Nest, footprint: np.ndarray) -> np.ndarray:
+    """(N,) tiles fit every level's capacity and spatial loops fit every fanout."""
+    capacity = np.array([level.capacity for level in arch.levels])[:, None]
+    fanout = np.array([arch.fanout(lv) for lv in range(nest.n_levels)])[:, :, None]   # (L, 2, 1)
+    fits_fanout = (nest.spatial_xy.prod(axis=2) <= fanout).all(axis=(0, 1))
+    return (footprint <= capacity).all(axis=0) & fits_fanout
+
+
 def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     """Price every mapping of `table`; see the module docstring for the semantics."""
     nest = _Nest(workload, table)
@@ -340,125 +442,34 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
         loads = _loads(workload, nest)
     spatial_all = nest.spatial.prod(axis=1)                                            # (L, N)
     instances = _exclusive_cumprod(spatial_all)
-    macs_per_unit = nest.temporal.reshape(n_levels * nest.n_dims, n).prod(axis=0)                         # (N,)
+    macs_per_unit = nest.temporal.reshape(n_levels * nest.n_dims, n).prod(axis=0)     # (N,)
     compute_cycles = -(-macs_per_unit // arch.compute.macs_per_cycle)
-
-    shape = (n_levels, len(workload.tensors), n)
-    reads, fills, updates = (np.zeros(shape, np.int64) for _ in range(3))
-    level_energy = np.zeros(shape)
-    moved_read = np.zeros((n_levels, n))     # bytes per instance read from each level
-    moved_write = np.zeros((n_levels, n))    # written into it (fills and updates)
-    exposed_read = np.zeros((n_levels, n))   # of which not hidden by buffering
-    exposed_write = np.zeros((n_levels, n))
-    buffered = nest.stages > 1
     footprint = _footprint(arch, workload, nest)
     if with_latency or arch.gpu is not None:    # reported on a GPU even where no latency uses it
         resident, waves, in_flight, level_waves = occupancy(
             arch, nest, footprint, sorted(workload.tensors[workload.output].dims))
     else:
         resident = waves = np.ones(n)
+    lat = _Latency(latency, rounds, in_flight, level_waves, nest.stages) if with_latency else None
+    traffic = _Traffic(n_levels, len(workload.tensors), n)
+    buffered = nest.stages > 1
+    for t in range(len(workload.tensors)):
+        _walk_tensor(arch, workload, nest, t, loads, spatial_all, macs_per_unit, buffered, traffic, lat)
     if with_latency:
-        lat_hidden = np.zeros((n_levels, n))     # max over served levels of latency x rounds / (stages x blocks)
-        lat_exposed = np.zeros((n_levels, n))    # max over unbuffered served levels of latency x rounds / blocks
-        lat_waves = np.zeros((n_levels, n))      # max over buffered served levels of waves
-        requests = in_flight * nest.stages       # requests in flight per served instance
-    for t, tensor in enumerate(workload.tensors):
-        irrelevant = np.flatnonzero(~workload.relevance[t])
-        shared = _product([nest.spatial[:, d] for d in irrelevant]) if len(irrelevant) else np.ones_like(spatial_all)
-        # Walk up from the compute units: each kept level serves the loads of the next kept
-        # level below it, through the spatial fanout in between (multicast / reduction).
-        below_loads, fan_all, fan_shared = macs_per_unit, 1, 1
-        below_lv = np.full(n, n_levels)
-        below_buffered = True                # the compute units never stall on operands
-        if with_latency:                     # the next keeper below: its requests, in flight, waves
-            below_rounds, below_waves = np.zeros(n), np.zeros(n)
-            below_requests = below_blocks = np.ones(n)
-            below_waits = np.zeros(n, bool)  # it fetches this tensor (an output only to read back)
-        for lv in range(n_levels - 1, -1, -1):
-            fan_all = fan_all * spatial_all[lv]
-            if arch.levels[lv].shares(tensor):      # else every child is served on its own
-                fan_shared = fan_shared * shared[lv]
-            kept = nest.keep[lv, t]
-            if with_latency and latency[lv]:
-                # the level below that keeps t fetches it from here, one request per round
-                served = kept & below_waits
-                wait = below_rounds * latency[lv]
-                hid = served & below_buffered
-                exp = served & ~below_buffered
-                np.maximum(lat_hidden[lv], np.where(hid, wait / below_requests, 0), out=lat_hidden[lv])
-                np.maximum(lat_exposed[lv], np.where(exp, wait / below_blocks, 0), out=lat_exposed[lv])
-                np.maximum(lat_waves[lv], np.where(hid, below_waves, 0), out=lat_waves[lv])
-            if tensor.has_sliding_axis:      # overlapping windows may coincide: count them
-                distinct = np.ones(n, np.int64)
-                for child in np.unique(below_lv).tolist():
-                    rows = below_lv == child
-                    distinct = np.where(rows, _distinct_children(arch, tensor, nest, lv, child), distinct)
-                supply = below_loads * distinct
-            else:
-                supply = below_loads * fan_all // fan_shared
-            if tensor.is_output:
-                updates[lv, t] = np.where(kept, supply, 0)
-                reads[lv, t] = np.where(kept, supply - nest.partition[t][lv], 0)
-                fills[lv, t] = np.where(kept, loads[t][lv] - nest.partition[t][lv], 0)
-            else:
-                reads[lv, t] = np.where(kept, supply, 0)
-                if lv > 0:
-                    fills[lv, t] = np.where(kept, loads[t][lv], 0)
-            word_bytes = arch.levels[lv].word_bytes(tensor)
-            moved_read[lv] += word_bytes * reads[lv, t]
-            moved_write[lv] += word_bytes * (fills[lv, t] + updates[lv, t])
-            level_energy[lv, t] = _access_energy(arch.levels[lv], word_bytes,
-                                                 reads[lv, t], fills[lv, t], updates[lv, t])
-            exposed_read[lv] += word_bytes * np.where(below_buffered, 0, reads[lv, t])
-            exposed_write[lv] += word_bytes * (np.where(buffered[lv], 0, fills[lv, t])
-                                                          + np.where(below_buffered, 0, updates[lv, t]))
-            below_loads = np.where(kept, loads[t][lv], below_loads)
-            fan_all = np.where(kept, 1, fan_all)
-            fan_shared = np.where(kept, 1, fan_shared)
-            below_lv = np.where(kept, lv, below_lv)
-            below_buffered = np.where(kept, buffered[lv], below_buffered)
-            if with_latency:
-                below_rounds = np.where(kept, rounds[t][lv], below_rounds)
-                below_requests = np.where(kept, requests[lv], below_requests)
-                below_blocks = np.where(kept, in_flight[lv], below_blocks)
-                below_waves = np.where(kept, level_waves[lv], below_waves)
-                # only partial sums read back wait on a fetch
-                waits = fills[lv, t] > 0 if tensor.is_output else True
-                below_waits = np.where(kept, waits, below_waits)
-
-    if with_latency:
-        # Little's law: a level's overlapped traffic takes at least latency x requests / requests
-        # in flight; unbuffered fetches wait their whole latency (shared by the resident blocks);
-        # each wave of blocks waits once for its first tile, which nothing hides
-        lat_exposed = lat_exposed + latency[:, None] * lat_waves
+        lat_hidden, lat_exposed = lat.totals()
     else:
         lat_hidden = lat_exposed = np.zeros((n_levels, n))
-    times = np.stack([np.broadcast_to(level_time(level, arch.cycle_rule, compute_cycles, moved_read[lv],
-                                                 moved_write[lv], exposed_read[lv], exposed_write[lv],
-                                                 lat_hidden[lv], lat_exposed[lv]), (n,))
-                      for lv, level in enumerate(arch.levels)]).astype(float)
+    times = _level_times(arch, compute_cycles, traffic, lat_hidden, lat_exposed)
     cycles = np.maximum(times.max(axis=0), compute_cycles)
-    moved, exposed = moved_read + moved_write, exposed_read + exposed_write
-
-    level_energy *= np.stack([level.charged_instances(instances[lv])
-                              for lv, level in enumerate(arch.levels)])[:, None, :]
-    if arch.leakage == "utilized":              # Timeloop's rule: only used instances leak
-        leak = (np.array([level.leak for level in arch.levels])[:, None] * instances).sum(axis=0)
-    else:
-        leak = sum(level.leak * level.instances for level in arch.levels)
-    executed = macs_per_unit * instances[-1] * spatial_all[-1]     # padding included
-    energy = level_energy.sum(axis=(0, 1)) + executed * arch.compute.energy_per_mac + leak * cycles
-
-    capacity = np.array([level.capacity for level in arch.levels])[:, None]
-    fanout = np.array([arch.fanout(lv) for lv in range(n_levels)])[:, :, None]         # (L, 2, 1)
-    fits_fanout = (nest.spatial_xy.prod(axis=2) <= fanout).all(axis=(0, 1))
-    valid = (footprint <= capacity).all(axis=0) & fits_fanout
+    energy = _energy(arch, traffic.energy, instances, spatial_all, macs_per_unit, cycles)
+    moved = traffic.moved_read + traffic.moved_write
+    exposed = traffic.exposed_read + traffic.exposed_write
     return Costs(
         energy_pj=energy, cycles=cycles.astype(float),
         utilization=workload.macs / (cycles * arch.peak_macs_per_cycle),
-        valid=valid, compute_cycles=compute_cycles.astype(float), macs=workload.macs,
-        level_reads=reads, level_fills=fills, level_updates=updates, level_instances=instances,
-        level_footprint=footprint, level_traffic=moved * instances, level_energy=level_energy,
-        level_time=times, level_moved=moved, level_exposed=exposed,
+        valid=_valid(arch, nest, footprint), compute_cycles=compute_cycles.astype(float), macs=workload.macs,
+        level_reads=traffic.reads, level_fills=traffic.fills, level_updates=traffic.updates,
+        level_instances=instances, level_footprint=footprint, level_traffic=moved * instances,
+        level_energy=traffic.energy, level_time=times, level_moved=moved, level_exposed=exposed,
         level_latency_hidden=lat_hidden, level_latency_exposed=lat_exposed,
         resident=resident, waves=waves)

@@ -27,7 +27,6 @@ The larger of the two is the bound.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -173,13 +172,13 @@ def _divisors(n: int) -> list[int]:
         {d for i in range(1, int(math.isqrt(n)) + 1) if n % i == 0 for d in (i, n // i)})
 
 
-@functools.lru_cache(maxsize=32)
-def _single_level(workload: Workload, max_tiles: int = 400_000):
+def single_level_tilings(workload: Workload, max_tiles: int = 400_000):
     """(footprint bytes, least traffic in words) of every single-level tiling (a tile of every
     dim dividing its size, the best loop order above it), or None when the einsum has sliding
     windows or the tiles are too many. A tensor's traffic is its tile times its fetches (the
     steps of the loops down to the innermost one over a dim indexing it); the output is written
-    back as often as fetched and read back each time but the first."""
+    back as often as fetched and read back each time but the first. Not cached (a few ms on the
+    presets): a caller asking for several capacities computes it once (`least_traffic`)."""
     if any(t.has_sliding_axis for t in workload.tensors):
         return None
     dims = [d for d, s in enumerate(workload.sizes) if s > 1]
@@ -213,22 +212,27 @@ def _single_level(workload: Workload, max_tiles: int = 400_000):
     return footprint, best
 
 
-def min_traffic(workload: Workload, capacity_bytes: float) -> float | None:
-    """The exact minimum traffic (words) over single-level tilings that fit `capacity_bytes`
-    (see `_single_level`); inf when none fits, None when not computable."""
-    table = _single_level(workload)
-    if table is None:
+def least_traffic(tilings, capacity_bytes: float) -> float | None:
+    """The least traffic (words) of the `tilings` (`single_level_tilings`' table) that fit
+    `capacity_bytes`; inf when none fits, None when the table is None (not computable)."""
+    if tilings is None:
         return None
-    footprint, traffic = table
+    footprint, traffic = tilings
     fits = footprint <= capacity_bytes
     return float(traffic[fits].min()) if fits.any() else math.inf
+
+
+def min_traffic(workload: Workload, capacity_bytes: float) -> float | None:
+    """The exact minimum traffic (words) over single-level tilings that fit `capacity_bytes`
+    (see `single_level_tilings`); inf when none fits, None when not computable."""
+    return least_traffic(single_level_tilings(workload), capacity_bytes)
 
 
 def threshold_bytes(workload: Workload) -> float:
     """The least capacity at which some single-level tiling moves only compulsory traffic (the
     threshold where traffic collapses from the square-root law to compulsory); the working set
     where that cannot be computed."""
-    table = _single_level(workload)
+    table = single_level_tilings(workload)
     working_set = sum(workload.tensor_words(t) * tensor.bytes_per_word
                       for t, tensor in enumerate(workload.tensors))
     if table is None:

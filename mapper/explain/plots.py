@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from . import Explanation
-from .bounds import bilinear, compulsory_words, min_traffic, smith_bound, subtree_capacity_bytes
+from .bounds import (bilinear, compulsory_words, least_traffic, single_level_tilings, smith_bound,
+                     subtree_capacity_bytes)
 
 
 def traffic_curve(ex: Explanation, points: int = 28) -> dict:
@@ -19,7 +20,8 @@ def traffic_curve(ex: Explanation, points: int = 28) -> dict:
     working_set = ex.working_set_bytes
     capacities = np.geomspace(1024, 2 * working_set, points)
     capacities = np.unique(np.concatenate([capacities, [ex.threshold_bytes]]))
-    minimal = [min_traffic(workload, c) for c in capacities]
+    tilings = single_level_tilings(workload)           # once for every capacity of the curve
+    minimal = [least_traffic(tilings, c) for c in capacities]
     shape = bilinear(workload)
     bound = [smith_bound(shape.macs, c / min_word) if shape else 0.0 for c in capacities]
     return {"capacity_bytes": capacities.tolist(),

@@ -20,6 +20,7 @@ structure and fusion, not tiling, is the lever.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from ..spec import Arch, Workload
 from .bounds import LevelTraffic, bilinear
@@ -119,11 +120,11 @@ def capacity_regime(traffic: LevelTraffic, threshold_bytes: float, capacity_byte
     return "compulsory-bound"
 
 
-CAPACITY_TEXT = {
+CAPACITY_TEXT = MappingProxyType({       # read-only: capacity regime -> its note in the report
     "threshold": "enough fits for compulsory-only traffic (the threshold): capacity no longer matters",
     "continuous": "square-root law: capacity is a weak lever (traffic ~ 1/sqrt(S)), bandwidth a strong one",
     "compulsory-bound": "the bound is compulsory traffic: more capacity does not lower it",
-}
+})
 
 
 def overall(times: list[LevelTime], bottleneck: str, shape: Structure) -> str:

@@ -1,0 +1,89 @@
+"""The vectorised path's sliding-window rule: the words fetched into a level for a tensor with
+a sliding axis (p+r), whose consecutive tiles may overlap (`vectorised._loads` asks here).
+
+Arrays are [small axes..., N] as in `vectorised.py`; `scalar.py` runs the same rule as a state
+machine over loop steps, independently.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..spec import Workload
+
+if TYPE_CHECKING:
+    from .vectorised import _Nest
+
+
+class SlidingMoves:
+    """Loads of tensors with sliding axes (p+r): the one-axis, same-direction rule.
+
+    For the step where temporal loop j advances and every temporal loop inside it wraps, dim d
+    moves by the stride of j (if j is over d) minus (bound - 1) x stride of each inner loop over
+    d; a loop's stride is the tile span of d at the level times the bounds of every loop over d
+    inside it, spatial ones included. The step fetches only the new slice when it shifts
+    exactly one axis by less than the axis extent (only an axis summing several dims can: a
+    single-dim axis always moves by a whole tile or more), and the innermost loop's move is not
+    such a slide or slides the same axis in the same direction (every outer step directly
+    follows an innermost step); otherwise the whole tile.
+    """
+
+    def __init__(self, nest: _Nest, workload: Workload, slot_dim, slot_bound, prefix):
+        self.nest, self.slot_dim, self.slot_bound = nest, slot_dim, slot_bound
+        self.steps = prefix[:-1] * (slot_bound - 1)                                    # (S, N)
+
+    def loads(self, workload: Workload, t: int, lv: int) -> np.ndarray:
+        nest, n_dims = self.nest, self.nest.n_dims
+        s = lv * n_dims
+        tensor = workload.tensors[t]
+        dims = sorted(d for d in tensor.dims if workload.sizes[d] > 1)   # a size-1 dim never moves
+        # moves are bounded by the dims' extents, so 32-bit integers hold them
+        small = max(workload.sizes) * max(c for axis in tensor.axes for _, c in axis) < 2**30
+        itype = np.int32 if small else np.int64
+        # spatial[l][d]: product of the spatial bounds over d at levels l..lv-1 (inside level
+        # l's temporal loops, above this level)
+        spatial = [None] * lv
+        running = {d: nest.span[lv, d].astype(itype) for d in dims}
+        for level in range(lv - 1, -1, -1):
+            running = {d: running[d] * nest.spatial[level, d].astype(itype) for d in dims}
+            spatial[level] = running
+        inner = {d: np.ones(nest.n, itype) for d in dims}        # temporal bounds over d inside
+        wrap = {d: np.zeros(nest.n, itype) for d in dims}        # sum of (b - 1) x stride inside
+        move = {d: np.empty((s, nest.n), itype) for d in dims}
+        for j in range(s - 1, -1, -1):
+            level, bound = j // n_dims, self.slot_bound[j].astype(itype)
+            for d in dims:
+                on_d = self.slot_dim[j] == d
+                stride = spatial[level][d] * inner[d]
+                move[d][j] = np.where(on_d, stride, 0) - wrap[d]
+                wrap[d] = np.where(on_d, wrap[d] + (bound - 1) * stride, wrap[d])
+                inner[d] = np.where(on_d, inner[d] * bound, inner[d])
+        n_moved = 0
+        slides = []                          # (axis, shift) for axes summing several dims
+        for a, axis in enumerate(tensor.axes):
+            shift = 0
+            for d, c in axis:
+                if d in move:
+                    shift = shift + c * move[d]
+            if isinstance(shift, int):
+                shift = np.zeros((s, nest.n), itype)
+            n_moved = n_moved + (shift != 0)
+            if len(axis) > 1:
+                slides.append((a, shift))
+        words = nest.tile[t][lv]
+        partial_words = np.zeros_like(self.steps[:s])
+        gradient = np.zeros_like(self.steps[:s])
+        for a, shift in slides:
+            extent = nest.ext[t][a][lv]
+            amount = np.abs(shift)
+            slide = (n_moved == 1) & (shift != 0) & (amount < extent)
+            partial_words = np.where(slide, words // extent * amount, partial_words)
+            gradient = np.where(slide, 2 * a + 1 + (shift < 0), gradient)
+        nonunit = self.slot_bound[:s] > 1
+        innermost = s - 1 - np.argmax(nonunit[::-1], axis=0)
+        inner_gradient = np.where(nonunit.any(0),
+                                  np.take_along_axis(gradient, innermost[None], axis=0)[0], 0)
+        credited = (gradient > 0) & ((inner_gradient == 0) | (gradient == inner_gradient))
+        cost = np.where(credited, partial_words, np.where(n_moved > 0, words, 0))
+        return words + (self.steps[:s] * cost).sum(0)
