@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-
 def action_energy(level, count, word_bytes, per_access, per_byte):
     blocks = count if level.block_size == 1 else -(-count // level.block_size)
     return blocks * per_access + count * (word_bytes * per_byte)
@@ -14,7 +13,6 @@ def sharing_fanout(arch, tensor, first: int, stop: int) -> int:
     first..stop-1 (only the networks that multicast, or reduce, share)."""
     return math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(first, stop)
                      if arch.levels[x].shares(tensor))
-
 
 def serve_energy(level, tensor) -> float:
     """Energy per word a level sends down (an input's read) or takes back (an output's update),

@@ -8,7 +8,6 @@ from ...cost.occupancy import gpu_levels
 from ...mapping import MappingTable
 from ...mapspace import Mapspace
 
-
 def latency_bound(space: Mapspace, p: int) -> float:
     """Cycles of level p's latency that no mapping hides (docs/COST_MODEL.md, "Latency"): where
     p must keep an input and some level below must keep it too, p serves it to its next keeper

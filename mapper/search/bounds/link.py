@@ -18,7 +18,6 @@ from .innermost import InnermostBound
 from .latency import latency_bound
 from .operand import SplitVectors
 
-
 class TileBound(NamedTuple):
     """A link's bound as a function of the largest tile a node leaves level j: the minimum
     over the tiles no larger than it, per dim (every tile below a node's level-k tile is)."""

@@ -38,7 +38,6 @@ from .link import LinkBounds
 from .operand import independent_bound, operand_bound, read_modify_write, serving_options
 from .refetch import Refetched, deepest_keeper, refetches, refetched_links
 
-
 class NodeBounds(NamedTuple):
     """Lower bounds on every completion of each node: on the objective (a pair for a
     lexicographic one), and on the energy and the cycles, the next two ranking keys."""
@@ -62,24 +61,111 @@ def lower_bound(space: Mapspace, objective: Objective, depth: int, table: Mappin
     """The objective's lower bound on every completion of each node (`lower_bounds`)."""
     return lower_bounds(space, objective, depth, table, costs, links).objective
 
+class _Known(NamedTuple):
+    """What a node's decided levels fix, whatever the completion: the energy of the MACs and of
+    their traffic, and per level the bytes per instance, by direction (reads; fills and
+    updates), and of those the ones no buffering hides (adding traffic never shortens a
+    level's time)."""
+    energy: np.ndarray          # (N,)
+    read: np.ndarray            # (L, N)
+    write: np.ndarray
+    exposed_read: np.ndarray
+    exposed_write: np.ndarray
+
+class _Open(NamedTuple):
+    """The bound on what is still open below a node, beside what the cycles bound and the
+    refinement need of it."""
+    energy: np.ndarray          # (N,) the decided energy plus the open traffic's bound
+    known: _Known               # the decided traffic, with the bytes the refetches must move
+    spans: np.ndarray | None    # (D, N) the node's tile at its level, bounding every tile below
+    refetched: Refetched | None
+    instances: np.ndarray | None    # (L, 1)
+    deepest: list | None        # per tensor, (N,) its deepest decided keeper
+    innermost: np.ndarray | None    # the innermost level's bound (None: disabled or decided)
+    between: np.ndarray | float     # the link bounds of the undecided levels above the innermost
+
 def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: MappingTable,
                  costs: Costs, links: LinkBounds | None = None, refine_below: tuple | None = None) -> NodeBounds:
-    arch, workload = space.arch, space.workload
+    """Bounds on every completion of each node at `depth` (its completion `table`, priced as
+    `costs`): on the objective, the energy and the cycles. With `links` (`LinkBounds`) the
+    open traffic is bounded per link, by the node's refetches and by the innermost level's
+    choices; under `refine_below` (the incumbent's ranking key) the nodes it does not beat
+    yet are refined by the words their own loops bring down again and again."""
+    arch = space.arch
     n_levels, n = len(arch.levels), len(table)
-    tensors = workload.tensors
-    macs = workload.macs
-
     decided_units = np.ones(n, np.int64)
     for lv in range(min(depth, n_levels)):
         decided_units = decided_units * table.factors[lv, 1:].prod(axis=(0, 1))
     compute = compute_bound(space, depth, decided_units, links)
+    open_ = _open(space, depth, table, links, _known(space, depth, table, costs))
+    known = open_.known
+    cycles = _cycles(space, depth, table, links, open_, compute)
+    # with "utilized" (Timeloop's rule) idle instances do not leak: no term
+    leak = sum(lv.leak * lv.instances for lv in arch.levels) if arch.leakage == "all" else 0.0
+    energy = open_.energy + leak * cycles
+    if objective.kind == "bytes":
+        bound = (known.read + known.write)[objective.level] * costs.level_instances[objective.level]
+        return NodeBounds(bound, energy, cycles)
+    bound = cost_bound(objective, energy, cycles)
+    if refine_below is not None and links is not None and open_.innermost is not None:
+        energy = _refined(space, objective, depth, table, links, refine_below, bound, energy, cycles, open_, leak)
+        bound = cost_bound(objective, energy, cycles)
+    return NodeBounds(bound, energy, cycles)
 
-    energy = np.full(n, float(macs) * arch.compute.energy_per_mac)
-    # bytes per instance no completion can avoid, by direction (reads; fills and updates), and
-    # of those the ones no buffering hides: adding traffic never shortens a level's time
+def _cycles(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | None, open_: _Open,
+            compute: np.ndarray) -> np.ndarray:
+    """A bound on the cycles: every level's time with the traffic it must move (and the
+    latency no mapping hides), the feeders' time for what they must send down, at least the
+    compute time on the most units the node can reach."""
+    arch, known, n_levels = space.arch, open_.known, space.n_levels
+    latency = (decided_latency_bound(space, depth, table, links.latency) if links is not None
+               else np.zeros(n_levels))
+    cycles = compute
+    for lv, level in enumerate(arch.levels):
+        cycles = np.maximum(cycles, level_time(level, arch.cycle_rule, compute, known.read[lv], known.write[lv],
+                                               known.exposed_read[lv], known.exposed_write[lv],
+                                               latency_exposed=latency[lv]))
+    if links is not None:
+        # a link with one feeder is bounded in `_moved_bound`, on top of the feeder's other bytes
+        for j in range(depth + 1, n_levels):
+            if links.single_feeder[j] is None:
+                cycles = np.maximum(cycles, links.time_bound(j, open_.spans, compute))
+        cycles = np.maximum(cycles, _moved_bound(space, depth, links, open_.refetched, compute, open_.spans,
+                                                 (known.read + known.write) * open_.instances))
+    return cycles
+
+def _refined(space: Mapspace, objective: Objective, depth: int, table: MappingTable, links: LinkBounds,
+             refine_below: tuple, bound: np.ndarray, energy: np.ndarray, cycles: np.ndarray, open_: _Open,
+             leak: float) -> np.ndarray:
+    """The energy bound again, from the innermost bound with the words the node's own loops
+    must bring down again and again, for the nodes still open under the incumbent (whose
+    ranking key is `refine_below`): on `pe-array` GEMM 1024^3 (bypass) it lifts the depth-1
+    nodes of the part whose buffer keeps only Z from 2.58 pJ/MAC to above the optimum's
+    2.697, where their 2M leaves were most of the walk; computed for every node, it took
+    seconds."""
+    decided, between, tensors = open_.known.energy, open_.between, space.workload.tensors
+    cap = _energy_cap(objective, refine_below, cycles) - leak * cycles - decided - between
+    rows = np.flatnonzero(~beaten(objective, bound, refine_below) & np.isfinite(cap))
+    if len(rows):                   # of those, where some tensor comes down more than once
+        open_nodes = table.take(rows)
+        repeats = [refetches(space, t, depth, open_nodes) for t in range(len(tensors))]
+        more = (np.stack(repeats) > 1).any(axis=0)
+        rows, repeats = rows[more], [r[more] for r in repeats]
+    if len(rows):
+        refined = links.innermost.refined(depth, [d[rows] for d in open_.deepest], repeats, cap[rows])
+        energy = energy.copy()
+        energy[rows] = np.maximum(energy[rows], decided[rows] + refined + between[rows] + leak * cycles[rows])
+    return energy
+
+def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs) -> _Known:
+    """The traffic the decided levels fix: fills of levels <= depth, and reads and updates of
+    levels < depth whose consumer is a decided level."""
+    arch, workload = space.arch, space.workload
+    n_levels, n = len(arch.levels), len(table)
+    energy = np.full(n, float(workload.macs) * arch.compute.energy_per_mac)
     known_read, known_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
     exposed_read, exposed_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
-    for t, tensor in enumerate(tensors):
+    for t, tensor in enumerate(workload.tensors):
         child = np.full(n, -1)                  # nearest decided level below that keeps t
         for lv in range(min(depth, n_levels - 1), -1, -1):
             level = arch.levels[lv]
@@ -104,77 +190,46 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
                 exposed_read[lv] += np.where(waits, reads * wb, 0)
                 exposed_write[lv] += np.where(waits, updates * wb, 0)
             child = np.where(kept, lv, child)
-    decided = energy.copy()             # MACs and the traffic the decided levels fix
-    # what the innermost keepers serve the compute units (the output's read-modify-write
-    # included), over the splits still open
+    return _Known(energy, known_read, known_write, exposed_read, exposed_write)
+
+def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | None, known: _Known) -> _Open:
+    """The decided energy plus a bound on the open traffic's: what the innermost keepers serve
+    the compute units (the output's read-modify-write included) over the splits still open,
+    and per undecided level its link bound or the node's refetches into it, or where larger
+    the innermost level's bound. Adds the refetches' bytes to their parents' `known` ones."""
+    arch, tensors = space.arch, space.workload.tensors
+    n_levels, n = len(arch.levels), len(table)
     options = [serving_options(space, t, depth, table) for t in range(len(tensors))]
     served = operand_bound(space, depth, table, options, links.splits) if links is not None else None
     if served is None:
         served = sum(independent_bound(space, t, options[t]) for t in range(len(tensors)))
         served = served + sum(read_modify_write(space, t, depth, table, links)
                               for t, tensor in enumerate(tensors) if tensor.is_output)
-    energy += served
-    if links is not None:
-        # the node's tile at level `depth` bounds every tile below it (`TileBound.below`)
-        spans = table.factors[min(depth, n_levels - 1):].prod(axis=(0, 1))
-        refetched = refetched_links(space, depth, table)
-        link_energy = [np.maximum(links.energy[j].below(spans), refetched.energy[j]) if j > depth else 0.0
-                       for j in range(n_levels)]
-        energy += sum(link_energy[depth + 1:], np.zeros(n))
-        # the parents' side of the same traffic: bytes they must move, per instance
-        instances = np.array([lv.instances for lv in arch.levels])[:, None]
-        known_read += refetched.reads / instances
-        known_write += refetched.writes / instances
-        # another bound on the same open traffic, from the innermost level's choices (keep
-        # sets, tiles that fit, splits): the larger of two valid bounds is one. It charges
-        # the innermost level's fills and what it serves, read at or below the deepest level
-        # that must keep each tensor: the traffic into the undecided levels between (their
-        # fills, their parents' reads) is other accesses, bounded by their own link bounds
-        deepest = [deepest_keeper(space, t, depth, table) for t in range(len(tensors))]
-        innermost = links.innermost.bound(depth, deepest)
-        if innermost is not None:
-            between = sum(link_energy[depth + 1:n_levels - 1], np.zeros(n))
-            energy = np.maximum(energy, decided + innermost + between)
-
-    latency = (decided_latency_bound(space, depth, table, links.latency) if links is not None
-               else np.zeros(n_levels))
-    cycles = compute
-    for lv, level in enumerate(arch.levels):
-        cycles = np.maximum(cycles, level_time(level, arch.cycle_rule, compute, known_read[lv], known_write[lv],
-                                               exposed_read[lv], exposed_write[lv],
-                                               latency_exposed=latency[lv]))
-    if links is not None:
-        # a link with one feeder is bounded in `_moved_bound`, on top of the feeder's other bytes
-        for j in range(depth + 1, n_levels):
-            if links.single_feeder[j] is None:
-                cycles = np.maximum(cycles, links.time_bound(j, spans, compute))
-        cycles = np.maximum(cycles, _moved_bound(space, depth, links, refetched, compute, spans,
-                                                 (known_read + known_write) * instances))
-    # with "utilized" (Timeloop's rule) idle instances do not leak: no term
-    leak = sum(lv.leak * lv.instances for lv in arch.levels) if arch.leakage == "all" else 0.0
-    energy = energy + leak * cycles
-    if objective.kind == "bytes":
-        bound = (known_read + known_write)[objective.level] * costs.level_instances[objective.level]
-        return NodeBounds(bound, energy, cycles)
-    bound = cost_bound(objective, energy, cycles)
-    if refine_below is not None and links is not None and innermost is not None:
-        # the innermost bound again, with the words the node's own loops must bring down
-        # again and again, for the nodes still open under the incumbent (`refine_below`, its
-        # ranking key): on `pe-array` GEMM 1024^3 (bypass) it lifts the depth-1 nodes of the
-        # part whose buffer keeps only Z from 2.58 pJ/MAC to above the optimum's 2.697, where
-        # their 2M leaves were most of the walk; computed for every node, it took seconds
-        cap = _energy_cap(objective, refine_below, cycles) - leak * cycles - decided - between
-        rows = np.flatnonzero(~beaten(objective, bound, refine_below) & np.isfinite(cap))
-        if len(rows):                   # of those, where some tensor comes down more than once
-            open_nodes = table.take(rows)
-            repeats = [refetches(space, t, depth, open_nodes) for t in range(len(tensors))]
-            more = (np.stack(repeats) > 1).any(axis=0)
-            rows, repeats = rows[more], [r[more] for r in repeats]
-        if len(rows):
-            refined = links.innermost.refined(depth, [d[rows] for d in deepest], repeats, cap[rows])
-            energy[rows] = np.maximum(energy[rows], decided[rows] + refined + between[rows] + leak * cycles[rows])
-            bound = cost_bound(objective, energy, cycles)
-    return NodeBounds(bound, energy, cycles)
+    energy = known.energy + served
+    if links is None:
+        return _Open(energy, known, None, None, None, None, None, 0.0)
+    # the node's tile at level `depth` bounds every tile below it (`TileBound.below`)
+    spans = table.factors[min(depth, n_levels - 1):].prod(axis=(0, 1))
+    refetched = refetched_links(space, depth, table)
+    link_energy = [np.maximum(links.energy[j].below(spans), refetched.energy[j]) if j > depth else 0.0
+                   for j in range(n_levels)]
+    energy += sum(link_energy[depth + 1:], np.zeros(n))
+    # the parents' side of the same traffic: bytes they must move, per instance
+    instances = np.array([lv.instances for lv in arch.levels])[:, None]
+    known = known._replace(read=known.read + refetched.reads / instances,
+                           write=known.write + refetched.writes / instances)
+    # another bound on the same open traffic, from the innermost level's choices (keep
+    # sets, tiles that fit, splits): the larger of two valid bounds is one. It charges
+    # the innermost level's fills and what it serves, read at or below the deepest level
+    # that must keep each tensor: the traffic into the undecided levels between (their
+    # fills, their parents' reads) is other accesses, bounded by their own link bounds
+    deepest = [deepest_keeper(space, t, depth, table) for t in range(len(tensors))]
+    innermost = links.innermost.bound(depth, deepest)
+    between = 0.0
+    if innermost is not None:
+        between = sum(link_energy[depth + 1:n_levels - 1], np.zeros(n))
+        energy = np.maximum(energy, known.energy + innermost + between)
+    return _Open(energy, known, spans, refetched, instances, deepest, innermost, between)
 
 def _energy_cap(objective: Objective, key: tuple, cycles: np.ndarray) -> np.ndarray:
     """(N,) the most energy a node with these cycles bounds may be bounded by without being

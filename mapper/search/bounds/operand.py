@@ -157,7 +157,6 @@ def shared_dims(workload, t: int) -> np.ndarray:
     exact = {d for axis in tensor.axes if sum(1 for _, c in axis if c) == 1 for d, c in axis if c}
     return np.array([d not in exact for d in range(len(workload.dims))])
 
-
 class ServingOption(NamedTuple):
     level: int                 # a level that may be the innermost keeper
     candidate: np.ndarray      # per node: it may be, in some completion

@@ -15,7 +15,6 @@ from ...mapping import MappingTable
 from ...mapspace import Mapspace
 from .energy import fill_energy, serve_energy
 
-
 class Refetched(NamedTuple):
     energy: np.ndarray      # (L, N) by the level filled (or drained)
     reads: np.ndarray       # (L, N) bytes, by the parent that sends them

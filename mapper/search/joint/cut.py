@@ -15,7 +15,6 @@ from .parallel import Claims, content_hashes
 if TYPE_CHECKING:
     from .walk import Walk
 
-
 class Cut:
     """Rules out children of a list of nodes before they are expanded and priced:
     - all those of a node the incumbent now beats or outranks: kept when the list was made,
@@ -127,7 +126,6 @@ class Cut:
         ratio = self.seen / self.kept if self.kept else 1.0
         self.seen = self.kept = 0
         return ratio
-
 
 class Share:
     """The units (a parent among `nodes` and its children's first dim) this worker walks, when
