@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+from types import MappingProxyType
 
 from . import flags
 from .cost import evaluate
@@ -66,8 +67,8 @@ def _mapspace(args) -> int:
     return 0
 
 
-FLAG_OF_OPTION = {"seed": "--seed", "samples": "--samples", "cpsat_seconds": "--cpsat-seconds",
-                  "incumbents": "--warm-start"}
+FLAG_OF_OPTION = MappingProxyType({"seed": "--seed", "samples": "--samples", "cpsat_seconds": "--cpsat-seconds",
+                                   "incumbents": "--warm-start"})
 
 
 def _strategy_options(args, strategy_name: str, warm: tuple) -> dict:

@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=4096)        # a bounded memo of a pure function: the dims of a sweep's shapes
 def prime_factorization(n: int) -> tuple[tuple[int, int], ...]:
     """((p, e), ...) with n = prod p**e, primes ascending."""
     out, p = [], 2

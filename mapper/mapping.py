@@ -100,16 +100,6 @@ def from_table(table: MappingTable, row: int) -> Mapping:
 
 # ----------------------------------------------------------------------------- dict form
 
-def __getattr__(name):
-    """`mapping_from_dict`, the reader of the dict form, lives with the loader
-    (`load.mapping`); it is still found here for the modules that import it from this one
-    (the sweep's). Imported on first use: the value module never imports the loader."""
-    if name == "mapping_from_dict":
-        from .load.mapping import mapping_from_dict
-        return mapping_from_dict
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def is_padded(mapping: Mapping, workload: Workload) -> bool:
     """True when some dim's bounds multiply above its size (imperfect factors, padded)."""
     product = [1] * len(workload.dims)

@@ -36,7 +36,7 @@ def order_classes(workload: Workload, dims: frozenset[int]) -> tuple[tuple[int, 
     return _classes(workload, tuple(sorted(dims)))
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=256)         # a bounded memo of a pure function (workloads are frozen)
 def _classes(workload: Workload, dims: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     if any(t.has_sliding_axis for t in workload.tensors):
         # the full order is part of every signature (see `signature`): each order is its own class

@@ -15,9 +15,10 @@ from mapper.mapping import from_table
 from mapper.mapspace import Mapspace
 from mapper.search import Exhaustive, Joint, JointTuning, SearchContext, parse_objective
 from mapper.search.bounds import LinkBounds
-from mapper.search.joint.parallel import Claims, content_hashes, walk_in_parallel
+from mapper.search.joint.parallel import Claims, content_hashes
 from mapper.search.joint.parts import bounded_part
 from mapper.search.joint.walk import Walk, WalkSetup
+from mapper.search.joint.workers import walk_in_parallel
 from mapper.search.objective import table_of_key
 from mapper.search.result import Incumbent
 from mapper.search.tree import LevelTree

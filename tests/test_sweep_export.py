@@ -8,7 +8,7 @@ import pytest
 
 from mapper.cli import main
 from mapper.cost import evaluate
-from mapper.mapping import mapping_from_dict
+from mapper.load import mapping_from_dict
 from mapper.sweep.points import expand_points
 from mapper.sweep.spec import load_sweep
 from mapper.sweep.store import Store

@@ -12,6 +12,7 @@ docs/SEARCH.md describes the design.
 from __future__ import annotations
 
 import dataclasses
+from types import MappingProxyType
 
 from ..errors import SpecError
 from .context import Budget, SearchContext, StopReason
@@ -23,7 +24,7 @@ from .objective import Objective, parse_objective
 from .random_search import RandomSearch
 from .result import SearchResult
 
-REGISTRY = {"joint": Joint, "greedy": Greedy, "exhaustive": Exhaustive, "random": RandomSearch}
+REGISTRY = MappingProxyType({"joint": Joint, "greedy": Greedy, "exhaustive": Exhaustive, "random": RandomSearch})
 STRATEGIES = tuple(REGISTRY)
 
 

@@ -10,6 +10,7 @@ incumbent's cycles while its energy bound is worse).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -19,8 +20,8 @@ from ..mapping import MappingTable
 from ..spec import Arch
 
 KINDS = ("edp", "energy", "cycles", "bytes", "delay_energy")
-LEXICOGRAPHIC = {"delay,energy": "delay_energy", "cycles,energy": "delay_energy",
-                 "delay+energy": "delay_energy"}       # `+`: where commas separate objectives (sweep)
+LEXICOGRAPHIC = MappingProxyType({"delay,energy": "delay_energy", "cycles,energy": "delay_energy",
+                                  "delay+energy": "delay_energy"})       # `+`: where commas separate objectives (sweep)
 SLACK = 1e-9        # relative: bounds and scores are sums of the same terms in other orders
 TIE = 1e-12         # relative: a cycles bound this close below the incumbent's ties it (rounding)
 

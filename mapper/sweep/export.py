@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from ..errors import MapperError
-from ..mapping import mapping_from_dict
+from ..load import mapping_from_dict
 from ..units import Where
 
 

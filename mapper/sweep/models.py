@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import operator
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import networkx as nx
 
@@ -19,7 +20,8 @@ from ..load import fields, read_yaml, resolve, text, workload_from_dict
 from ..spec import Workload
 from ..units import Where
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
+_OPS = MappingProxyType({ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+                         ast.FloorDiv: operator.floordiv})
 _NAME = "a name of letters, digits, '_' and '-'"
 
 

@@ -19,10 +19,10 @@ from ..search import parse_objective
 from ..spec import Arch, Workload
 from .spec import LayerOf, SweepSpec
 
-DOCUMENTATION = {"description", "source", "file"}   # no bearing on any cost (file: where it was read)
+DOCUMENTATION = frozenset({"description", "source", "file"})   # no bearing on any cost (file: where it was read)
 # the top object's own name (and a workload's einsum text, which its tensors restate) neither:
 # names of levels and tensors inside stay, since mappings and constraints refer to them
-TOP_LEVEL_ONLY = {"name", "einsum"}
+TOP_LEVEL_ONLY = frozenset({"name", "einsum"})
 
 
 def canonical(value, top: bool = True):

@@ -16,7 +16,8 @@ from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future
 from dataclasses import dataclass, field, replace
 
-from ..mapping import Mapping, mapping_from_dict
+from ..load import mapping_from_dict
+from ..mapping import Mapping
 from ..rescale import rescale
 from ..units import Where
 from .execute import Task, run_task

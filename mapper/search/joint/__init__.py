@@ -2,11 +2,12 @@
 
 One module per part, each importing only those before it:
 - `settings`: the tuning (`JointTuning`), recorded in every result;
-- `parallel`: forked workers sharing the walk (claims of its units, the best key);
+- `parallel`: what forked workers share (claims of the walk's units, the best key);
 - `neighbourhood`: the local search around an incumbent;
 - `parts`: the tree cut into parts, one per keep vector, each with its root bounds;
 - `cut`: what rules out children before they are priced, and a worker's share of them;
 - `walk`: the branch and bound's walk, best bound first, depth first (`Walk`, `WalkSetup`);
+- `workers`: the walk run by forked workers at once;
 - `dives`: sampled dives down the tree, for incumbents;
 - `coarse`: the same search on a smaller shape, its answer carried back;
 - `cpsat`: CP-SAT's proposals (the only module that imports OR-Tools);

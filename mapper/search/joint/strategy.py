@@ -39,10 +39,11 @@ from ..result import Incumbent, SearchResult, settings_of
 from ..tree import LevelTree
 from . import incumbents
 from .neighbourhood import improve
-from .parallel import can_fork, default_workers, walk_in_parallel
+from .parallel import can_fork, default_workers
 from .parts import bounded_part, split_by_keeps
 from .settings import JointTuning
 from .walk import Walk, WalkSetup
+from .workers import walk_in_parallel
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,92 @@
+"""The joint search's walk run by forked workers at once (`walk_in_parallel`): each walks the
+units of the tree it claims first (`parallel.Claims`), all pruning against the best key any of
+them holds (`parallel.SharedKey`); the parent is worker 0 and ends holding the best of all."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from dataclasses import replace
+
+from ..events import Event, FromWorker, InParallel, WorkerFailed
+from .parallel import Claims, SharedKey
+from .walk import Walk
+
+
+def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Event]) -> tuple[bool, list[float]]:
+    """Run `job(walk)` (the incumbents' search and the walk, `strategy.Joint._find_and_walk`;
+    True when its walk finished) in `workers` processes, each on a walk of its own (`Walk`,
+    with `setup`'s worker number and the shared `Claims` handing out the walk's units), the
+    parent being worker 0. Returns whether every worker's walk ended and every unit claimed
+    was walked to its end, and the bounds they left open. A worker that fails has its
+    unfinished units walked by the parent (the walk of `parts` again, skipping what is done).
+    `incumbent` ends as the best of all of theirs, and `events` gets the children's events."""
+    claims, shared = Claims(), SharedKey(incumbent.key)
+    context = multiprocessing.get_context("fork")
+    children = []
+
+    def setup_of(worker: int):      # the parent (worker 0) claims with `claims` itself
+        return replace(setup, worker=worker, workers=workers, claims=claims.for_worker(worker) if worker else claims,
+                       progress=setup.progress if worker == 0 else None)
+    # set before the fork, so that a worker never meets the signal with its default action (exit)
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: setup.context.interrupt())
+    for worker in range(1, workers):
+        receive, send = context.Pipe(duplex=False)
+        child = context.Process(target=_child, args=(setup_of(worker), incumbent, job, shared, events, send),
+                                daemon=True)
+        child.start()
+        send.close()
+        children.append((worker, child, receive))
+    incumbent.share(shared)
+    walk = Walk(setup_of(0), incumbent)
+    try:
+        complete = job(walk)
+        if setup.context.interrupted:   # Ctrl-C may have reached this process alone (a kill of
+            for _, child, _ in children:    # its pid, not of the group): the workers wind down too
+                os.kill(child.pid, signal.SIGUSR1)
+        for worker, child, receive in children:
+            try:
+                report = receive.recv()
+            except EOFError:
+                report = {"error": f"its process ended with status {child.exitcode}"}
+            child.join()
+            if "error" in report:       # its units are walked here, so that the result stays sound
+                events.append(WorkerFailed(worker, report["error"]))
+                claims.release(worker)
+                complete = walk.search_parts(parts) and complete
+                continue
+            incumbent.merge(report["table"], report["found_at"], report["evaluated"])
+            walk.open_bounds.extend(report["open_bounds"])
+            events.extend(FromWorker(worker, event) for event in report["events"])
+            complete = complete and report["complete"]
+        # a unit claimed and not finished: its worker stopped early (its bounds are open)
+        complete = complete and not claims.pending()
+        incumbent.adopt()           # the best of all (from one that failed, say), as the walks pruned
+    finally:
+        incumbent.share(None)
+        signal.signal(signal.SIGUSR1, previous)
+        for _, child, _ in children:
+            if child.is_alive():
+                child.terminate()
+    events.append(InParallel(workers))
+    return complete, walk.open_bounds
+
+
+def _child(setup, incumbent, job, shared, events, send) -> None:
+    """A worker: its own walk of the shared tree, its best mapping and what it priced sent back."""
+    context = setup.context
+    # a first Ctrl-C (sent to the whole process group) winds this worker down as it does the
+    # parent; the second aborts, as the parent does; the parent alone says so
+    signal.signal(signal.SIGINT, lambda signum, frame: os._exit(130) if context.interrupted else context.interrupt())
+    incumbent.share(shared)
+    incumbent.restart_count()       # what this child adds, sent back
+    known = len(events)
+    try:
+        walk = Walk(setup, incumbent)
+        complete = job(walk)
+        send.send({"table": incumbent.table, "found_at": incumbent.found_at, "evaluated": incumbent.evaluated,
+                   "open_bounds": walk.open_bounds, "complete": complete, "events": events[known:]})
+    except Exception as exc:        # reported to the parent, which walks its units itself
+        send.send({"error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        send.close()

@@ -1,0 +1,184 @@
+"""The house rules of the package, read off its source: the layering (no import from a lower
+layer to a higher one, no import circle), no module-level mutable state, no file over 500
+lines and no function over 80 (docs/SEARCH.md, "Layers")."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import enum
+import importlib
+import inspect
+import pathlib
+import re
+import types
+
+import networkx as nx
+import numpy as np
+
+import mapper
+
+PACKAGE = pathlib.Path(mapper.__file__).parent
+
+# lowest first; a module may import from its own layer or those before it (and, inside a layer,
+# the graph of imports has no circle). A module belongs to the longest prefix naming it.
+LAYERS = [
+    ["mapper.errors", "mapper.limits", "mapper.units", "mapper.validate", "mapper.factors", "mapper.tiles",
+     "mapper.flags"],
+    ["mapper.einsum", "mapper.spec", "mapper.constraints", "mapper.orders"],
+    ["mapper.mapping", "mapper.rescale", "mapper.sampling"],
+    ["mapper.bind", "mapper.load", "mapper.timeloop"],
+    ["mapper.cost"],
+    ["mapper.mapspace"],
+    # the search, in the order of search/__init__.py's docstring
+    ["mapper.search.context"], ["mapper.search.objective"], ["mapper.search.events"], ["mapper.search.result"],
+    ["mapper.search.tree"], ["mapper.search.fitting_children"], ["mapper.search.warm"],
+    ["mapper.search.bounds.energy"], ["mapper.search.bounds.refetch"], ["mapper.search.bounds.operand"],
+    ["mapper.search.bounds.innermost"], ["mapper.search.bounds.latency"], ["mapper.search.bounds.link"],
+    ["mapper.search.bounds.node"], ["mapper.search.bounds"],
+    ["mapper.search.exhaustive", "mapper.search.random_search", "mapper.search.greedy"],
+    ["mapper.search.joint.settings"], ["mapper.search.joint.parallel"], ["mapper.search.joint.neighbourhood"],
+    ["mapper.search.joint.parts"], ["mapper.search.joint.cut"], ["mapper.search.joint.walk"], ["mapper.search.joint.workers"],
+    ["mapper.search.joint.dives"], ["mapper.search.joint.coarse"], ["mapper.search.joint.cpsat"],
+    ["mapper.search.joint.incumbents"], ["mapper.search.joint.strategy"], ["mapper.search.joint"],
+    ["mapper.search"],
+    ["mapper.report", "mapper.compare", "mapper.explain"],
+    ["mapper.inputs"],
+    ["mapper.sweep"],
+    ["mapper.cli", "mapper.__main__", "mapper"],
+]
+MAX_FILE_LINES, MAX_FUNCTION_LINES = 500, 80
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = ("mapper",) + path.relative_to(PACKAGE).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _layer(module: str) -> int:
+    best, layer = -1, None
+    for i, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, layer = len(prefix), i
+    assert layer is not None, f"{module} is in no layer of {__file__}"
+    return layer
+
+
+def _typing_only(tree: ast.Module) -> set[int]:
+    """Line numbers of the `if TYPE_CHECKING:` blocks (annotations, never run)."""
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            lines |= set(range(node.lineno, node.end_lineno + 1))
+    return lines
+
+
+def _imports(module: str, path: pathlib.Path) -> set[str]:
+    """The package's modules `module` imports, anywhere in it (functions included)."""
+    tree = ast.parse(path.read_text())
+    skip = _typing_only(tree)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            # `from X import y`: the module X.y where there is one, else X itself
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+        else:
+            continue
+        out |= {name for name in names if name in MODULES and name != module}
+    return out
+
+
+def test_every_import_goes_down_the_layers_and_none_closes_a_circle():
+    graph = nx.DiGraph()
+    upward = []
+    for module, path in MODULES.items():
+        graph.add_node(module)
+        for target in _imports(module, path):
+            graph.add_edge(module, target)
+            if _layer(target) > _layer(module):
+                upward.append(f"{module} -> {target}")
+    assert not upward, "imports from a lower layer to a higher one:\n" + "\n".join(upward)
+    circles = list(nx.simple_cycles(graph))
+    assert not circles, f"import circles: {circles[:5]}"
+
+
+def test_the_layering_reaches_every_module():
+    # the check above means something only if the layers were not read off the imports
+    assert len(MODULES) > 80
+    assert {_layer(m) for m in MODULES} == set(range(len(LAYERS)))
+
+
+def test_no_file_or_function_is_too_long():
+    long_files, long_functions = [], []
+    for module, path in MODULES.items():
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_FILE_LINES:
+            long_files.append(f"{path.relative_to(PACKAGE)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{path.relative_to(PACKAGE)}: {node.name} ({length} lines)")
+    assert not long_files and not long_functions, long_files + long_functions
+
+
+# read-only or immutable values a module may hold; anything else at module level is state
+IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, tuple, frozenset, range,
+             types.MappingProxyType, re.Pattern, enum.Enum, np.dtype, np.generic)
+
+
+def _state(value) -> bool:
+    """Whether a module-level value is mutable state (functions, classes, modules and frozen
+    dataclass instances are not; a process-wide cache on a function is)."""
+    if inspect.ismodule(value) or inspect.isclass(value):
+        return False
+    if hasattr(value, "cache_parameters"):          # functools.lru_cache: a bounded memo of a pure
+        return value.cache_parameters()["maxsize"] is None      # function is not state
+    if inspect.isfunction(value) or inspect.isbuiltin(value) or isinstance(value, types.MethodType):
+        return False
+    if isinstance(value, IMMUTABLE):
+        return isinstance(value, tuple) and any(_state(item) for item in value)
+    if dataclasses.is_dataclass(value):
+        return not type(value).__dataclass_params__.frozen
+    if type(value).__module__ == "typing" or isinstance(value, types.GenericAlias):    # annotations' aliases
+        return False
+    return True
+
+
+def _defined(path: pathlib.Path) -> set[str]:
+    """Names a module binds itself at its top level (assignments, functions, classes), not
+    those it imports."""
+    out = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out |= {n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return out
+
+
+def test_no_module_holds_mutable_state():
+    held = []
+    for name, path in MODULES.items():
+        if name == "mapper.__main__":               # importing it runs the command
+            continue
+        module = importlib.import_module(name)
+        for attribute in sorted(_defined(path) - {"__all__"}):
+            if _state(getattr(module, attribute)):
+                held.append(f"{name}.{attribute}: {type(getattr(module, attribute)).__name__}")
+    assert not held, "module-level mutable state:\n" + "\n".join(held)
