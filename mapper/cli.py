@@ -366,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--cpsat-seconds", type=flags.seconds_or_zero, default=2.0,
                     help="CP-SAT seconds within the search")
     ex.set_defaults(run=_explain)
-    pr = sub.add_parser("presets", help="list the bundled architectures, workloads and mappings")
+    pr = sub.add_parser("presets", help="list the bundled architectures, workloads, mapspace constraints, mappings and models")
     pr.set_defaults(run=_presets)
     from .sweep.cli import add_commands as add_sweep_commands      # sweep, results
     add_sweep_commands(sub)

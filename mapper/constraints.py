@@ -1,4 +1,4 @@
-"""Mapspace constraints: what a preset in `mapspace/` may fix or bound.
+"""Mapspace constraints: what a preset in `constraints/` (given to `--mapspace`) may fix or bound.
 
 Loaded from YAML by `load.load_constraints`; level keys are level names, or `innermost` /
 `outermost`, resolved against an architecture by `Constraints.for_level`.

@@ -3,7 +3,7 @@
     python scripts/bench_timeloop_designs.py [--time-limit S] [--only SUBSTRING] [--no-greedy]
 
 The designs (eyeriss_like, simba_like, simple_output_stationary, simple_weight_stationary), each
-on its default problem, are translated in archs/, workloads/, mapspace/ and mappings/
+on its default problem, are translated in archs/, workloads/, constraints/ and mappings/
 timeloop-<design>.yaml; Timeloop's reported figures are in tests/data/timeloop_designs.yaml.
 Per design: Timeloop's reported EDP, `evaluate` of the mapping Timeloop's mapper chose (and its
 ratio to Timeloop's figure, which checks the translation), greedy's EDP, the joint search's EDP

@@ -14,7 +14,7 @@ from mapper.mapspace import Mapspace
 
 def test_every_mapspace_preset_loads_and_binds():
     arch, workload = load_arch("toy"), load_workload("gemm-256")
-    for name in preset_names("mapspace"):
+    for name in preset_names("constraints"):
         constraints = load_constraints(name)
         target = ("h100", "gemm-4096") if name in ("gpu", "gpu-sync", "sync-128x128") else ("toy", "gemm-256")
         if name.startswith("timeloop-"):      # written for those designs' level names

@@ -1,4 +1,4 @@
-"""Timeloop's published example designs, translated by hand (archs/ workloads/ mapspace/
+"""Timeloop's published example designs, translated by hand (archs/ workloads/ constraints/
 mappings/timeloop-*.yaml): the mapping Timeloop's mapper reported prices as recorded in
 tests/data/timeloop_designs.yaml (Timeloop's figures, with their source), within the
 differences explained there; it lies in the design's mapspace, so a search can start from it."""

@@ -17,7 +17,7 @@ def load_constraints(name_or_path=None):
     """A mapspace preset (or file); None gives the default constraints."""
     if name_or_path is None:
         return Constraints()
-    path = resolve("mapspace", name_or_path)
+    path = resolve("constraints", name_or_path)
     return constraints_from_dict(read_yaml(path), Where(str(path)))
 
 

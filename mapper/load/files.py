@@ -16,7 +16,7 @@ import yaml
 from ..errors import SpecError, shown
 from ..limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
 
-PRESET_KINDS = ("archs", "workloads", "mapspace", "mappings", "models")
+PRESET_KINDS = ("archs", "workloads", "constraints", "mappings", "models")    # (constraints: --mapspace)
 
 
 def preset_dirs(kind: str) -> list[Path]:

@@ -1,4 +1,4 @@
-"""Timeloop mapspace constraints -> this project's mapspace dict (`mapspace/*.yaml` form).
+"""Timeloop mapspace constraints -> this project's mapspace dict (`constraints/*.yaml` form).
 
 What translates exactly: factor constraints (`D=k` fixes a loop bound), full permutations (a
 fixed loop order), spatial factors (at a folded dummy level they bound the level above's
