@@ -1,6 +1,6 @@
 """Benchmark: the joint search as a scaling report, with greedy beside it and a CP-SAT ablation.
 
-    python scripts/bench_search.py [--time-limit S] [--only SUBSTRING] [--ablation]
+    python scripts/bench_search.py [--time-limit S] [--only SUBSTRING] [--ablation] [--write docs/RESULTS.md]
 
 Per case: the pruned mapspace size, greedy's score, the joint search's score, the seconds to
 its best mapping and in all, whether it is proven optimal (else the proven gap), the mappings
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from benchlib import joint_variants, run_measured
+from benchlib import Table, joint_variants, run_measured, write_results
 from mapper import load_arch, load_workload
 from mapper.load import load_constraints
 from mapper.mapspace import Mapspace
@@ -45,9 +45,12 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=30.0)
     parser.add_argument("--only", default="", help="run the cases whose arch/workload contain this")
     parser.add_argument("--ablation", action="store_true", help="also without CP-SAT, without local search")
+    parser.add_argument("--write", metavar="FILE", help="also put the table into this Markdown file "
+                        "(its `bench_search` section, dated)")
     args = parser.parse_args()
     variants = joint_variants(args.ablation)
-    print(f"{'arch':9} {'workload':22} {'pruned':>9} {'greedy':>10} {'variant':9} {'joint':>10} "
+    table = Table()
+    table.print(f"{'arch':9} {'workload':22} {'pruned':>9} {'greedy':>10} {'variant':9} {'joint':>10} "
           f"{'to best':>7} {'total':>7} {'proven':>6} {'gap':>7} {'priced':>11} {'peak MiB':>8}")
     for arch_name, workload_name, mapspace, objective_name, unit in CASES:
         if args.only and args.only not in f"{arch_name}/{workload_name}":
@@ -62,12 +65,13 @@ def main() -> None:
             result, error, seconds, peak = run_measured(strategy, space, objective, args.time_limit)
             head = f"{arch_name:9} {workload_name:22} {pruned:>9.2g} {greedy_text:>10} {name:9}"
             if result is None:
-                print(f"{head} {error}")
+                table.print(f"{head} {error}")
                 continue
             gap = "" if result.optimal or result.gap is None else f"{result.gap:.1%}"
-            print(f"{head} {_shown(result.score, unit, workload.macs):>10} {result.seconds_to_best:>7.1f} "
-                  f"{seconds:>7.1f} {str(result.optimal):>6} {gap:>7} {result.evaluated:>11,} {peak:>8.0f}",
-                  flush=True)
+            table.print(f"{head} {_shown(result.score, unit, workload.macs):>10} {result.seconds_to_best:>7.1f} "
+                        f"{seconds:>7.1f} {str(result.optimal):>6} {gap:>7} {result.evaluated:>11,} {peak:>8.0f}")
+    if args.write:
+        write_results(args.write, "bench_search" + ("_ablation" if args.ablation else ""), table.lines)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from benchlib import joint_variants, run_measured
+from benchlib import Table, joint_variants, run_measured, write_results
 from mapper import evaluate, load_arch, load_mapping, load_workload
 from mapper.load import load_constraints
 from mapper.mapspace import Mapspace
@@ -38,11 +38,14 @@ def main() -> None:
     parser.add_argument("--only", default="", help="run the designs whose name contains this")
     parser.add_argument("--no-greedy", action="store_true", help="skip the greedy column")
     parser.add_argument("--ablation", action="store_true", help="also without CP-SAT, without local search")
+    parser.add_argument("--write", metavar="FILE", help="also put the table into this Markdown file "
+                        "(its `bench_timeloop_designs` section, dated)")
     args = parser.parse_args()
+    table = Table()
     with open(REFERENCE) as f:
         designs = yaml.safe_load(f)["designs"]
-    print(f"EDP in pJ x cycles; joint and greedy with the EDP objective, --time-limit {args.time_limit:g} s")
-    print(f"{'design':25} {'timeloop':>10} {'eval TL map':>11} {'/TL':>6} {'greedy':>10} {'/TL':>6} "
+    table.print(f"EDP in pJ x cycles; joint and greedy with the EDP objective, --time-limit {args.time_limit:g} s")
+    table.print(f"{'design':25} {'timeloop':>10} {'eval TL map':>11} {'/TL':>6} {'greedy':>10} {'/TL':>6} "
           f"{'variant':9} {'joint':>10} {'/TL':>6} {'proven':>6} {'gap':>7} {'seconds':>7} {'peak MiB':>8}")
     for case in designs:
         name = case["design"]
@@ -55,7 +58,7 @@ def main() -> None:
             objective = parse_objective("edp", arch)
             theirs = evaluate(arch, workload, load_mapping(ROOT / case["mapping"], arch, workload))
         except Exception as exc:
-            print(f"{head} {type(exc).__name__}: {str(exc)[:120]}")
+            table.print(f"{head} {type(exc).__name__}: {str(exc)[:120]}")
             continue
         reported = case["timeloop"]["edp_pj_cycles"]
         head += f" {reported:>10.4g} {theirs.edp:>11.4g} {theirs.edp / reported:>6.3f}"
@@ -69,15 +72,17 @@ def main() -> None:
         for variant, strategy in joint_variants(args.ablation):
             result, error, seconds, peak = run_measured(strategy, space, objective, args.time_limit)
             if result is None:
-                print(f"{head} {variant:9} {'':>10} {'':>6} {'':>6} {'':>7} {seconds:>7.1f} {peak:>8.0f}"
-                      f"  joint: {error}", flush=True)
+                table.print(f"{head} {variant:9} {'':>10} {'':>6} {'':>6} {'':>7} {seconds:>7.1f} {peak:>8.0f}"
+                            f"  joint: {error}")
                 continue
             edp = result.evaluation.edp
             gap = "" if result.optimal or result.gap is None else f"{result.gap:.1%}"
-            print(f"{head} {variant:9} {edp:>10.4g} {edp / reported:>6.3f} {str(result.optimal):>6} {gap:>7} "
-                  f"{seconds:>7.1f} {peak:>8.0f}", flush=True)
+            table.print(f"{head} {variant:9} {edp:>10.4g} {edp / reported:>6.3f} {str(result.optimal):>6} {gap:>7} "
+                        f"{seconds:>7.1f} {peak:>8.0f}")
         if greedy_error:
-            print(f"{'':25} greedy: {greedy_error}", flush=True)
+            table.print(f"{'':25} greedy: {greedy_error}")
+    if args.write:
+        write_results(args.write, "bench_timeloop_designs" + ("_ablation" if args.ablation else ""), table.lines)
 
 
 if __name__ == "__main__":

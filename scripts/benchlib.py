@@ -53,3 +53,36 @@ def joint_variants(ablation: bool) -> list:
                 ("no-local", Joint(local_search=False)),
                 ("neither", Joint(cpsat_seconds=0, local_search=False))]
     return out
+
+
+class Table:
+    """The lines of a benchmark's table, printed as they come and kept for `write_results`."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def print(self, line: str) -> None:
+        print(line, flush=True)
+        self.lines.append(line)
+
+
+def write_results(path, name: str, lines: list[str]) -> None:
+    """Put `lines` (a table) into the Markdown file `path` as its section `name`, between the
+    markers `<!-- name:begin -->` and `<!-- name:end -->` (appended at the end when it has none),
+    dated, with the machine's cores and the command that measured it."""
+    import datetime
+    import os
+    import pathlib
+    import sys
+    path = pathlib.Path(path)
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    command = " ".join(["python3", *sys.argv])
+    section = (f"{begin}\nMeasured {datetime.date.today().isoformat()} on {os.cpu_count()} cores: `{command}`\n\n"
+               "```text\n" + "\n".join(lines) + "\n```\n" + end)
+    text = path.read_text() if path.exists() else ""
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip() + ("\n\n" if text else "") + section + "\n"
+    path.write_text(text)
