@@ -16,7 +16,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from mapper import evaluate_many, load_arch, load_workload  # noqa: E402
-from mapper.sampling import random_table                     # noqa: E402
+from mapper.random_mappings import random_table                     # noqa: E402
 
 CASES = [("h100", "gemm-4096"), ("eyeriss", "conv-alexnet-conv3"), ("eyeriss", "conv-resnet50-conv3"),
          ("toy", "gemm-256")]

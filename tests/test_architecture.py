@@ -25,7 +25,7 @@ LAYERS = [
     ["mapper.errors", "mapper.limits", "mapper.units", "mapper.validate", "mapper.factors", "mapper.tiles",
      "mapper.flags"],
     ["mapper.einsum", "mapper.spec", "mapper.constraints", "mapper.orders"],
-    ["mapper.mapping", "mapper.rescale", "mapper.sampling"],
+    ["mapper.mapping", "mapper.rescale", "mapper.random_mappings"],
     ["mapper.bind", "mapper.load", "mapper.timeloop"],
     ["mapper.cost"],
     ["mapper.mapspace"],

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 
 from mapper.cost import evaluate
 from mapper.explain import explain
-from mapper.explain.bounds import (bilinear, compulsory_words, level_traffic, min_traffic, smith_bound,
+from mapper.explain.traffic_bounds import (bilinear, compulsory_words, level_traffic, min_traffic, smith_bound,
                                    threshold_bytes)
 from mapper.explain.regimes import structure
 from mapper.load import (arch_from_dict, load_constraints, load_arch, load_mapping, load_workload, mapping_from_checked_dict,

@@ -216,7 +216,7 @@ def test_timeloop_rules_reproduce_reported_counts(design):
 
 def test_timeloop_rules_scalar_and_vectorised_agree_on_random_mappings():
     from mapper import from_table
-    from mapper.sampling import random_table
+    from mapper.random_mappings import random_table
     imported = build(read_parts(design_files("eyeriss_like")), timeloop_rules=True)
     arch, workload = imported.arch, imported.workload
     table = random_table(arch, workload, 400, seed=3)

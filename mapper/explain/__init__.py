@@ -1,7 +1,7 @@
 """`mapper explain`: where a mapping stands against what is possible, level by level.
 
 For one mapping (or the joint search's best): per level the traffic across its upper boundary,
-split into compulsory and capacity parts, and its ratio to the lower bound (`bounds.py`); per
+split into compulsory and capacity parts, and its ratio to the lower bound (`traffic_bounds.py`); per
 level the regime its time is in, and overall (`regimes.py`); the pipeline-depth table and its
 advice (`stages.py`); occupancy (resident blocks, waves) on a GPU; plots beside it (`plots.py`).
 """
@@ -14,7 +14,7 @@ from ..cost.occupancy import gpu_levels
 from ..errors import SpecError
 from ..mapping import Mapping, to_table
 from ..spec import Arch, Workload
-from .bounds import LevelTraffic, level_traffic, subtree_capacity_bytes, threshold_bytes
+from .traffic_bounds import LevelTraffic, level_traffic, subtree_capacity_bytes, threshold_bytes
 from .regimes import LevelTime, Structure, capacity_regime, level_times, overall, structure
 from .stages import StageRow, stage_table
 

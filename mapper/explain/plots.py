@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from . import Explanation
-from .bounds import (bilinear, compulsory_words, least_traffic, single_level_tilings, smith_bound,
+from .traffic_bounds import (bilinear, compulsory_words, least_traffic, single_level_tilings, smith_bound,
                      subtree_capacity_bytes)
 
 

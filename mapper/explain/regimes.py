@@ -6,7 +6,7 @@ exposed latency (docs/COST_MODEL.md). Its regime names the largest part above co
 - compute-bound: its traffic hides under compute (time within 1% of compute);
 - bandwidth-bound: transfer time (bytes / bandwidth) is most of the excess;
 - latency-bound: latency not covered by the requests in flight is most of the excess.
-Capacity regime at a boundary (see `bounds.py`): threshold when one instance of the level's
+Capacity regime at a boundary (see `traffic_bounds.py`): threshold when one instance of the level's
 subtree holds enough for some tiling to move only compulsory traffic (`threshold_bytes`: at most
 the working set; capacity no longer matters);
 continuous when the capacity bound (square-root law) exceeds compulsory traffic (capacity a
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ..spec import Arch, Workload
-from .bounds import LevelTraffic, bilinear
+from .traffic_bounds import LevelTraffic, bilinear
 
 COMPUTE_SLACK = 1.01
 
