@@ -121,6 +121,10 @@ class Walk:
             claims.end_reached()
         return complete
 
+    def add_open_bounds(self, bounds: list[float]) -> None:
+        """Bounds another worker's walk left open on what it did not explore (`workers.py`)."""
+        self.open_bounds.extend(bounds)
+
     @contextmanager
     def offering_to(self, incumbent: Incumbent):
         """While inside: what the walk finds goes to `incumbent`, unpolished (a dive into one

@@ -56,7 +56,7 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
                 complete = walk.search_parts(parts) and complete
                 continue
             incumbent.merge(report["table"], report["found_at"], report["evaluated"])
-            walk.open_bounds.extend(report["open_bounds"])
+            walk.add_open_bounds(report["open_bounds"])
             events.extend(FromWorker(worker, event) for event in report["events"])
             complete = complete and report["complete"]
         # a unit claimed and not finished: its worker stopped early (its bounds are open)
