@@ -132,7 +132,7 @@ def _search_inputs(args):
 
 def _progress_bar(strategy_name: str):
     """A progress bar on stderr when it is a terminal; none for scripts, sweeps and logs (tqdm,
-    imported only then, costs ~15 ms of start-up even when disabled)."""
+    imported only then, costs start-up even when disabled; docs/RESULTS.md)."""
     isatty = getattr(sys.stderr, "isatty", None)
     if isatty is None or not isatty():
         return _NoBar()
@@ -374,8 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _VersionAction(argparse.Action):
-    """`--version`, looking the version up only when asked: importlib.metadata takes ~25 ms,
-    a fortieth of a one-second time limit."""
+    """`--version`, looking the version up only when asked: importlib.metadata costs start-up,
+    which counts against a short time limit (docs/RESULTS.md)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         print(f"{parser.prog} {_version()}")
@@ -421,8 +421,8 @@ def main(argv: list[str] | None = None) -> int:
 def command() -> None:
     """The `mapper` command (console script, `python -m mapper`): `main`, then, once the output
     is flushed and the exit handlers have run, an exit without finalising the interpreter.
-    Freeing numpy's and OR-Tools' modules one by one takes 0.1-0.3 s unloaded (measured; three
-    times that at three times the load), and the time limit's bar is wall time to the exit.
+    Freeing numpy's and OR-Tools' modules one by one takes a noticeable part of a short time
+    limit (docs/RESULTS.md), and the time limit's bar is wall time to the exit.
     With a thread still running (none of this project's commands leaves one), it exits as usual."""
     status = main()
     if threading.active_count() > 1:

@@ -9,7 +9,7 @@ project's own YAML (`load`). What the translation had to approximate or could no
 back as `notes`, one line each, for the caller to show; nothing here prints.
 
 The Timeloop readers are imported only when a Timeloop file is read: a search of this
-project's own specs or presets never needs them (~30 ms of start-up).
+project's own specs or presets never needs them (their import costs start-up; docs/RESULTS.md).
 """
 from __future__ import annotations
 

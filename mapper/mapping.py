@@ -33,7 +33,7 @@ class Mapping:
 def along_last(array: np.ndarray, rows) -> np.ndarray:
     """array[..., rows] (indices or a mask) with the last axis innermost in memory. numpy's
     fancy index on the last axis lays that axis out outermost, and every operation over the
-    mappings then strides: the cost model ran at half speed on such tables."""
+    mappings then strides: the cost model ran far slower on such tables (docs/RESULTS.md)."""
     rows = np.asarray(rows)
     return np.take(array, np.flatnonzero(rows) if rows.dtype == bool else rows, axis=-1)
 

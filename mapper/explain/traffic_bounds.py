@@ -177,7 +177,7 @@ def single_level_tilings(workload: Workload, max_tiles: int = 400_000):
     dim dividing its size, the best loop order above it), or None when the einsum has sliding
     windows or the tiles are too many. A tensor's traffic is its tile times its fetches (the
     steps of the loops down to the innermost one over a dim indexing it); the output is written
-    back as often as fetched and read back each time but the first. Not cached (a few ms on the
+    back as often as fetched and read back each time but the first. Not cached (cheap on the
     presets): a caller asking for several capacities computes it once (`least_traffic`)."""
     if any(t.has_sliding_axis for t in workload.tensors):
         return None

@@ -14,7 +14,7 @@ buffering depth. The space is the product of these choices; it is never listed a
 - what couples dims (spatial fanout, capacity, GPU occupancy) is checked on batches of the
   cross product, vectorised; `funnel()` counts exactly when the cross product is small enough
   and estimates by uniform sampling otherwise; it names every count it estimated, and its work
-  is bounded whatever the space (well under a second on a 6-level, 7-dim convolution).
+  is bounded whatever the space (docs/RESULTS.md).
 
 The class is split by job, one module each (`Mapspace` combines them):
 - `space`: the class itself, the slots, padded extents (`factors.padded_extents`) and

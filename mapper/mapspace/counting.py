@@ -143,7 +143,7 @@ class CountingMixin:
     def funnel(self, exact_limit: int = 3_000_000, samples: int = 50_000, seed: int = 0,
                max_terms: int = MAX_EXACT_TERMS) -> Funnel:
         """`_funnel`, computed once per space and arguments (a joint search and its greedy warm
-        start both ask, a tenth of a second each on the largest presets); a copy each time. One
+        start both ask, and it is not free on the largest presets); a copy each time. One
         that `stop` cut short (estimated for want of time) is not kept."""
         memo = self.__dict__.setdefault("_funnel_memo", {})
         key = (exact_limit, samples, seed, max_terms)

@@ -3,9 +3,9 @@
 `LevelTree.children` crosses every dim's factor choices and then rules out what breaks the
 fanout of the level being split or the capacity of the level below it. On the levels near the
 compute units almost everything is ruled out: a 16x16 array takes at most 16 units per mesh
-axis over all dims together, and a 64-byte register file a tile of a few dozen words, so on
-`pe-array` (GEMM 256^3, keeps fixed) 97.7% of the factor choices a node crosses do not fit,
-and generating them was most of the walk's time.
+axis over all dims together, and a 64-byte register file a tile of a few dozen words, so
+nearly all the factor choices a node crosses there do not fit, and generating them was most
+of the walk's time (docs/RESULTS.md).
 
 Here the cross product is built one dim at a time, as a join: after each dim the partial
 choices whose spatial factors already exceed a mesh axis, or whose tile already overflows the

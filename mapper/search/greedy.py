@@ -164,10 +164,10 @@ class _Descent:
         if how == "quick look" and total > size:
             yield self._quick_look(parent, total, first_order_only)
             return
-        # only the choices that fit are generated: on pe-array (bypass searched) crossing every
-        # choice and ruling out the ones that do not fit was 1.4 of greedy's 2.1 s. Each that
-        # fits comes with its orders and options: a slice is `slice` rows after that expansion
-        # (as factor choices, on h100 attention-qk the slices took 1.1 GB)
+        # only the choices that fit are generated: crossing every choice and ruling out the
+        # ones that do not fit was most of greedy's time. Each that fits comes with its orders
+        # and options: a slice is `slice` rows after that expansion, so memory stays bounded
+        # (docs/RESULTS.md)
         fitting = max(1, size // tree.expansion(parent.depth, first_order_only))
         for _, children in fitting_children(tree, parent, fitting, first_order_only, self._choices(depth, wanted)):
             yield children       # None: a stretch where none fits (the walk asks its budget)
@@ -190,7 +190,7 @@ class _Descent:
         width = max(1, self.greedy.slice // QUICK_LOOK_WINDOWS)
         starts = np.unique(np.linspace(0, total - width, QUICK_LOOK_WINDOWS).astype(np.int64))
         # the runs do not overlap (total > slice): generated in one call, the same rows in the
-        # same order as run after run, without a fixed cost per run (~4 ms, most of a quick look)
+        # same order as run after run, without a fixed cost per run (most of a quick look's time)
         flat = (starts[:, None] + np.arange(width)).reshape(-1)
         return self.tree.children_at(parent, flat, first_order_only=first_order_only)
 

@@ -14,7 +14,7 @@ _LAZY = MappingProxyType({"Imported": "design", "build": "design", "read_parts":
 
 def __getattr__(name):
     """The public names, imported on first use: a search of this project's own specs imports
-    `mapper.inputs` but never reads a Timeloop file (~30 ms of start-up saved)."""
+    `mapper.inputs` but never reads a Timeloop file (their import costs start-up)."""
     if name in _LAZY:
         return getattr(import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

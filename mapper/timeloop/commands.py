@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from .design import Imported
 
 # the Timeloop readers (design, mapping, constraints) are imported where they are used:
-# a search of this project's own specs or presets never needs them (~30 ms of start-up)
+# a search of this project's own specs or presets never needs them (their import costs start-up)
 
 
 def write_export(path, mapping, arch, workload, imported: Imported | None) -> None:

@@ -34,7 +34,7 @@ def decided_latency_bound(space: Mapspace, depth: int, table: MappingTable, stat
     node has decided both a level p keeping an input and that input's next keeper below, c,
     with c's stage count: a buffered c waits L once per wave at least, an unbuffered one L
     per request shared by at most the blocks resident beside it (the same rules, with c
-    known). h100 conv3: at depth 2 the L2's wait rises from L / 32 to L = 200 cycles."""
+    known, which can raise the wait from L / the most resident blocks to L; docs/RESULTS.md)."""
     arch, workload = space.arch, space.workload
     n = len(table)
     out = np.repeat(np.asarray(static, float)[:, None], n, axis=1)

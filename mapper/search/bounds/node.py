@@ -139,10 +139,8 @@ def _refined(space: Mapspace, objective: Objective, depth: int, table: MappingTa
              leak: float) -> np.ndarray:
     """The energy bound again, from the innermost bound with the words the node's own loops
     must bring down again and again, for the nodes still open under the incumbent (whose
-    ranking key is `refine_below`): on `pe-array` GEMM 1024^3 (bypass) it lifts the depth-1
-    nodes of the part whose buffer keeps only Z from 2.58 pJ/MAC to above the optimum's
-    2.697, where their 2M leaves were most of the walk; computed for every node, it took
-    seconds."""
+    ranking key is `refine_below`): it depends on the node, and computed for every node it
+    would cost more than the pruning it brings saves (docs/RESULTS.md)."""
     decided, between, tensors = open_.known.energy, open_.between, space.workload.tensors
     cap = _energy_cap(objective, refine_below, cycles) - leak * cycles - decided - between
     rows = np.flatnonzero(~beaten(objective, bound, refine_below) & np.isfinite(cap))

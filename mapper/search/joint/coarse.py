@@ -6,11 +6,8 @@ shapes of one einsum, while the space of a smaller shape is far smaller and its 
 much closer to its optimum in the same time. So the joint search first solves the shape with
 every large dim divided (`shrunk`), within a share of its time, and offers that answer carried
 to the real shape (`mapper/rescale.py`: the outermost level's loops grow by the ratio, every inner
-tile stays as it was, so it still fits) as an incumbent; the local search then adapts it.
-
-Measured on `pe-array` with keep/bypass searched (energy): GEMM 256^3's optimum carried to
-1024^3 prices at 3.078 pJ/MAC and the local search takes it to 2.697, AccelForge's figure; from
-the greedy start alone the same search ended at 3.216 in 30 s and 3.072 in 120 s.
+tile stays as it was, so it still fits) as an incumbent; the local search then adapts it
+(docs/RESULTS.md: where it helped, and why it is off by default, `Joint.coarse`).
 
 This changes only which incumbent the walk starts with, never what the walk returns when it
 finishes (incumbents are ranked like exhaustive search ranks mappings).

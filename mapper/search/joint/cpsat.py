@@ -48,8 +48,8 @@ def propose(space: Mapspace, context: SearchContext, time_limit: float, favour_p
     """Factor arrays (L, 3, D, N) of up to `max_solutions` improving CP-SAT solutions, or None
     when the space has padded extents (several per dim; the tree search covers those).
 
-    Against the command's wall-clock deadline (`context`), building the model (Python, up to
-    a few tenths of a second on a large GEMM, more under load) counts too: no proposals (an
+    Against the command's wall-clock deadline (`context`), building the model (Python, slow
+    on a large space, slower under load) counts too: no proposals (an
     empty array) when building has used half of what was left at entry, or when less than
     MIN_SOLVE_S of solving would remain."""
     return start(space, context, time_limit, favour_parallelism, hint, max_solutions, seed,

@@ -19,16 +19,15 @@ class Cut:
     """Rules out children of a list of nodes before they are expanded and priced:
     - all those of a node the incumbent now beats or outranks: kept when the list was made,
       it lost to a mapping found since (by this walk, or another worker's, `parallel.py`). The
-      walk's own check, at each slice, only sees the slice's first node and only its bound:
-      on h100 attention-qk (unaligned) the second worker, which made its list under greedy's
-      mapping, priced 7.2M rows of nodes whose bounds tie the optimum the first worker had
-      found, and which rank after it;
+      walk's own check, at each slice, only sees the slice's first node and only its bound,
+      so a worker whose list was made under a worse incumbent would price whole subtrees that
+      tie the optimum another worker found, and rank after it;
     - where the objective depends on time, the factor choices whose compute units make a
       bound beaten: the parent's cycles bound, or the fewest cycles on those units when more,
-      with the parent's energy bound. On h100 GEMM 4096^3 that rules out 78% of the depth-2
-      children (too few SMs), whose pricing was most of the walk.
+      with the parent's energy bound. Children with too few units are most of what a walk
+      on a GPU would price otherwise.
     It counts what it sees, so that the walk times its slices per row generated: sized per
-    row priced, they shrank to a few hundred rows (eyeriss conv-alexnet-conv3)."""
+    row priced, they shrank to a few hundred rows where the cut drops most (docs/RESULTS.md)."""
 
     def __init__(self, walk: "Walk", nodes: Nodes, known: NodeBounds):
         # its own copy: raised where a better incumbent lets the bounds be refined (the walk's
@@ -58,9 +57,9 @@ class Cut:
     def _refine(self, first: int) -> None:
         """Bound again, under the new incumbent, the nodes from `first` on that it does not
         beat yet: their bounds were refined only as far as the incumbent of the time asked
-        (`bounds.node.lower_bounds`, `refine_below`). On `pe-array` GEMM 1024^3 the second worker
-        walked a part under a dive's mapping (3.03 pJ/MAC) and went on for 2.7 s after the
-        first found the optimum (2.697), into nodes whose bounds refined under it exceed it."""
+        (`bounds.node.lower_bounds`, `refine_below`). Without it, a worker that made its list
+        under a worse incumbent walks on, after a better one is found, into nodes whose bounds
+        refined under it exceed it (docs/RESULTS.md)."""
         walk = self.walk
         innermost = walk.links.innermost
         if (not innermost.enabled or self.nodes.depth >= innermost.level
@@ -87,9 +86,9 @@ class Cut:
         """Where a child ranks after the incumbent whatever it costs: its parent's bounds tie
         the incumbent's score, energy and cycles, and the child's content so far (the parent's
         decided factors, then its own level's) compares above the incumbent's. Only parents
-        tied that closely are looked at (equally good mappings: on `pe-array` GEMM 256^3 the
-        optimum has its mirror image and its neighbours at exactly the same energy, and their
-        subtrees' leaves were half of the walk)."""
+        tied that closely are looked at (equally good mappings: an optimum's mirror image and
+        its neighbours can cost exactly the same, and their subtrees can be much of the walk;
+        docs/RESULTS.md)."""
         walk, bar = self.walk, self.walk.incumbent.bar
         if bar is None:
             return np.zeros(len(parents), bool)

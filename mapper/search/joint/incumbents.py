@@ -69,8 +69,8 @@ def dives(joint: "Joint", walk: Walk, parts: list[Part], events: list[Event], po
 def local_search(joint: "Joint", walk: Walk, until=None) -> LocalSearch:
     """The local search around the incumbent, over the whole space, within an eighth of the
     time. On several cores it stops once another worker holds a better mapping (polishing this
-    one cannot help the walk then): on h100 GEMM 4096^3 a dive finds the optimum in 4 s, while
-    the local search, from greedy's mapping, takes 7.5 s to end above it."""
+    one cannot help the walk then): a dive may find the optimum long before the local search
+    from greedy's mapping ends, above it (docs/RESULTS.md)."""
     incumbent, context = walk.incumbent, walk.context
     before = incumbent.score
     share = None if context.time_limit is None else context.time_limit / 8

@@ -27,8 +27,8 @@ PAIR_LIMIT = 100_000        # factor combinations priced per pair of dims
 EXPAND_LIMIT = 2_000_000    # rows when one dim's factorisations are crossed with every choice
 CHOICE_LIMIT = 100_000      # rows when a factor move is crossed with every keep set and stage count
 BATCH_ROWS = 50_000         # rows priced between two looks at the budget
-SLICE_ROWS = 10_000         # rows of a move priced between two looks at the budget (pricing a
-                            # row costs up to ~20 us on a large array: tpu, conv-alexnet-conv3)
+SLICE_ROWS = 10_000         # rows of a move priced between two looks at the budget (a row
+                            # costs most on a large array; docs/RESULTS.md)
 
 
 def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0, stop=None) -> int:
@@ -112,7 +112,7 @@ def _offer_expanded(space: Mapspace, incumbent: Incumbent, factors: np.ndarray, 
 
 def offer_sliced(space: Mapspace, incumbent: Incumbent, table: MappingTable, spent) -> None:
     """`table` priced in slices of SLICE_ROWS with the budget asked between them: a pair move
-    holds up to PAIR_LIMIT rows, over a second of pricing on a large space (more under load).
+    holds up to PAIR_LIMIT rows, long to price on a large space (longer under load).
     The incumbent is the same as from one batch: it keeps the first of equal keys either way."""
     for start in range(0, len(table), SLICE_ROWS):
         if start and spent():

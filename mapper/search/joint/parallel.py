@@ -2,9 +2,8 @@
 `SharedKey`), and whether to fork at all; `workers.py` runs them.
 
 Why: the walk prices children in numpy slices of a few thousand rows, where one core does all
-the work (numpy does not spread such arrays over threads). On the bench's 2-core machine a
-second process nearly halves the walk that proves the optimum (h100 GEMM 4096^3, optimum
-given: 16.2 s on one core, 9.1 s on two).
+the work (numpy does not spread such arrays over threads), so a second process walking beside
+the first nearly halves the walk that proves the optimum (docs/RESULTS.md).
 
 What each does (`strategy.Joint._find_and_walk`): worker 0 has CP-SAT solve in a thread, polishes what
 its dives find and runs the local search; the others dive quickly (each with its own seed, or
@@ -33,7 +32,7 @@ import threading
 import numpy as np
 
 
-MAX_WORKERS = 4         # each holds its own slices (~300 MB on the bench's largest cases)
+MAX_WORKERS = 4         # each holds its own slices (hundreds of MB on large cases; docs/RESULTS.md)
 _MIX = np.uint64(0xFF51AFD7ED558CCD)     # a 64-bit odd multiplier (MurmurHash3's finaliser)
 
 

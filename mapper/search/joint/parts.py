@@ -4,10 +4,8 @@ Why: with keep/bypass searched, no undecided level *must* keep a tensor, so the 
 traffic into the levels below a node (`bounds.link.LinkBounds`, the operand and innermost bounds)
 charge almost nothing until the walk reaches them, and every node near the root looks nearly
 free. With the keeps fixed first, each part's bounds charge what its levels hold from the root
-down. On `pe-array` (GEMM 256^3, bypass at both inner levels, energy; optimum 2.838 pJ/MAC)
-the 64 parts' root bounds range from 2.63 to 40.8 and the optimum drops 56 parts whole; with
-the same incumbent the walk in parts leaves 11 depth-1 nodes open, where (measured before they
-were added) without the node-dependent refetch and read-modify-write terms it left 1,565.
+down: their root bounds spread widely, the optimum drops most parts whole, and far fewer
+depth-1 nodes stay open (docs/RESULTS.md).
 
 The parts cover the space exactly (a mapping has one keep vector) and the walk visits them in
 order of their smallest root bound (the roots of each part in order of theirs), so it still

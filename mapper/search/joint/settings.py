@@ -21,8 +21,8 @@ class JointTuning:
     coarse_reserve_seconds: float = 0.5     # of the seconds left, kept from the coarse search: at
     coarse_reserve_share: float = 0.2       # least this, or this share of them
     # CP-SAT's proposals: skipped with less than this to the command's deadline (beside the
-    # time to import OR-Tools, estimated in units of this process's start-up: 0.35-0.6 s
-    # against 0.5 s, measured unloaded; both scale with the machine's load)
+    # time to import OR-Tools, estimated in units of this process's start-up: both scale with
+    # the machine's load; docs/RESULTS.md)
     cpsat_min_left_seconds: float = 1.0
     ortools_import_per_startup: float = 1.5
     # polishing new incumbents by local search

@@ -129,8 +129,8 @@ class Joint:
         incumbents (`incumbents.improve_incumbent`) while the others dive quickly and walk,
         and each walks the units of the tree it claims first. On one core, the quick dives
         and the walk come first too, and the walk runs the searches for incumbents itself once
-        it has gone on for a while (on `pe-array` GEMM 256^3 the walk proves the optimum 1.2 s
-        after the quick dives, where polishing the dives first took 6.5 s). Under an
+        it has gone on for a while (where the walk proves the optimum quickly, polishing the
+        dives first only delays it; docs/RESULTS.md). Under an
         evaluation budget, or with no time limit, everything runs in order, so that what is
         priced never depends on the load."""
         setup, incumbent, context = walk.setup, walk.incumbent, walk.context
@@ -153,7 +153,7 @@ class Joint:
                 walk.run_later(improve_incumbent)
         if isinstance(cpsat, Event):
             events.append(cpsat)
-        elif cpsat is not None:     # still solving (on h100 GEMMs CP-SAT finds nothing in its 2 s):
+        elif cpsat is not None:     # still solving (its first solution may come after its cap):
             def offer(proposals):   # offered by the walk as soon as they are ready
                 before = incumbent.key
                 events.append(incumbents.offer_proposals(space, incumbent, proposals, context))

@@ -106,8 +106,8 @@ class Walk:
 
     def walk_parts(self, parts: list[Part]) -> bool:
         """Walk `parts` to the end (True) or until the budget stops it. The walk polishes what it
-        finds only once it has gone on for a while (`walk_polish_after`): on `pe-array` GEMM
-        256^3 it proves the optimum within 1.2 s of starting, where each polish took 1 s."""
+        finds only once it has gone on for a while (`walk_polish_after`): a polish can take
+        longer than a whole quick walk (docs/RESULTS.md)."""
         tuning, clock = self.setup.tuning, self.context.clock()
         self._polished_at = clock - tuning.polish_every + tuning.walk_polish_after
         self._deferred_at = clock + tuning.walk_polish_after
@@ -155,7 +155,7 @@ class Walk:
         space, tree = self.space, self.tree
         table = tree.table(children)
         # the cost model's intermediates grow with the slots of a mapping: wide tables are
-        # priced a part at a time (on a 6-level, 7-dim conv 64,000 rows took 320 MiB at once)
+        # priced a part at a time, so that memory stays bounded (docs/RESULTS.md)
         step = max(1, self.setup.tuning.priced_cells // math.prod(table.factors.shape[:-1]))
         if children.depth >= tree.leaf_depth:
             rows = np.flatnonzero(space.valid_mask(table))
@@ -186,12 +186,12 @@ class Walk:
         """Child rows generated and priced together at `depth`: `chunk`, but against a wall-clock
         deadline no more than what takes `chunk_share` of the seconds left, or `chunk_seconds`
         when that is more, at the last rate measured there (or the slowest measured anywhere;
-        before any, `first_chunk`, or `chunk_share` of the seconds left at `assumed_row_seconds`:
-        bounding a row takes up to ~170 us at the top of tpu conv-alexnet-conv3 unloaded, 3x
-        that at 3x load): a chunk cannot be cut, and one of 64,000 rows takes up to ten seconds
-        at the top of a large space. Far from the deadline chunks stay large: best bound first
-        is ordered within a chunk, and small ones slow the walk. Under an evaluation budget it
-        stays `chunk`, so the walk's order never depends on the machine's load."""
+        before any, `first_chunk`, or `chunk_share` of the seconds left at `assumed_row_seconds`,
+        a slow row's rate): a chunk cannot be cut, and a full one can take seconds at the top
+        of a large space, more under load (docs/RESULTS.md). Far from the deadline chunks stay
+        large: best bound first is ordered within a chunk, and small ones slow the walk. Under
+        an evaluation budget it stays `chunk`, so the walk's order never depends on the
+        machine's load."""
         chunk, tuning, context = self.setup.chunk, self.setup.tuning, self.context
         if context.per_evaluation is not None:
             return chunk
@@ -264,8 +264,8 @@ class Walk:
         each part's expanded only once its root bound comes first (a heap of root and node
         bounds): a part's root bound, over every tile, is loose, and walked part by part in
         that order the walk went deep into parts whose nodes' bounds were all above the
-        optimum's own (on `pe-array` GEMM 256^3 the optimum's nodes are bounded exactly, at
-        2.838 pJ/MAC, in the fifth part)."""
+        optimum's own, while the optimum's nodes, bounded tightly, waited in a later part
+        (docs/RESULTS.md)."""
         objective = self.objective
         key = (lambda bound: tuple(bound.tolist())) if objective.lexicographic else float
         heap = [(key(part.first), i, -1) for i, part in enumerate(parts)]
@@ -387,7 +387,7 @@ class Walk:
         (`parallel.py`), at the split depth (or the leaves, if nearer), those of the units (a
         parent and its children's first dim) no other worker claimed first. Shallower depths
         are walked by every worker: they are few, and units at the root's children would be
-        few and uneven (on pe-array a handful of depth-1 nodes hold most of the leaves)."""
+        few and uneven (a handful of depth-1 nodes may hold most of the leaves; docs/RESULTS.md)."""
         claims = self.setup.claims
         if claims is None or nodes.depth + 1 != min(self.setup.tuning.split_depth, self.tree.leaf_depth):
             return None
