@@ -29,12 +29,12 @@ class Tensor:
     def bytes_per_word(self) -> float:
         return self.bits / 8
 
-    @property
+    @cached_property
     def dims(self) -> frozenset[int]:
         """Dims that index this tensor (a loop over any other dim reuses its tile)."""
         return frozenset(d for axis in self.axes for d, c in axis if c)
 
-    @property
+    @cached_property
     def has_sliding_axis(self) -> bool:
         """True when an axis sums several dims (p+r): consecutive tiles may overlap."""
         return any(sum(1 for _, c in axis if c) > 1 for axis in self.axes)
