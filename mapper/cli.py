@@ -252,10 +252,12 @@ def _search_options(parser, strategy: bool):
                              "result does not depend on it)")
     parser.add_argument("--samples", type=flags.count, default=None, help="random: draws (default 200,000)")
     parser.add_argument("--cpsat-seconds", type=flags.seconds_or_zero, default=None,
-                        help="joint: wall-clock cap on CP-SAT proposals before the tree search (0: none)")
+                        help="joint: wall-clock cap on CP-SAT's proposals, solved beside the walk "
+                             "(default 2; 0: none)")
     parser.add_argument("--warm-start", action="append", metavar="MAPPING",
-                        help="joint: start from this mapping (file or preset; repeatable); a mapping of "
-                             "another shape of the same einsum is carried to this one")
+                        help="a mapping (file or preset; repeatable; one of another shape of the same "
+                             "einsum is carried to this one): joint starts from it, and every strategy's "
+                             "text output compares its result with it")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--ert", default=None, metavar="FILE",
                         help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")

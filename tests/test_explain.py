@@ -88,7 +88,7 @@ def test_h100_bounds_on_square_gemms():
     the whole SM (228 KiB shared memory + 4 x 64 KiB registers) in bf16 words, so the bound's
     ideal output tile is sqrt(S) ~ 498 while the registers hold at most a 256 x 256 fp32 tile:
     a traffic-minimal mapping stays ~2x above the bound (measured 2.60 at 4096, 2.03 at 8192,
-    1.97 at 16384, where the -2S term fades); the issue's 1.3x is not reached (README)."""
+    1.97 at 16384, where the -2S term fades); the issue's 1.3x is not reached (docs/RESULTS.md)."""
     arch = load_arch("h100")
     wl = load_workload("gemm-4096")
     edp_best = explain(arch, wl, load_mapping("h100-gemm-4096-edp", arch, wl))

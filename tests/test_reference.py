@@ -1,4 +1,4 @@
-"""Every Timeloop reference case is reproduced: counts exactly, cycles and energy within 0.1%.
+"""Every Timeloop reference case is reproduced: counts and cycles exactly, energy within 0.1% (its figures are rounded).
 
 The figures come from Timeloop runs recorded in tests/data/timeloop_cases.yaml (see its header).
 """
