@@ -132,3 +132,16 @@ def test_greedy_records_the_level_its_budget_hurried():
     assert time.perf_counter() - started < 30
     hurried = [e for e in result.events if e.kind == "hurried"]
     assert hurried and hurried[0].level in space.arch.level_names and not result.complete
+
+
+def test_the_events_of_a_search_on_two_cores_keep_their_kinds_in_json():
+    from mapper.search.events import FromWorker
+    space = _space()
+    result = Joint(parallel_above=0, workers=2).run(space, parse_objective("edp", space.arch))
+    from_worker = [e for e in result.events if isinstance(e, FromWorker)]
+    assert from_worker and all(e.text().startswith(f"worker {e.worker}: ") for e in from_worker)
+    for event in result.events:
+        shown = event.as_json()
+        assert shown["event"] == event.kind and isinstance(shown["event"], str)
+    assert from_worker[0].as_json()["record"]["event"] == from_worker[0].record.kind
+

@@ -175,13 +175,13 @@ class WorkerFailed(Event):
 
 @dataclass(frozen=True)
 class FromWorker(Event):
-    """An event of another worker of a search on several cores."""
+    """An event (`record`) of another worker of a search on several cores."""
     worker: int
-    event: Event
+    record: Event
     kind: ClassVar[str] = "from_worker"
 
     def text(self) -> str:
-        return f"worker {self.worker}: {self.event.text()}"
+        return f"worker {self.worker}: {self.record.text()}"
 
 
 @dataclass(frozen=True)
