@@ -15,6 +15,7 @@ from .errors import SpecError
 from .factors import count_factorizations, padded_extents
 from .limits import MAX_DIM_SPLITS
 from .mapping import Mapping, to_table
+from .roles import RolesError, tensor_core_roles
 from .spec import Arch, Workload
 from .units import Where
 
@@ -33,12 +34,10 @@ def check_together(arch: Arch, workload: Workload, constraints: Constraints | No
     constraints = constraints or Constraints()
     check_keeps(arch, workload)
     if constraints.align_to_native:
-        for name, size in arch.compute.native_shape:
-            if size > 1 and name not in workload.dims:
-                raise SpecError(_arch_file(arch), f"compute.native_shape.{name}",
-                                f"workload {workload.name} has no dim {name!r} (dims: "
-                                f"{', '.join(workload.dims)}); rename its dims to match, or set "
-                                "`align_to_native: false` in the mapspace file (`--mapspace unaligned`)")
+        try:
+            tensor_core_roles(workload, dict(arch.compute.native_shape))
+        except RolesError as exc:
+            raise SpecError(_arch_file(arch), f"compute.native_shape.{exc.key}", exc.reason) from None
     _check_constraints(arch, workload, constraints)
     _check_splits(arch, workload, constraints)
 

@@ -116,14 +116,16 @@ def funnel_text(funnel) -> str:
         share = f"{count / previous:.2%} kept" if previous else ""
         rows.append([f"after {step}", shown(step, count), share])
         previous = count
-    return table(["mapspace", "mappings", ""], rows, align_left=1) + _estimate_note(funnel)
+    roles = f"\ncompute roles: {funnel.roles}" if funnel.roles else ""
+    return table(["mapspace", "mappings", ""], rows, align_left=1) + _estimate_note(funnel) + roles
 
 
 def _estimate_note(funnel) -> str:
     """What the ~ marks mean: which counts are estimates, and from what."""
     if funnel.exact:
         return ""
-    closed = [name for name in ("raw", "constraints", "divisibility") if name in funnel.estimated]
+    closed = [name for name in ("raw", "constraints", "divisibility")
+              if name in funnel.estimated and name not in funnel.coupled]
     parts = []
     if closed:
         parts.append(f"{', '.join(closed)}: too many per-dim loop patterns to sum, estimated from "

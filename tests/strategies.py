@@ -50,11 +50,15 @@ def workloads(draw, kinds=tuple(EINSUMS), max_macs: int = 600):
 
 
 @st.composite
-def archs(draw, min_levels: int = 2, max_levels: int = 3, latency: bool = False, capacity: bool = False):
+def archs(draw, min_levels: int = 2, max_levels: int = 3, latency: bool = False, capacity: bool = False,
+          native: bool = False):
     """Random architectures; with `latency`, levels may declare an access latency and a
     three-level one may be a GPU (its middle level per SM) with tight occupancy limits; with
     `capacity`, the levels below the first may hold only a few words (small enough that tiles
-    and keep sets compete for them, on the small workloads the tests draw)."""
+    and keep sets compete for them, on the small workloads the tests draw); with `native`, the
+    compute units may have a native operation shape m x n x k of sizes 1 or 2, whose roles the
+    workloads' dims play by name (GEMMs) or by their einsum's structure (convolutions: k = c.r,
+    a role two dims share)."""
     n_levels = draw(st.integers(min_levels, max_levels))
     mesh = [1, 1]
     levels = []
@@ -86,7 +90,9 @@ def archs(draw, min_levels: int = 2, max_levels: int = 3, latency: bool = False,
     compute_mesh = [mesh[0] * draw(st.sampled_from([1, 2])), mesh[1] * draw(st.sampled_from([1, 2]))]
     data = {"name": "random", "clock": "1 GHz", "levels": levels,
             "compute": {"mesh": compute_mesh, "instances": compute_mesh[0] * compute_mesh[1],
-                        "macs_per_cycle": draw(st.sampled_from([1, 2])), "energy": 1.0},
+                        "macs_per_cycle": draw(st.sampled_from([1, 2])), "energy": 1.0,
+                        **({"native_shape": {r: draw(st.sampled_from([1, 2])) for r in "mnk"}}
+                           if native and draw(st.booleans()) else {})},
             "model": {"cycles": draw(st.sampled_from(["stage_aware", "timeloop"]))}}
     sms = levels[1]["instances"] if n_levels == 3 else 0
     if latency and sms and sms != levels[0]["instances"] and draw(st.booleans()):

@@ -24,7 +24,7 @@ PACKAGE = pathlib.Path(mapper.__file__).parent
 LAYERS = [
     ["mapper.errors", "mapper.limits", "mapper.units", "mapper.validate", "mapper.factors", "mapper.tiles",
      "mapper.flags"],
-    ["mapper.einsum", "mapper.spec", "mapper.constraints", "mapper.orders"],
+    ["mapper.einsum", "mapper.spec", "mapper.constraints", "mapper.orders", "mapper.roles"],
     ["mapper.mapping", "mapper.rescale", "mapper.random_mappings"],
     ["mapper.bind", "mapper.load", "mapper.timeloop"],
     ["mapper.cost"],

@@ -38,7 +38,7 @@ NEVER_BEATEN = (np.inf, np.inf, np.inf)      # a ranking key no bound exceeds: e
 @given(st.data())
 def test_joint_equals_exhaustive_on_four_level_spaces(data):
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=24))
-    arch = data.draw(archs(min_levels=4, max_levels=4, capacity=data.draw(st.booleans())))
+    arch = data.draw(archs(min_levels=4, max_levels=4, capacity=data.draw(st.booleans()), native=True))
     imperfect = data.draw(st.booleans())
     # bypass at every level, or at some levels only (the others must keep what they may)
     bypass = data.draw(st.sampled_from(["every", "some"]))

@@ -24,6 +24,8 @@ class Funnel:
     after: dict[str, float] = field(default_factory=dict)
     estimated: tuple[str, ...] = ()
     samples: int = 0
+    roles: str = ""             # which dims play the native op shape (`roles.Roles.describe`)
+    coupled: tuple[str, ...] = ("fanout", "capacity", "occupancy")   # the steps counted on factor combinations
 
     @property
     def exact(self) -> bool:
@@ -31,7 +33,8 @@ class Funnel:
 
     def to_json(self) -> dict:
         return {"size": self.size, "after": dict(self.after), "exact": self.exact,
-                **({"estimated": list(self.estimated), "samples": self.samples} if not self.exact else {})}
+                **({"estimated": list(self.estimated), "samples": self.samples} if not self.exact else {}),
+                **({"roles": self.roles} if self.roles else {})}
 
 
 
@@ -166,10 +169,13 @@ class CountingMixin:
                   else self._closed_form_size(self._tables["raw"], False, max_terms)}
         counts["constraints"] = self._closed_form_size(self._tables["constraints"], True, max_terms)
         counts["divisibility"] = self._closed_form_size(self.dim_tables, True, max_terms)
+        # a role several dims share couples them: its step is counted with the coupled ones
+        coupled = STEPS[1:] if self.roles is not None and self.roles.fused else STEPS[2:]
         funnel = Funnel(counts["raw"][0], {step: counts[step][0] for step in STEPS[:2]},
-                        estimated=tuple(name for name, (_, exact) in counts.items() if not exact))
+                        estimated=tuple(name for name, (_, exact) in counts.items() if not exact
+                                        and name not in coupled), roles=self._roles_text(), coupled=coupled)
         combos = math.prod(len(t) for t in self.dim_tables)
-        totals = dict.fromkeys(STEPS[2:], 0.0)
+        totals = dict.fromkeys(coupled, 0.0)
         if combos == 0:
             funnel.after.update(totals)
             return funnel
@@ -177,10 +183,11 @@ class CountingMixin:
             for index in _chunks(combos, 200_000):
                 if self.stop is not None and self.stop():     # out of time: estimate instead
                     self._funnel_cut = True
-                    totals = dict.fromkeys(STEPS[2:], 0.0)
+                    totals = dict.fromkeys(coupled, 0.0)
                     break
                 for step, value in self._weights(self._factors(index)).items():
-                    totals[step] += float(value.sum())
+                    if step in totals:
+                        totals[step] += float(value.sum())
             else:
                 funnel.after.update({k: int(v) for k, v in totals.items()})
                 return funnel
@@ -191,15 +198,19 @@ class CountingMixin:
         for step in totals:
             totals[step] = round(combos * float(weights[step].mean()))
         funnel.after.update(totals)
-        funnel.estimated += STEPS[2:]
+        funnel.estimated += coupled
         funnel.samples = samples
         return funnel
+
+    def _roles_text(self) -> str:
+        return "" if self.roles is None else self.roles.describe(self.workload)
 
     def _weights(self, factors: np.ndarray) -> dict[str, np.ndarray]:
         """For each factor combination, how many mappings (orders x keeps x stages) survive the
         coupled steps: fanout, then capacity, then occupancy."""
         orders = self._order_multiplicity(factors)
-        fits = self.fanout_mask(factors)
+        fragments = self.fragment_mask(factors)
+        fits = fragments & self.fanout_mask(factors)
         footprints = self._footprints(factors)
         capacity_ok = []
         for lv, (level, choice) in enumerate(zip(self.arch.levels, self.choices)):
@@ -222,7 +233,9 @@ class CountingMixin:
                             blocks = self.blocks_per_sm(footprints[smem_lv][ki] * s, footprints[rf_lv][kj] * r)
                             pair = pair + (ok & (blocks >= self.constraints.min_occupancy))
             after_occupancy = fits * orders * other * pair
-        return {"fanout": after_fanout, "capacity": after_capacity, "occupancy": after_occupancy}
+        choices = math.prod(len(c.keeps) * len(c.stages) for c in self.choices)
+        return {"divisibility": fragments * orders * choices, "fanout": after_fanout, "capacity": after_capacity,
+                "occupancy": after_occupancy}
 
     def _order_multiplicity(self, factors: np.ndarray) -> np.ndarray:
         counts = self._order_counts_constrained

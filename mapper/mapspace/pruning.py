@@ -23,16 +23,8 @@ class PruningMixin:
     `n_dims`, `level_constraints`, `slots`, `extents`, `choices` and the other mixins' methods."""
 
     def tile_words(self, factors: np.ndarray) -> list[np.ndarray]:
-        """Tile words per tensor, each (L, N)."""
-        full = factors.prod(axis=1)
-        span = np.cumprod(full[::-1], axis=0)[::-1]
-        out = []
-        for tensor in self.workload.tensors:
-            words = 1
-            for axis in tensor.axes:
-                words = words * (1 + sum(c * (span[:, d] - 1) for d, c in axis))
-            out.append(words)
-        return out
+        """Tile words per tensor, each (L, N) (`tiles.tile_words`)."""
+        return tiles.tile_words(self.workload, factors)
 
     def fanout_mask(self, factors: np.ndarray) -> np.ndarray:
         fanout = np.array([self.arch.fanout(lv) for lv in range(self.n_levels)])[:, :, None]
@@ -61,9 +53,38 @@ class PruningMixin:
         """(L, N) bitmask of the dims with a non-unit temporal loop at each level."""
         return ((factors[:, TEMPORAL] > 1) * (1 << np.arange(self.n_dims))[None, :, None]).sum(axis=1)
 
+    def fragment_mask(self, factors: np.ndarray) -> np.ndarray:
+        """Where a role of the native op shape is played by several dims (`roles.py`: a
+        convolution's m = n.p.q), the product of their innermost tiles is a multiple of the
+        role's native size, or all of them whole when smaller (single-dim roles are checked per
+        dim, `TablesMixin.divisibility_mask`)."""
+        return self.fragments_possible(factors[-1].prod(axis=0), factors.prod(axis=(0, 1)))
+
+    def fragments_possible(self, spans: np.ndarray, extents: np.ndarray) -> np.ndarray:
+        """(N,) whether a tile of `spans` ((D, N)) can hold an innermost tile meeting
+        `fragment_mask` (exactly that, for the innermost tile itself): every divisor of a dim's
+        span is a tile it may take below, so a fused role can be met iff the product of its
+        dims' spans is a multiple of its native size, or they are all whole and smaller.
+        `extents` (D, N): the dims' (padded) extents."""
+        ok = np.ones(spans.shape[-1], bool)
+        roles = self.roles
+        if roles is None or not roles.fused:
+            return ok
+        native = dict(self.arch.compute.native_shape)
+        for name, dims in zip(roles.names, roles.dims):
+            if len(dims) > 1:
+                tile, extent = spans[list(dims)].prod(axis=0), extents[list(dims)].prod(axis=0)
+                ok &= (tile % native[name] == 0) | ((tile == extent) & (extent < native[name]))
+        return ok
+
+    def coupled_mask(self, factors: np.ndarray) -> np.ndarray:
+        """The constraints that couple dims without a level's keeps or stages: the fragments of
+        fused roles (`fragment_mask`) and the spatial fanout (`fanout_mask`)."""
+        return self.fragment_mask(factors) & self.fanout_mask(factors)
+
     def valid_mask(self, table: MappingTable) -> np.ndarray:
-        """Fanout, capacity and occupancy hold (per-dim constraints hold by construction)."""
-        ok = self.fanout_mask(table.factors)
+        """Fragments, fanout, capacity and occupancy hold (per-dim constraints hold by construction)."""
+        ok = self.coupled_mask(table.factors)
         words = self.tile_words(table.factors)
         footprint = []
         for lv, level in enumerate(self.arch.levels):
@@ -98,11 +119,7 @@ class PruningMixin:
             if step == "constraints":
                 return (f"No factorisation of dim(s) {', '.join(empty)} meets the bounds of mapspace "
                         f"'{self.constraints.name}': widen its temporal/spatial/tile ranges.")
-            native = dict(self.arch.compute.native_shape)
-            detail = ", ".join(f"{n} (size {self.workload.sizes[names.index(n)]}, native {native.get(n)})"
-                               for n in empty)
-            return (f"The innermost tile of {detail} cannot be a multiple of the native operation "
-                    "shape: use factors: imperfect (padding) or align_to_native: false.")
+            return self._why_not_aligned(empty)
         if step == "fanout":
             best = max(self.arch.fanout(lv)[0] * self.arch.fanout(lv)[1] for lv in range(self.n_levels))
             return (f"Spatial splits must use at least {self.constraints.min_utilization:.0%} of the "
@@ -121,6 +138,24 @@ class PruningMixin:
         blocks = self.blocks_per_sm(np.array([self.smallest_footprint(smem)]), np.array([self.smallest_footprint(rf)]))[0]
         return (f"At most {blocks:.0f} blocks fit per SM with the smallest tiles, below min_occupancy "
                 f"{self.constraints.min_occupancy}: lower min_occupancy or the stages.")
+
+    def _why_not_aligned(self, empty: list[str]) -> str:
+        """Why no innermost tile is a multiple of the native op shape: the dims alone in a role
+        with no such row (`empty`), else the roles several dims share."""
+        native, roles, names = dict(self.arch.compute.native_shape), self.roles, self.workload.dims
+        if empty:
+            role_of = {names[dims[0]]: name for name, dims in zip(roles.names, roles.dims) if len(dims) == 1}
+            detail = ", ".join(f"{n} (size {self.workload.sizes[names.index(n)]}, "
+                               + ("" if role_of[n] == n else f"role {role_of[n]}, ") + f"native {native[role_of[n]]})"
+                               for n in empty)
+            what = f"The innermost tile of {detail} cannot be a multiple of the native operation shape"
+        else:
+            fused = [(name, dims) for name, dims in zip(roles.names, roles.dims) if len(dims) > 1]
+            detail = ", ".join(f"{name} = {'·'.join(names[d] for d in dims)} (sizes "
+                               f"{' x '.join(str(self.workload.sizes[d]) for d in dims)}, native {native[name]})"
+                               for name, dims in fused)
+            what = f"No product of the innermost tiles of {detail} is a multiple of the native operation shape"
+        return what + ": use factors: imperfect (padding) or align_to_native: false."
 
     def smallest_footprint(self, lv: int) -> float:
         """Bytes per instance of the smallest tiles level lv can hold (one stage x its fewest

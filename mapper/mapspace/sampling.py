@@ -58,7 +58,7 @@ class SamplingMixin:
             if stop is not None and stop():
                 return
             factors = self._factors(index)
-            factors = along_last(factors, self.fanout_mask(factors))
+            factors = along_last(factors, self.coupled_mask(factors))
             if factors.shape[-1]:
                 table = self.expand(factors)
                 if len(table):

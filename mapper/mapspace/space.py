@@ -9,6 +9,7 @@ from functools import cached_property
 from ..bind import check_together
 from ..constraints import ROLES, Constraints
 from ..errors import InfeasibleError, SpecError
+from ..roles import Roles, tensor_core_roles
 from ..factors import padded_extents
 from ..spec import Arch, Workload
 from .common import SPATIAL_X, SPATIAL_Y, TEMPORAL, LevelChoices
@@ -21,7 +22,7 @@ from .tables import TablesMixin
 
 # what `Mapspace.with_keeps` shares between a space and its parts: nothing here depends on keeps
 _KEEP_FREE = ("arch", "workload", "constraints", "n_levels", "n_dims", "level_constraints", "slots",
-              "extents", "_tables", "gpu_levels", "_order_counts_constrained", "_order_array_cache")
+              "extents", "_tables", "gpu_levels", "_order_counts_constrained", "_order_array_cache", "roles")
 
 
 class Mapspace(TablesMixin, OrderTablesMixin, CountingMixin, PruningMixin, SamplingMixin):
@@ -54,6 +55,15 @@ class Mapspace(TablesMixin, OrderTablesMixin, CountingMixin, PruningMixin, Sampl
             if fy > 1:
                 out.append((lv, SPATIAL_Y))
         return out
+
+    @cached_property
+    def roles(self) -> Roles | None:
+        """Which dims play the compute unit's native operation shape (`roles.py`); None when the
+        innermost tiles are not aligned to it (no native shape, or `align_to_native: false`)."""
+        native = {name: size for name, size in self.arch.compute.native_shape if size > 1}
+        if not self.constraints.align_to_native or not native:
+            return None
+        return tensor_core_roles(self.workload, native)
 
     @cached_property
     def extents(self) -> list[tuple[int, ...]]:

@@ -55,15 +55,18 @@ class TablesMixin:
         return ok
 
     def divisibility_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
-        """The innermost tile is a multiple of the native op shape along d; a dim smaller than
-        the native size (decode's m = 1) is taken whole, the unit padding it internally."""
-        native = dict(self.arch.compute.native_shape)
-        name = self.workload.dims[d]
-        if not self.constraints.align_to_native or native.get(name, 1) == 1:
+        """Where dim d alone plays a role of the native op shape (`roles.py`), its innermost
+        tile is a multiple of the role's native size, or the whole dim when it is smaller (decode's
+        m = 1: the unit pads it internally). A role several dims share couples them: checked on
+        the product of their tiles (`PruningMixin.fragment_mask`), not here."""
+        roles = self.roles
+        role = None if roles is None else next((i for i, dims in enumerate(roles.dims) if dims == (d,)), None)
+        if role is None:
             return np.ones(rows.shape[0], bool)
+        size = dict(self.arch.compute.native_shape)[roles.names[role]]
         tile = self.level_view(rows)[2][:, -1]
         extent = rows.prod(axis=1)
-        return (tile % native[name] == 0) | ((tile == extent) & (extent < native[name]))
+        return (tile % size == 0) | ((tile == extent) & (extent < size))
 
     @cached_property
     def _tables(self) -> dict[str, list[np.ndarray]]:

@@ -320,8 +320,10 @@ def _sorted_rows(table: np.ndarray) -> np.ndarray:
 
 
 def feasible(space: Mapspace, depth: int, table) -> np.ndarray:
-    """What can already be ruled out: the decided levels' fanout and capacity."""
-    ok = np.ones(len(table), bool)
+    """What can already be ruled out: the decided levels' fanout and capacity, and a tile at
+    level `depth` in which no innermost tile can meet the fragments of a fused role."""
+    level = min(depth, space.n_levels - 1)
+    ok = space.fragments_possible(table.factors[level:].prod(axis=(0, 1)), table.factors.prod(axis=(0, 1)))
     fanout = np.array([space.arch.fanout(lv) for lv in range(depth)]).reshape(depth, 2, 1)
     if depth:
         ok &= (table.factors[:depth, 1:].prod(axis=2) <= fanout).all(axis=(0, 1))

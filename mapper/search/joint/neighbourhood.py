@@ -72,7 +72,7 @@ def _vary(space: Mapspace, table: MappingTable, rows: list[int], dims: tuple[int
     for d, pick in zip(dims, picks):
         per_dim[d] = space.dim_tables[d][pick]
     factors = space.assemble(per_dim)
-    factors = along_last(factors, space.fanout_mask(factors))
+    factors = along_last(factors, space.coupled_mask(factors))
     n = factors.shape[-1]
     keep = np.repeat(table.keep, n, axis=-1)
     stages = np.repeat(table.stages, n, axis=-1)

@@ -1,0 +1,99 @@
+"""Which dims of an einsum play the compute unit's native operation shape (a tensor core's m, n
+and k), read off the einsum's structure rather than its dim names.
+
+A tensor-core instruction (`mma.m16n8k16`) multiplies an m x k fragment of its first operand by
+a k x n fragment of its second into an m x n fragment of the output. In an einsum
+`Z[...] += A[...] * B[...]`:
+- the dims that index no output (the reduction dims) play k;
+- the dims that index the output and the first operand only play m;
+- the dims that index the output and the second operand only play n;
+- the dims that index all three (attention's heads, a batched GEMM's batch) are batch-like:
+  outer loops, never in a fragment.
+Several dims may share a role, as an implicit-GEMM convolution flattens N.P.Q into m and C.R.S
+into k (`O[n,k,p,q] += I[n,c,p+r,q+s] * W[k,c,r,s]`: m = n.p.q, n = k, k = c.r.s); the fragment
+constraint then applies to the product of their innermost tiles. A workload whose dims carry the
+native shape's own names (a GEMM's m, n, k) keeps them: the names win where they are the dims'.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .spec import Workload
+
+STRUCTURAL = ("m", "n", "k")        # the native-shape names inferred from the structure
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Per native-shape name (`names`), the dims that play it (`dims`, indices); `batch`: the
+    batch-like dims; `by_name`: the workload's own dim names gave them."""
+    names: tuple[str, ...]
+    dims: tuple[tuple[int, ...], ...]
+    batch: tuple[int, ...] = ()
+    by_name: bool = False
+
+    def of(self, name: str) -> tuple[int, ...]:
+        return self.dims[self.names.index(name)]
+
+    @property
+    def fused(self) -> bool:
+        """Whether some role is played by several dims (its constraint couples them)."""
+        return any(len(dims) > 1 for dims in self.dims)
+
+    def describe(self, workload: Workload) -> str:
+        """`m = n.p.q, n = k, k = c.r.s (inferred; batch: g)`: for reports."""
+        def product(dims):
+            return "·".join(workload.dims[d] for d in dims) or "1"
+        parts = ", ".join(f"{name} = {product(dims)}" for name, dims in zip(self.names, self.dims))
+        how = "by name" if self.by_name else "inferred"
+        batch = f"; batch: {product(self.batch)}" if self.batch else ""
+        return f"{parts} ({how}{batch})"
+
+
+class RolesError(ValueError):
+    """No role assignment: `key` the native-shape entry it concerns, `reason` why, with what to do."""
+
+    def __init__(self, key: str, reason: str):
+        super().__init__(reason)
+        self.key, self.reason = key, reason
+
+
+def tensor_core_roles(workload: Workload, native: dict[str, int]) -> Roles:
+    """The roles of `workload`'s dims for a native operation shape `native` (name -> size, the
+    sizes > 1 only matter). By name when every such name is a dim of the workload; else, for a
+    shape named m, n, k, from the einsum's structure; `RolesError` when neither applies."""
+    names = tuple(name for name, size in native.items() if size > 1)
+    if all(name in workload.dims for name in names):
+        return Roles(names, tuple((workload.dims.index(name),) for name in names), by_name=True)
+    unknown = [name for name in names if name not in STRUCTURAL]
+    if unknown:
+        raise RolesError(unknown[0], f"workload {workload.name} has no dim {unknown[0]!r} (dims: "
+                         f"{', '.join(workload.dims)}), and only a shape named m, n, k is matched to an "
+                         "einsum's structure; rename its dims to match, or set `align_to_native: false` in "
+                         "the mapspace file (`--mapspace unaligned`)")
+    inputs = [t for t in workload.tensors if not t.is_output]
+    if len(inputs) != 2:
+        raise RolesError(names[0], f"workload {workload.name} has {len(inputs)} operand(s): tensor-core roles "
+                         "are inferred for a product of two; name its dims like the native shape, or set "
+                         "`align_to_native: false` in the mapspace file (`--mapspace unaligned`)")
+    out = workload.tensors[workload.output].dims
+    first, second = inputs[0].dims, inputs[1].dims
+    side = {"m": sorted((out & first) - second), "n": sorted((out & second) - first),
+            "k": sorted((first | second) - out)}
+    if _swapped(workload, side):
+        side["m"], side["n"] = side["n"], side["m"]
+    if "k" in names and not side["k"]:
+        raise RolesError("k", f"workload {workload.name} reduces over no dim (every dim indexes its output "
+                         f"{workload.tensors[workload.output].name}), so nothing plays the native shape's "
+                         "k: an elementwise einsum does not run on tensor cores; set `align_to_native: "
+                         "false` in the mapspace file (`--mapspace unaligned`) to map it onto the units "
+                         "without the fragment constraint")
+    batch = tuple(sorted(out & first & second))
+    return Roles(names, tuple(tuple(side[name]) for name in names), batch)
+
+
+def _swapped(workload: Workload, side: dict) -> bool:
+    """Whether a dim named m sits on the second operand's side (`Z[m,n] += B[k,n] * A[m,k]`):
+    then the name says which operand is the fragment's m x k one. Only m is taken as a hint: a
+    convolution's n is its batch, not a role."""
+    return "m" in workload.dims and workload.dims.index("m") in side["n"]
