@@ -12,11 +12,12 @@ from __future__ import annotations
 from . import tiles
 from .constraints import ROLES, Constraints
 from .errors import SpecError
-from .factors import count_factorizations, padded_extents
+from .factors import count_factorizations
 from .limits import MAX_DIM_SPLITS
 from .mapping import Mapping, to_table
-from .roles import RolesError, tensor_core_roles
+from .roles import Roles, RolesError, tensor_core_roles
 from .spec import Arch, Workload
+from .tails import dim_extents
 from .units import Where
 
 LEVEL_ALIASES = ("outermost", "innermost", "every")
@@ -33,13 +34,14 @@ def _mapspace_file(constraints: Constraints) -> str:
 def check_together(arch: Arch, workload: Workload, constraints: Constraints | None = None) -> None:
     constraints = constraints or Constraints()
     check_keeps(arch, workload)
+    roles = None
     if constraints.align_to_native:
         try:
-            tensor_core_roles(workload, dict(arch.compute.native_shape))
+            roles = tensor_core_roles(workload, dict(arch.compute.native_shape))
         except RolesError as exc:
             raise SpecError(_arch_file(arch), f"compute.native_shape.{exc.key}", exc.reason) from None
     _check_constraints(arch, workload, constraints)
-    _check_splits(arch, workload, constraints)
+    _check_splits(arch, workload, constraints, roles)
 
 
 def check_keeps(arch: Arch, workload: Workload) -> None:
@@ -108,11 +110,11 @@ def _check_constraints(arch: Arch, workload: Workload, constraints: Constraints)
             tensor(lc.stationary, "stationary")
 
 
-def _check_splits(arch: Arch, workload: Workload, constraints: Constraints) -> None:
+def _check_splits(arch: Arch, workload: Workload, constraints: Constraints, roles: Roles | None) -> None:
     """Each dim's table lists every way to split it over the slots; refuse one too long."""
     slots = len(arch.levels) + sum((fx > 1) + (fy > 1) for fx, fy in map(arch.fanout, range(len(arch.levels))))
-    for d, size in enumerate(workload.sizes):
-        extents = padded_extents(size, constraints.max_padding) if constraints.imperfect else (size,)
+    all_extents = dim_extents(arch, workload, constraints.factors, constraints.max_padding, roles)
+    for d, (size, extents) in enumerate(zip(workload.sizes, all_extents)):
         count = sum(count_factorizations(e, slots) for e in extents)
         if count > MAX_DIM_SPLITS:
             raise SpecError(workload.file or f"workload {workload.name}", f"sizes.{workload.dims[d]}",

@@ -44,13 +44,19 @@ class LevelConstraints:
 class Constraints:
     name: str = "default"
     description: str = ""
-    imperfect: bool = False          # allow padded extents (factors multiplying above a dim's size)
+    # extents a dim may take (`tails.dim_extents`): "perfect" (its size), "imperfect" (padded,
+    # or with a masked tail where the arch masks), "auto" (a masked tail where a dim must have one)
+    factors: str = "auto"
     max_padding: float = 0.125       # largest padded extent as a fraction above the size
     align_to_native: bool = True     # innermost tiles are multiples of the compute's native shape
     min_utilization: float = 0.0     # fraction of compute units the spatial split must use
     min_occupancy: int = 1           # GPU: resident blocks per SM
     levels: tuple[tuple[str, LevelConstraints], ...] = field(default_factory=tuple)
     file: str = field(default="", compare=False)     # where it was read from, for error messages
+
+    @property
+    def imperfect(self) -> bool:
+        return self.factors == "imperfect"
 
     def for_level(self, names: tuple[str, ...], index: int) -> LevelConstraints:
         aliases = {names[index], "every"}

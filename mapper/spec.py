@@ -178,6 +178,7 @@ class Arch:
     multicast: str = "pooled"      # or "per_fanout": identical tiles are found one fanout at a time
     leakage: str = "all"           # or "utilized": only instances the mapping uses leak
     cycle_rule: str = "stage_aware"   # or "timeloop": traffic always overlaps compute (cost/timing.py)
+    tails: str = "padded"          # or "masked": a ragged tile's loads and stores move valid data only (tails.py)
 
     @property
     def level_names(self) -> tuple[str, ...]:
@@ -188,6 +189,16 @@ class Arch:
         below = self.levels[i + 1].mesh if i + 1 < len(self.levels) else self.compute.mesh
         above = self.levels[i].mesh
         return below[0] // above[0], below[1] // above[1]
+
+    def per_sm_levels(self) -> tuple[int, int] | None:
+        """(shared-memory level, register level) of a GPU: the level with one instance per SM
+        and the next one, or None when the architecture is no GPU."""
+        if self.gpu is None:
+            return None
+        smem = [lv for lv, level in enumerate(self.levels) if level.instances == self.gpu.sms]
+        if not smem or smem[0] + 1 >= len(self.levels):
+            return None
+        return smem[0], smem[0] + 1
 
     @property
     def peak_macs_per_cycle(self) -> int:

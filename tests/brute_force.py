@@ -9,7 +9,8 @@ requests of sibling instances in the same step. (Two caches keep big nests affor
 that recurs is shifted once per instance, and MAC steps whose temporal part names the same
 element are worked out once; both only skip recomputing an identical value.)
 
-    simulate(problem, nest, compute_fanout=(1, 1)) -> dict
+    simulate(problem, nest, compute_fanout=(1, 1), valid=None) -> dict
+    fragments(problem, nest, roles) -> int
 
 problem:
     {'dims': {'m': 4, 'k': 2, 'n': 2},
@@ -34,6 +35,16 @@ Result:
      'levels': {name: {'instances': utilized instances,
                        'tensors': {t: {'reads': r, 'fills': f, 'updates': u}}}}}
     with counts per instance (every utilized instance is simulated; they must all agree).
+
+Ragged tails (`valid`, {dim: size} for the dims whose bounds multiply above their size): the
+nest runs its padded grid, and each level also reports 'valid': {t: {'reads', 'fills',
+'updates'}} summed over all its instances, counting only the words whose every coordinate is
+within the valid sizes (what masked loads and stores move); such a dim may only index a tensor
+alone on its axes (a box to clamp, not a window). `fragments` counts the MACs a unit with a
+native operation shape executes: for every step of the loops above the innermost level and
+every unit, the distinct fragments (per role, a (dims, size) pair, the role's flattened offset
+within the unit's tile divided by the size) its iteration points fall into, times the
+fragment's MACs.
 
 Semantics (Timeloop's conventions):
 
@@ -71,9 +82,10 @@ from collections import Counter, namedtuple
 Loop = namedtuple("Loop", "level kind dim bound stride")
 
 
-def simulate(problem: dict, nest: list[dict], compute_fanout=(1, 1)) -> dict:
+def simulate(problem: dict, nest: list[dict], compute_fanout=(1, 1), valid=None) -> dict:
     _check(problem, nest, compute_fanout)
     loops = _flatten(nest)
+    valid = valid or {}
 
     macs = 1
     for size in problem["dims"].values():
@@ -94,16 +106,80 @@ def simulate(problem: dict, nest: list[dict], compute_fanout=(1, 1)) -> dict:
         # spatial reduction for the output): their children's requests are never merged
         flag = "reduction" if spec["output"] else "multicast"
         private = {level for level, lv_spec in enumerate(nest) if not lv_spec.get(flag, True)}
+        limits = _limits(spec["axes"], valid)
         for position, level in enumerate(keepers):
             child = keepers[position + 1] if position + 1 < len(keepers) else None
             if child is None:  # the MACs use t straight from this level
                 traffic = _mac_traffic(loops, level, spec["axes"], private)
             else:
                 traffic = _child_traffic(loops, level, history[child], private)
-            per_instance = _level_counts(level, history[level], traffic, spec["output"])
             name = nest[level]["name"]
+            per_instance = _level_counts(level, history[level], traffic, spec["output"])
             result["levels"][name]["tensors"][t] = _agreed(per_instance, name, t)
+            clamped = _level_counts(level, history[level], traffic, spec["output"], limits)
+            result["levels"][name].setdefault("valid", {})[t] = {
+                key: sum(c[key] for c in clamped.values()) for key in ("reads", "fills", "updates")}
     return result
+
+
+def _limits(axes, valid):
+    """Per axis, the valid size of its dim (None: nothing past it is padding)."""
+    out = []
+    for axis in axes:
+        padded = [dim for dim in axis if dim in valid]
+        if padded and (len(axis) > 1 or axis[padded[0]] != 1):
+            raise ValueError(f"a padded dim ({padded[0]}) must index its axis alone")
+        out.append(valid[padded[0]] if padded else None)
+    return out
+
+
+def _valid_points(points, limits):
+    """How many of these coordinates lie within the valid sizes."""
+    if limits is None:
+        return len(points)
+    return sum(all(lim is None or x < lim for x, lim in zip(point, limits)) for point in points)
+
+
+def _valid_box(box, limits):
+    """Words of a box within the valid sizes."""
+    if limits is None:
+        return _box_size(box)
+    size = 1
+    for (lo, hi), lim in zip(box, limits):
+        size *= max(0, min(hi, lim - 1 if lim is not None else hi) - lo + 1)
+    return size
+
+
+def fragments(problem, nest, roles):
+    """MACs a native-shape unit executes (see the module docstring): `roles` is a list of
+    (dims, size); every dim of the problem outside the roles is one MAC per point."""
+    loops = _flatten(nest)
+    innermost = len(nest) - 1
+    outer = [loop for loop in loops if loop.level < innermost or loop.kind == "spatial"]
+    inner = [loop for loop in loops if loop.level == innermost and loop.kind == "temporal"]
+    size = 1
+    for _, native in roles:
+        size *= native
+    total = 0
+    for _ in _settings(outer):
+        blocks = set()
+        for point in _settings(inner):
+            local = _dim_values(inner, point)
+            key = []
+            for dims, native in roles:        # the role's offset, flattened, in fragments
+                flat = 0
+                for dim in dims:
+                    extent = 1
+                    for loop in inner:
+                        if loop.dim == dim:
+                            extent *= loop.bound
+                    flat = flat * extent + local.get(dim, 0)
+                key.append(flat // native)
+            rest = tuple(local.get(dim, 0) for dim in problem["dims"]
+                         if all(dim not in dims for dims, _ in roles))
+            blocks.add((tuple(key), rest))
+        total += len(blocks) * size
+    return total
 
 
 # ----------------------------------------------------------------------------------------------
@@ -286,22 +362,27 @@ def _fetch_history(loops, level, axes):
 # Counting
 
 
-def _level_counts(level, history, traffic, output):
-    """{instance: {'reads', 'fills', 'updates'}} for one tensor kept at `level`.
+def _level_counts(level, history, traffic, output, limits=None):
+    """{instance: {'reads', 'fills', 'updates'}} for one tensor kept at `level`; with `limits`
+    (per axis, its valid size or None), only the words within them.
 
     history: this level's {instance: (distinct tiles, fetches)}; traffic: {instance: (words
-    moved to / from the child level or MACs, set of coordinates moved)}.
+    moved to / from the child level or MACs, as a list of the boxes or elements moved, set of
+    coordinates moved)}.
     """
     counts = {}
     for instance, (tiles, fetches) in history.items():
-        loads = sum(_box_size(box) for box in fetches if box is not None)
-        words, touched = traffic[instance]
+        loads = sum(_valid_box(box, limits) for box in fetches if box is not None)
+        words, moved, touched = traffic[instance]
+        if limits is not None:
+            words = sum(_valid_box(box, limits) for box in moved)
+        touched = _valid_points(touched, limits)
         if output:
             held = set()
             for box in tiles:
                 held.update(_box_points(box))
-            counts[instance] = {"reads": words - len(touched),
-                                "fills": loads - len(held),
+            counts[instance] = {"reads": words - touched,
+                                "fills": loads - _valid_points(held, limits),
                                 "updates": words}
         else:
             counts[instance] = {"reads": words,
@@ -323,8 +404,8 @@ def _child_traffic(loops, level, child_history, private=frozenset()):
     For each parent instance and each time step of the children: the distinct boxes its
     children fetch in that step (identical requests are served by one multicast read; identical
     write-backs of a spatial reduction arrive as one update; a child writes back each word it
-    fetched once, when it is replaced or at the end). Returns {parent: (words, set of
-    coordinates moved)}.
+    fetched once, when it is replaced or at the end). Returns {parent: (words, boxes moved,
+    set of coordinates moved)}.
     """
     # A child's instance key (its spatial indices) starts with its parent's instance key.
     prefix = len([loop for loop in loops if loop.level < level and loop.kind == "spatial"])
@@ -338,15 +419,17 @@ def _child_traffic(loops, level, child_history, private=frozenset()):
     for parent, members in families.items():
         words = 0
         boxes_seen = set()
+        moved = []
         for step in range(len(members[0][1])):
             requests = {(fetches[step], tuple(instance[i] for i in positions))
                         for instance, fetches in members if fetches[step] is not None}
             words += sum(_box_size(box) for box, _ in requests)
+            moved.extend(box for box, _ in requests)
             boxes_seen.update(box for box, _ in requests)
         touched = set()
         for box in boxes_seen:
             touched.update(_box_points(box))
-        traffic[parent] = (words, touched)
+        traffic[parent] = (words, moved, touched)
     return traffic
 
 
@@ -356,7 +439,8 @@ def _mac_traffic(loops, level, axes, private=frozenset()):
     Every MAC step (a setting of all temporal loops), every MAC unit under the instance (a
     setting of the spatial loops of `level` and below) reads, or updates, the one element its
     iteration point names. Units asking for the same element in the same step are served by one
-    read (or reduced into one update). Returns {instance: (words, set of coordinates moved)}.
+    read (or reduced into one update). Returns {instance: (words, elements moved as one-point
+    boxes, set of coordinates moved)}.
     """
     time = [loop for loop in loops if loop.kind == "temporal"]
     outer = [loop for loop in loops if loop.level < level and loop.kind == "spatial"]
@@ -375,11 +459,13 @@ def _mac_traffic(loops, level, axes, private=frozenset()):
             units.append((tuple(a + b for a, b in zip(here, offset)), tuple(unit[i] for i in mine)))
         words = 0
         touched = set()
+        moved = []
         for step, occurrences in steps.items():
             requests = {(tuple(a + b for a, b in zip(step, unit)), who) for unit, who in units}
             words += occurrences * len(requests)
+            moved.extend([tuple((x, x) for x in element) for element, _ in requests] * occurrences)
             touched |= {element for element, _ in requests}
-        traffic[instance] = (words, touched)
+        traffic[instance] = (words, moved, touched)
     return traffic
 
 

@@ -37,10 +37,10 @@ def _prime_factors(n: int) -> list[int]:
 
 
 @st.composite
-def workloads(draw, kinds=tuple(EINSUMS), max_macs: int = 600):
+def workloads(draw, kinds=tuple(EINSUMS), max_macs: int = 600, sizes=SMALL_SIZES):
     kind = draw(st.sampled_from(kinds))
     einsum, dims = EINSUMS[kind]
-    sizes = {d: draw(SMALL_SIZES) for d in dims}
+    sizes = {d: draw(sizes) for d in dims}
     while math.prod(sizes.values()) > max_macs:        # keep the brute force fast
         biggest = max(sizes, key=sizes.get)
         sizes[biggest] = max(1, sizes[biggest] // 2)
@@ -51,21 +51,23 @@ def workloads(draw, kinds=tuple(EINSUMS), max_macs: int = 600):
 
 @st.composite
 def archs(draw, min_levels: int = 2, max_levels: int = 3, latency: bool = False, capacity: bool = False,
-          native: bool = False):
+          native: bool = False, gpu: bool = False):
     """Random architectures; with `latency`, levels may declare an access latency and a
     three-level one may be a GPU (its middle level per SM) with tight occupancy limits; with
     `capacity`, the levels below the first may hold only a few words (small enough that tiles
     and keep sets compete for them, on the small workloads the tests draw); with `native`, the
     compute units may have a native operation shape m x n x k of sizes 1 or 2, whose roles the
     workloads' dims play by name (GEMMs) or by their einsum's structure (convolutions: k = c.r,
-    a role two dims share)."""
+    a role two dims share); with `gpu`, a GPU of three or more levels (the second per SM), whose
+    ragged tails are masked (`tails.py`)."""
     n_levels = draw(st.integers(min_levels, max_levels))
     mesh = [1, 1]
     levels = []
     energy = st.sampled_from([0.0, 0.5, 1.0, 4.0, 30.0])
     for i in range(n_levels):
         if i > 0:
-            mesh = [mesh[0] * draw(st.sampled_from([1, 2, 4])), mesh[1] * draw(st.sampled_from([1, 2]))]
+            grow = [2, 4] if gpu and i == 1 else [1, 2, 4]      # a GPU's SMs: more than one
+            mesh = [mesh[0] * draw(st.sampled_from(grow)), mesh[1] * draw(st.sampled_from([1, 2]))]
         levels.append({
             "name": f"L{i}", "mesh": list(mesh), "instances": mesh[0] * mesh[1],
             "block_size": draw(st.sampled_from([1, 2, 4])),
@@ -92,10 +94,10 @@ def archs(draw, min_levels: int = 2, max_levels: int = 3, latency: bool = False,
             "compute": {"mesh": compute_mesh, "instances": compute_mesh[0] * compute_mesh[1],
                         "macs_per_cycle": draw(st.sampled_from([1, 2])), "energy": 1.0,
                         **({"native_shape": {r: draw(st.sampled_from([1, 2])) for r in "mnk"}}
-                           if native and draw(st.booleans()) else {})},
+                           if native and (gpu or draw(st.booleans())) else {})},
             "model": {"cycles": draw(st.sampled_from(["stage_aware", "timeloop"]))}}
-    sms = levels[1]["instances"] if n_levels == 3 else 0
-    if latency and sms and sms != levels[0]["instances"] and draw(st.booleans()):
+    sms = levels[1]["instances"] if n_levels == 3 or gpu else 0
+    if sms and sms != levels[0]["instances"] and (gpu or latency and draw(st.booleans())):
         data["gpu"] = {"sms": sms, "smem_per_sm": draw(st.sampled_from([64, 256, 4096])),
                        "registers_per_sm": draw(st.sampled_from([16, 64, 1024])),
                        "max_blocks_per_sm": draw(st.sampled_from([1, 2, 8]))}

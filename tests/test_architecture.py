@@ -25,6 +25,7 @@ LAYERS = [
     ["mapper.errors", "mapper.limits", "mapper.units", "mapper.validate", "mapper.factors", "mapper.tiles",
      "mapper.flags"],
     ["mapper.einsum", "mapper.spec", "mapper.constraints", "mapper.orders", "mapper.roles"],
+    ["mapper.tails"],
     ["mapper.mapping", "mapper.rescale", "mapper.random_mappings"],
     ["mapper.bind", "mapper.load", "mapper.timeloop"],
     ["mapper.cost"],

@@ -44,7 +44,7 @@ def test_joint_equals_exhaustive_on_four_level_spaces(data):
     bypass = data.draw(st.sampled_from(["every", "some"]))
     levels = BYPASS_EVERYWHERE if bypass == "every" else tuple(
         (level.name, LevelConstraints(bypass=data.draw(st.booleans()))) for level in arch.levels[1:])
-    constraints = Constraints(levels=levels, imperfect=imperfect, max_padding=0.5)
+    constraints = Constraints(levels=levels, factors="imperfect" if imperfect else "perfect", max_padding=0.5)
     space = Mapspace(arch, workload, constraints)
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles", "delay,energy"])), arch)
     if space.funnel().after["divisibility"] > 400_000:
@@ -321,7 +321,7 @@ def test_fitting_children_are_exactly_the_children_that_fit(data):
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=256))
     arch = data.draw(archs(min_levels=3, max_levels=4))
     space = Mapspace(arch, workload, Constraints(levels=BYPASS_EVERYWHERE,
-                                                 imperfect=data.draw(st.booleans()), max_padding=0.5))
+                                                 factors=data.draw(st.sampled_from(["perfect", "imperfect"])), max_padding=0.5))
     if data.draw(st.booleans()):        # a keep part: every capacity test sees one keep set
         space = space.with_keeps(tuple(data.draw(st.integers(0, len(c.keeps) - 1)) for c in space.choices))
     tree = LevelTree(space)

@@ -41,11 +41,14 @@ def test_gpu_presets_declare_latencies():
 def _seed_example():
     """h100 with the operand path below shared memory made ideal (unlimited bandwidth), so that
     the example isolates the HBM -> shared-memory stage it is about; one SM does the work (the
-    example's 38 ns is the whole HBM bandwidth serving one tile)."""
+    example's 38 ns is the whole HBM bandwidth serving one tile). Its arithmetic counts the MACs
+    alone: the compute unit has no native shape here, which would pad the 56-row register tile
+    to four m16 fragments (`tails.fragment_macs`)."""
     h100 = load_arch("h100")
     levels = list(h100.levels)
     levels[2] = dataclasses.replace(levels[2], bandwidth=math.inf)
-    arch = dataclasses.replace(h100, levels=tuple(levels))
+    arch = dataclasses.replace(h100, levels=tuple(levels),
+                               compute=dataclasses.replace(h100.compute, native_shape=()))
     workload = workload_from_dict({"name": "seed", "einsum": "Z[m,n] += A[m,k] * B[k,n]",
                                    "sizes": {"m": 560, "n": 560, "k": 4608}, "dtype": "bf16",
                                    "dtypes": {"Z": "fp32"}}, Where("seed"))

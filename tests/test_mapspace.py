@@ -128,7 +128,7 @@ CASES = {
     "conv1d-bypass": (small_arch(capacity="12 B", fanout=(2, 1)), conv1d(),
                       Constraints(levels=(("RF", LevelConstraints(bypass=True)),))),
     "gemm-imperfect": (small_arch(fanout=(2, 1), stages=1), gemm(m=3, n=1, k=2),
-                       Constraints(imperfect=True, max_padding=0.5)),
+                       Constraints(factors="imperfect", max_padding=0.5)),
 }
 
 
@@ -175,7 +175,7 @@ def test_padded_extents_stay_bounded():
     assert all(e >= 4099 for e in padded_extents(4099, 1.0))
     ms = Mapspace(small_arch(), workload_from_dict({"name": "x", "einsum": "Z[m] += A[m]",
                                                     "sizes": {"m": 6144}, "dtype": 8}, W),
-                  Constraints(imperfect=True))
+                  Constraints(factors="imperfect"))
     assert sum(len(t) for t in ms.dim_tables) < 200_000
 
 

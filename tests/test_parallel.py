@@ -74,7 +74,7 @@ def test_the_workers_walk_every_leaf_once(workers, tmp_path):
     leaves of the walk on one core, each once; the incumbent takes none, so that nothing is
     pruned."""
     arch = load_arch("toy")
-    space = Mapspace(arch, gemm(8, 4, 4), Constraints(imperfect=True))
+    space = Mapspace(arch, gemm(8, 4, 4), Constraints(factors="imperfect"))
     objective = parse_objective("edp", arch)
     tree = LevelTree(space)
 
@@ -209,7 +209,7 @@ def test_the_units_cut_keeps_every_optimum_where_compute_binds(objective):
     # edge of that cut. The walk alone starts from the costliest mapping among the fastest,
     # so that from the start the cut's bound meets the incumbent's cycles
     arch = _compute_bound_arch()
-    space = Mapspace(arch, gemm(8, 4, 4), Constraints(imperfect=True, max_padding=0.25))
+    space = Mapspace(arch, gemm(8, 4, 4), Constraints(factors="imperfect", max_padding=0.25))
     goal = parse_objective(objective, arch)
     exact = Exhaustive().run(space, goal)
     table = next(space.tables(batch=10**6))

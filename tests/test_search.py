@@ -32,7 +32,7 @@ SPACES = {
                        workload_from_dict({"name": "s", "einsum": "O[k,p] += I[2*p+r] * W[k,r]",
                                            "sizes": {"k": 4, "p": 4, "r": 3}, "dtype": 8}, Where("t")),
                        Constraints()),
-    "gemm-imperfect": (small_arch(fanout=(2, 1)), gemm(3, 2, 5), Constraints(imperfect=True, max_padding=0.5)),
+    "gemm-imperfect": (small_arch(fanout=(2, 1)), gemm(3, 2, 5), Constraints(factors="imperfect", max_padding=0.5)),
 }
 OBJECTIVES = ["edp", "energy", "cycles", "bytes:Buf"]
 

@@ -15,15 +15,8 @@ from ..spec import Arch
 
 
 def gpu_levels(arch: Arch) -> tuple[int, int] | None:
-    """(shared-memory level, register level) of a GPU: the level with one instance per SM and
-    the next one, or None when the architecture is no GPU."""
-    gpu = arch.gpu
-    if gpu is None:
-        return None
-    smem = [lv for lv, level in enumerate(arch.levels) if level.instances == gpu.sms]
-    if not smem or smem[0] + 1 >= len(arch.levels):
-        return None
-    return smem[0], smem[0] + 1
+    """(shared-memory level, register level) of a GPU, or None (`Arch.per_sm_levels`)."""
+    return arch.per_sm_levels()
 
 
 def blocks_per_sm(arch: Arch, smem_bytes, rf_bytes) -> np.ndarray:

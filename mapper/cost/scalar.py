@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .. import tiles
+from .. import tails, tiles
 from ..mapping import Mapping
 from ..spec import Arch, Workload
 from .multicast import distinct_offsets
@@ -183,13 +183,18 @@ class _Nest:
     """The loop nest of one mapping as each level sees it: its instances, the loops above it
     and the spans of the tiles at and below it (plain Python integers)."""
 
-    def __init__(self, workload: Workload, mapping: Mapping):
+    def __init__(self, arch: Arch, workload: Workload, mapping: Mapping):
         levels = mapping.levels
         self.levels, self.n_levels, self.n_dims = levels, len(levels), len(workload.dims)
         spatial = [math.prod(b for _, b, _ in lm.spatial) for lm in levels]
         self.instances = [math.prod(spatial[:lv]) for lv in range(self.n_levels)]
         self.compute_instances = math.prod(spatial)
         self.macs_per_unit = math.prod(b for lm in levels for _, b in lm.temporal)
+        innermost = [1] * self.n_dims
+        for d, b in levels[-1].temporal:
+            innermost[d] *= b
+        # padding included: whole fragments of the unit's own tile (`tails.fragment_macs`)
+        self.executed_per_unit = tails.fragment_macs(arch, workload, innermost, self.macs_per_unit)
         self.loops_above = [[loop for lm in levels[:lv] for loop in lm.temporal]
                             for lv in range(self.n_levels)]
         # the loops above each level as (dim, bound, is_spatial): a level's spatial loops follow
@@ -198,6 +203,7 @@ class _Nest:
                             for loop in [(d, b, False) for d, b in lm.temporal]
                             + [(d, b, True) for d, b, _ in lm.spatial]]
                            for lv in range(self.n_levels)]
+        self.clamps = tails.clamp_ratios(workload, self.spans_below(0))   # valid share per tensor
 
     def spans_below(self, lv: int) -> list[int]:
         """Per dim, the product of the loop bounds at levels lv.. (a fresh list)."""
@@ -321,18 +327,21 @@ def _tensor_energy(level, word_bytes: float, c: _Counts) -> float:
 
 def _level_row(arch: Arch, workload: Workload, nest: _Nest, lv: int, counts, compute_cycles,
                exposed: tuple[list[float], list[float]], lat: _Latency) -> dict:
-    """LevelCost fields of level lv except its leakage and latency terms; `cycles` is its time."""
+    """LevelCost fields of level lv except its leakage and latency terms; `cycles` is its time.
+    A masked level's totals (bytes moved, energy) count only the valid elements (`tails.py`)."""
     level, instances = arch.levels[lv], nest.instances[lv]
-    tensors, footprint, read_bytes, write_bytes = {}, 0.0, 0.0, 0.0
+    clamps = nest.clamps if lv < tails.masked_levels(arch) else [1.0] * len(workload.tensors)
+    tensors, footprint, read_bytes, write_bytes, moved = {}, 0.0, 0.0, 0.0, 0.0
     for t, tensor in enumerate(workload.tensors):
         if (lv, t) not in counts:
             continue
         c = counts[lv, t]
         word_bytes = level.word_bytes(tensor)
         bytes_each = (c.reads + c.fills + c.updates) * word_bytes
-        energy = _tensor_energy(level, word_bytes, c) * level.charged_instances(instances)
+        energy = _tensor_energy(level, word_bytes, c) * level.charged_instances(instances) * clamps[t]
         tensors[tensor.name] = TensorCost(c.tile, c.partition, c.reads, c.fills, c.updates,
-                                          bytes_each * instances, energy)
+                                          bytes_each * instances * clamps[t], energy)
+        moved += bytes_each * instances * clamps[t]
         footprint += c.tile * word_bytes
         read_bytes += c.reads * word_bytes
         write_bytes += (c.fills + c.updates) * word_bytes
@@ -341,7 +350,7 @@ def _level_row(arch: Arch, workload: Workload, nest: _Nest, lv: int, counts, com
                             exposed[0][lv], exposed[1][lv], lat.hidden[lv], exposed_latency))
     return dict(name=level.name, instances=instances, tensors=tensors,
                 footprint_bytes=footprint * nest.levels[lv].stages, capacity_bytes=level.capacity,
-                traffic_bytes=(read_bytes + write_bytes) * instances, cycles=time)
+                traffic_bytes=moved, cycles=time)
 
 
 def _leakage(arch: Arch, nest: _Nest, cycles: float) -> list[float]:
@@ -352,13 +361,13 @@ def _leakage(arch: Arch, nest: _Nest, cycles: float) -> list[float]:
 
 def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
     """Price one mapping with a full breakdown per level and tensor (see the module docstring)."""
-    nest = _Nest(workload, mapping)
+    nest = _Nest(arch, workload, mapping)
     resident, waves = _occupancy(arch, mapping.levels, _footprints(arch, workload, nest),
                                  workload.tensors[workload.output].dims)
     counts = _access_counts(arch, workload, nest)
     exposed = _exposed_bytes(arch, workload, nest, counts)
     lat = _latency_terms(arch, workload, nest, counts, resident, waves)
-    compute_cycles = -(-nest.macs_per_unit // arch.compute.macs_per_cycle)
+    compute_cycles = -(-nest.executed_per_unit // arch.compute.macs_per_cycle)
     rows = [_level_row(arch, workload, nest, lv, counts, compute_cycles, exposed, lat)
             for lv in range(nest.n_levels)]
     level_times = [row["cycles"] for row in rows]
@@ -368,8 +377,9 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
                              latency_exposed=le + arch.levels[lv].latency * lw)
                    for lv, (row, lk, lh, le, lw)
                    in enumerate(zip(rows, leak, lat.hidden, lat.exposed, lat.waves))]
-    # Padded extents (imperfect factors) execute their padding too: energy counts every MAC run.
-    compute_energy = nest.macs_per_unit * nest.compute_instances * arch.compute.energy_per_mac
+    # Padding executes too (padded extents, partial fragments): energy counts every MAC run.
+    executed = nest.executed_per_unit * nest.compute_instances
+    compute_energy = executed * arch.compute.energy_per_mac
     energy = sum(tc.energy_pj for lc in level_costs for tc in lc.tensors.values())
     energy += compute_energy + sum(leak)
     slowest = max(range(nest.n_levels), key=lambda lv: level_times[lv])
@@ -378,5 +388,5 @@ def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
                       compute_energy_pj=compute_energy, compute_instances=nest.compute_instances,
                       energy_pj=energy, cycles=float(cycles),
                       utilization=workload.macs / (cycles * arch.peak_macs_per_cycle),
-                      bottleneck=bottleneck, macs_executed=nest.macs_per_unit * nest.compute_instances,
+                      bottleneck=bottleneck, macs_executed=executed,
                       resident=resident[-1], waves=waves[-1])

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import tiles
+from .. import tails, tiles
 from ..mapping import MappingTable
 from ..spec import Arch, Workload
 from .multicast import distinct_offsets
@@ -261,8 +261,11 @@ class _Traffic:
     (words per utilized instance) and their access energy per instance; per level: bytes per
     instance moved through it, and of them those not hidden by buffering."""
 
-    def __init__(self, n_levels: int, n_tensors: int, n: int):
+    def __init__(self, n_levels: int, n_tensors: int, n: int, clamps: list | None = None, masked: int = 0):
         shape = (n_levels, n_tensors, n)
+        # masked tails (`tails.py`): the levels above `masked` move only each tensor's valid share
+        self.clamps, self.masked = clamps, masked if clamps is not None else 0
+        self.valid_moved = np.zeros((n_levels, n)) if self.masked else None
         self.reads, self.fills, self.updates = (np.zeros(shape, np.int64) for _ in range(3))
         self.energy = np.zeros(shape)
         self.moved_read = np.zeros((n_levels, n))     # bytes per instance read from each level
@@ -288,6 +291,10 @@ class _Traffic:
         self.moved_read[lv] += word_bytes * reads
         self.moved_write[lv] += word_bytes * (fills + updates)
         self.energy[lv, t] = _access_energy(level, word_bytes, reads, fills, updates)
+        if self.masked:
+            share = self.clamps[t] if lv < self.masked else 1.0
+            self.energy[lv, t] *= share
+            self.valid_moved[lv] += word_bytes * (reads + fills + updates) * share
         self.exposed_read[lv] += word_bytes * np.where(below_buffered, 0, reads)
         self.exposed_write[lv] += word_bytes * (np.where(buffered, 0, fills)
                                                 + np.where(below_buffered, 0, updates))
@@ -409,16 +416,17 @@ def _level_times(arch: Arch, compute_cycles, traffic: _Traffic, lat_hidden, lat_
                      for lv, level in enumerate(arch.levels)]).astype(float)
 
 
-def _energy(arch: Arch, level_energy, instances, spatial_all, macs_per_unit, cycles) -> np.ndarray:
-    """(N,) total energy: access energy, MACs and leakage. Scales `level_energy` (per instance,
-    (L, T, N)) in place to all the instances charged."""
+def _energy(arch: Arch, level_energy, instances, spatial_all, executed_per_unit, cycles) -> np.ndarray:
+    """(N,) total energy: access energy, MACs (`executed_per_unit` on each unit, padding
+    included) and leakage. Scales `level_energy` (per instance, (L, T, N)) in place to all the
+    instances charged."""
     level_energy *= np.stack([level.charged_instances(instances[lv])
                               for lv, level in enumerate(arch.levels)])[:, None, :]
     if arch.leakage == "utilized":              # Timeloop's rule: only used instances leak
         leak = (np.array([level.leak for level in arch.levels])[:, None] * instances).sum(axis=0)
     else:
         leak = sum(level.leak * level.instances for level in arch.levels)
-    executed = macs_per_unit * instances[-1] * spatial_all[-1]     # padding included
+    executed = executed_per_unit * instances[-1] * spatial_all[-1]
     return level_energy.sum(axis=(0, 1)) + executed * arch.compute.energy_per_mac + leak * cycles
 
 
@@ -443,7 +451,9 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     spatial_all = nest.spatial.prod(axis=1)                                            # (L, N)
     instances = _exclusive_cumprod(spatial_all)
     macs_per_unit = nest.temporal.reshape(n_levels * nest.n_dims, n).prod(axis=0)     # (N,)
-    compute_cycles = -(-macs_per_unit // arch.compute.macs_per_cycle)
+    # padding included: whole fragments of the unit's own tile (`tails.fragment_macs`)
+    executed = tails.fragment_macs(arch, workload, nest.temporal[-1], macs_per_unit)
+    compute_cycles = -(-executed // arch.compute.macs_per_cycle)
     footprint = _footprint(arch, workload, nest)
     if with_latency or arch.gpu is not None:    # reported on a GPU even where no latency uses it
         resident, waves, in_flight, level_waves = occupancy(
@@ -451,7 +461,10 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     else:
         resident = waves = np.ones(n)
     lat = _Latency(latency, rounds, in_flight, level_waves, nest.stages) if with_latency else None
-    traffic = _Traffic(n_levels, len(workload.tensors), n)
+    extents = nest.span[0]
+    padded = bool((extents != np.array(workload.sizes)[:, None]).any())
+    traffic = _Traffic(n_levels, len(workload.tensors), n,
+                       tails.clamp_ratios(workload, extents) if padded else None, tails.masked_levels(arch))
     buffered = nest.stages > 1
     for t in range(len(workload.tensors)):
         _walk_tensor(arch, workload, nest, t, loads, spatial_all, macs_per_unit, buffered, traffic, lat)
@@ -461,15 +474,16 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
         lat_hidden = lat_exposed = np.zeros((n_levels, n))
     times = _level_times(arch, compute_cycles, traffic, lat_hidden, lat_exposed)
     cycles = np.maximum(times.max(axis=0), compute_cycles)
-    energy = _energy(arch, traffic.energy, instances, spatial_all, macs_per_unit, cycles)
+    energy = _energy(arch, traffic.energy, instances, spatial_all, executed, cycles)
     moved = traffic.moved_read + traffic.moved_write
+    valid_moved = moved if traffic.valid_moved is None else traffic.valid_moved
     exposed = traffic.exposed_read + traffic.exposed_write
     return Costs(
         energy_pj=energy, cycles=cycles.astype(float),
         utilization=workload.macs / (cycles * arch.peak_macs_per_cycle),
         valid=_valid(arch, nest, footprint), compute_cycles=compute_cycles.astype(float), macs=workload.macs,
         level_reads=traffic.reads, level_fills=traffic.fills, level_updates=traffic.updates,
-        level_instances=instances, level_footprint=footprint, level_traffic=moved * instances,
+        level_instances=instances, level_footprint=footprint, level_traffic=valid_moved * instances,
         level_energy=traffic.energy, level_time=times, level_moved=moved, level_exposed=exposed,
         level_latency_hidden=lat_hidden, level_latency_exposed=lat_exposed,
         resident=resident, waves=waves)

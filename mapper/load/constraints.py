@@ -46,9 +46,9 @@ def _ranges(value, where: Where):
 def constraints_from_dict(data, where: Where):
     fields(data, where, ("name",), ("description", "factors", "max_padding", "align_to_native",
                                     "min_utilization", "min_occupancy", "levels"))
-    factors = data.get("factors", "perfect")
-    if not isinstance(factors, str) or factors not in ("perfect", "imperfect"):
-        raise (where / "factors").error(f"expected 'perfect' or 'imperfect', got {shown(factors)}")
+    factors = data.get("factors", "auto")
+    if not isinstance(factors, str) or factors not in ("auto", "perfect", "imperfect"):
+        raise (where / "factors").error(f"expected 'auto', 'perfect' or 'imperfect', got {shown(factors)}")
     levels = []
     raw_levels = data.get("levels") or {}
     if not isinstance(raw_levels, dict):
@@ -97,7 +97,7 @@ def constraints_from_dict(data, where: Where):
         raise (where / "align_to_native").error("expected true or false")
     return Constraints(name=name_text(data["name"], where / "name"), file=where.file,
                        description=text(data.get("description", ""), where / "description"),
-                       imperfect=factors == "imperfect", max_padding=float(max_padding),
+                       factors=factors, max_padding=float(max_padding),
                        align_to_native=align, min_utilization=float(min_util),
                        min_occupancy=positive_int(data.get("min_occupancy", 1), where / "min_occupancy"),
                        levels=tuple(levels))

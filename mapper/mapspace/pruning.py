@@ -56,16 +56,18 @@ class PruningMixin:
     def fragment_mask(self, factors: np.ndarray) -> np.ndarray:
         """Where a role of the native op shape is played by several dims (`roles.py`: a
         convolution's m = n.p.q), the product of their innermost tiles is a multiple of the
-        role's native size, or all of them whole when smaller (single-dim roles are checked per
-        dim, `TablesMixin.divisibility_mask`)."""
+        role's native size, unless no product of their tiles can be (a convolution's
+        k = 3.7.7): then the unit runs whole fragments of it, padding included
+        (`tails.fragment_macs`). Single-dim roles are checked per dim
+        (`TablesMixin.divisibility_mask`)."""
         return self.fragments_possible(factors[-1].prod(axis=0), factors.prod(axis=(0, 1)))
 
     def fragments_possible(self, spans: np.ndarray, extents: np.ndarray) -> np.ndarray:
         """(N,) whether a tile of `spans` ((D, N)) can hold an innermost tile meeting
         `fragment_mask` (exactly that, for the innermost tile itself): every divisor of a dim's
         span is a tile it may take below, so a fused role can be met iff the product of its
-        dims' spans is a multiple of its native size, or they are all whole and smaller.
-        `extents` (D, N): the dims' (padded) extents."""
+        dims' spans is a multiple of its native size. Tiles divide extents, so where the
+        product of the extents (`extents`, (D, N)) is none, no tile is and none is asked."""
         ok = np.ones(spans.shape[-1], bool)
         roles = self.roles
         if roles is None or not roles.fused:
@@ -74,7 +76,7 @@ class PruningMixin:
         for name, dims in zip(roles.names, roles.dims):
             if len(dims) > 1:
                 tile, extent = spans[list(dims)].prod(axis=0), extents[list(dims)].prod(axis=0)
-                ok &= (tile % native[name] == 0) | ((tile == extent) & (extent < native[name]))
+                ok &= (tile % native[name] == 0) | (extent % native[name] != 0)
         return ok
 
     def coupled_mask(self, factors: np.ndarray) -> np.ndarray:
@@ -155,7 +157,8 @@ class PruningMixin:
                                f"{' x '.join(str(self.workload.sizes[d]) for d in dims)}, native {native[name]})"
                                for name, dims in fused)
             what = f"No product of the innermost tiles of {detail} is a multiple of the native operation shape"
-        return what + ": use factors: imperfect (padding) or align_to_native: false."
+        return what + (": use factors: auto (on a GPU, a masked ragged tail), factors: imperfect (padding) "
+                       "or align_to_native: false.")
 
     def smallest_footprint(self, lv: int) -> float:
         """Bytes per instance of the smallest tiles level lv can hold (one stage x its fewest

@@ -10,7 +10,7 @@ from ..bind import check_together
 from ..constraints import ROLES, Constraints
 from ..errors import InfeasibleError, SpecError
 from ..roles import Roles, tensor_core_roles
-from ..factors import padded_extents
+from ..tails import dim_extents
 from ..spec import Arch, Workload
 from .common import SPATIAL_X, SPATIAL_Y, TEMPORAL, LevelChoices
 from .counting import CountingMixin
@@ -67,9 +67,9 @@ class Mapspace(TablesMixin, OrderTablesMixin, CountingMixin, PruningMixin, Sampl
 
     @cached_property
     def extents(self) -> list[tuple[int, ...]]:
-        """Per dim, the extents it may be padded to (just its size with perfect factors)."""
-        return [padded_extents(size, self.constraints.max_padding) if self.constraints.imperfect
-                else (size,) for size in self.workload.sizes]
+        """Per dim, the extents it may take: its size, or padded ones (`tails.dim_extents`)."""
+        return dim_extents(self.arch, self.workload, self.constraints.factors, self.constraints.max_padding,
+                           self.roles)
 
     @cached_property
     def choices(self) -> list[LevelChoices]:

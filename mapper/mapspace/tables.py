@@ -7,6 +7,7 @@ from functools import cached_property
 import numpy as np
 
 from ..factors import enumerate_factorizations
+from ..tails import masked_levels
 from .common import SPATIAL_X, SPATIAL_Y, TEMPORAL
 
 
@@ -68,11 +69,21 @@ class TablesMixin:
         extent = rows.prod(axis=1)
         return (tile % size == 0) | ((tile == extent) & (extent < size))
 
+    def tail_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
+        """Where dim d's extent has a masked tail (`tails.py`), the grid is the real one: the
+        tile at the per-SM level (a block's) is longer than the padding, so that no block, and
+        no step of a block's main loop, is all padding (a kernel's grid is ceil(size / tile))."""
+        block = masked_levels(self.arch)
+        if not block:
+            return np.ones(rows.shape[0], bool)
+        padding = rows.prod(axis=1) - self.workload.sizes[d]
+        return (padding == 0) | (self.level_view(rows)[2][:, block] > padding)
+
     @cached_property
     def _tables(self) -> dict[str, list[np.ndarray]]:
         raw = [self._dim_rows(d) for d in range(self.n_dims)]
         constrained = [r[self.constraint_mask(d, r)] for d, r in enumerate(raw)]
-        divisible = [r[self.divisibility_mask(d, r)] for d, r in enumerate(constrained)]
+        divisible = [r[self.divisibility_mask(d, r) & self.tail_mask(d, r)] for d, r in enumerate(constrained)]
         return {"raw": raw, "constraints": constrained, "divisibility": divisible}
 
     @property

@@ -2,7 +2,13 @@
 every bound below is built from (block rounding relaxed, so that each stays a lower bound)."""
 from __future__ import annotations
 
+import functools
 import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ... import tails
 
 def action_energy(level, count, word_bytes, per_access, per_byte):
     blocks = count if level.block_size == 1 else -(-count // level.block_size)
@@ -29,3 +35,34 @@ def read_energy(level, tensor) -> float:
 def fill_energy(level, tensor) -> float:
     """Energy per word written into a level, block rounding relaxed."""
     return level.energy_write / level.block_size + level.word_bytes(tensor) * level.byte_energy_write
+
+
+class ValidShares(NamedTuple):
+    """Under masked tails (`tails.py`), the share of each tensor's padded words that exist,
+    per node, and the least of them: what a bound on a masked level's energy is scaled by."""
+    tensor: list                # per tensor, (N,) or 1.0
+    least: np.ndarray | float   # (N,) or 1.0
+    masked: int                 # the levels above this one load and store masked
+
+
+def valid_shares(space, table) -> ValidShares | None:
+    """The nodes' valid shares, or None where no level is masked or no node is padded."""
+    masked = tails.masked_levels(space.arch)
+    if not masked:
+        return None
+    extents = table.factors.prod(axis=(0, 1))
+    if (extents == np.array(space.workload.sizes)[:, None]).all():
+        return None
+    shares = tails.clamp_ratios(space.workload, extents)
+    return ValidShares(shares, functools.reduce(np.minimum, shares), masked)
+
+
+def may_draw_masked(space, shares: ValidShares | None, level: int) -> bool:
+    """Whether traffic into `level` (or, at n_levels, into the compute units) may come from a
+    masked level: it is one, or its parent is, or a level between may pass a tensor through."""
+    if shares is None:
+        return False
+    if level <= shares.masked:
+        return True
+    return any(len(keep) < len(space.workload.tensors)
+               for choice in space.choices[shares.masked:level] for keep in choice.keeps)

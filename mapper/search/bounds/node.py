@@ -32,7 +32,7 @@ from ...cost.timing import level_time, total_rate
 from ...mapping import MappingTable
 from ...mapspace import Mapspace
 from ..objective import SLACK, TIE, Objective, beaten, cost_bound
-from .energy import action_energy
+from .energy import ValidShares, action_energy, may_draw_masked, valid_shares
 from .latency import decided_latency_bound
 from .link import LinkBounds
 from .operand import independent_bound, operand_bound, read_modify_write, serving_options
@@ -97,7 +97,8 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
     for lv in range(min(depth, n_levels)):
         decided_units = decided_units * table.factors[lv, 1:].prod(axis=(0, 1))
     compute = compute_bound(space, depth, decided_units, links)
-    open_ = _open(space, depth, table, links, _known(space, depth, table, costs))
+    shares = valid_shares(space, table)
+    open_ = _open(space, depth, table, links, _known(space, depth, table, costs, shares), shares)
     known = open_.known
     cycles = _cycles(space, depth, table, links, open_, compute)
     # with "utilized" (Timeloop's rule) idle instances do not leak: no term
@@ -105,10 +106,13 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
     energy = open_.energy + leak * cycles
     if objective.kind == "bytes":
         bound = (known.read + known.write)[objective.level] * costs.level_instances[objective.level]
+        if shares is not None and objective.level < shares.masked:
+            bound = bound * shares.least         # per-instance bytes are the padded tiles'
         return NodeBounds(bound, energy, cycles)
     bound = cost_bound(objective, energy, cycles)
     if refine_below is not None and links is not None and open_.innermost is not None:
-        energy = _refined(space, objective, depth, table, links, refine_below, bound, energy, cycles, open_, leak)
+        energy = _refined(space, objective, depth, table, links, refine_below, bound, energy, cycles, open_, leak,
+                          shares)
         bound = cost_bound(objective, energy, cycles)
     return NodeBounds(bound, energy, cycles)
 
@@ -136,7 +140,7 @@ def _cycles(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds 
 
 def _refined(space: Mapspace, objective: Objective, depth: int, table: MappingTable, links: LinkBounds,
              refine_below: tuple, bound: np.ndarray, energy: np.ndarray, cycles: np.ndarray, open_: _Open,
-             leak: float) -> np.ndarray:
+             leak: float, shares: ValidShares | None) -> np.ndarray:
     """The energy bound again, from the innermost bound with the words the node's own loops
     must bring down again and again, for the nodes still open under the incumbent (whose
     ranking key is `refine_below`): it depends on the node, and computed for every node it
@@ -151,13 +155,19 @@ def _refined(space: Mapspace, objective: Objective, depth: int, table: MappingTa
         rows, repeats = rows[more], [r[more] for r in repeats]
     if len(rows):
         refined = links.innermost.refined(depth, [d[rows] for d in open_.deepest], repeats, cap[rows])
+        if may_draw_masked(space, shares, space.n_levels):
+            refined = refined * _rows(shares.least, rows)
         energy = energy.copy()
         energy[rows] = np.maximum(energy[rows], decided[rows] + refined + between[rows] + leak * cycles[rows])
     return energy
 
-def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs) -> _Known:
+def _rows(share, rows):
+    return share[rows] if isinstance(share, np.ndarray) else share
+
+def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs, shares: ValidShares | None) -> _Known:
     """The traffic the decided levels fix: fills of levels <= depth, and reads and updates of
-    levels < depth whose consumer is a decided level."""
+    levels < depth whose consumer is a decided level. A masked level's energy counts its
+    valid words (`shares`); its bytes per instance (for the times) are the padded tiles'."""
     arch, workload = space.arch, space.workload
     n_levels, n = len(arch.levels), len(table)
     energy = np.full(n, float(workload.macs) * arch.compute.energy_per_mac)
@@ -170,6 +180,8 @@ def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs) -> _K
             wb = level.word_bytes(tensor)
             kept = table.keep[lv, t]
             inst = costs.level_instances[lv]
+            if shares is not None and lv < shares.masked:
+                inst = inst * shares.tensor[t]
             fills = costs.level_fills[lv, t]
             e = action_energy(level, fills, wb, level.energy_write, level.byte_energy_write)
             energy += np.where(kept, e * inst, 0)
@@ -190,11 +202,13 @@ def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs) -> _K
             child = np.where(kept, lv, child)
     return _Known(energy, known_read, known_write, exposed_read, exposed_write)
 
-def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | None, known: _Known) -> _Open:
+def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | None, known: _Known,
+          shares: ValidShares | None) -> _Open:
     """The decided energy plus a bound on the open traffic's: what the innermost keepers serve
     the compute units (the output's read-modify-write included) over the splits still open,
     and per undecided level its link bound or the node's refetches into it, or where larger
-    the innermost level's bound. Adds the refetches' bytes to their parents' `known` ones."""
+    the innermost level's bound. Adds the refetches' bytes to their parents' `known` ones.
+    Traffic that may touch a masked level is scaled by the least valid share (`shares`)."""
     arch, tensors = space.arch, space.workload.tensors
     n_levels, n = len(arch.levels), len(table)
     options = [serving_options(space, t, depth, table) for t in range(len(tensors))]
@@ -203,13 +217,15 @@ def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | 
         served = sum(independent_bound(space, t, options[t]) for t in range(len(tensors)))
         served = served + sum(read_modify_write(space, t, depth, table, links)
                               for t, tensor in enumerate(tensors) if tensor.is_output)
-    energy = known.energy + served
+    inner_share = shares.least if may_draw_masked(space, shares, n_levels) else 1.0
+    energy = known.energy + served * inner_share
     if links is None:
         return _Open(energy, known, None, None, None, None, None, 0.0)
     # the node's tile at level `depth` bounds every tile below it (`TileBound.below`)
     spans = table.factors[min(depth, n_levels - 1):].prod(axis=(0, 1))
     refetched = refetched_links(space, depth, table)
-    link_energy = [np.maximum(links.energy[j].below(spans), refetched.energy[j]) if j > depth else 0.0
+    link_energy = [np.maximum(links.energy[j].below(spans), refetched.energy[j])
+                   * (shares.least if may_draw_masked(space, shares, j) else 1.0) if j > depth else 0.0
                    for j in range(n_levels)]
     energy += sum(link_energy[depth + 1:], np.zeros(n))
     # the parents' side of the same traffic: bytes they must move, per instance
@@ -223,6 +239,8 @@ def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | 
     # fills, their parents' reads) is other accesses, bounded by their own link bounds
     deepest = [deepest_keeper(space, t, depth, table) for t in range(len(tensors))]
     innermost = links.innermost.bound(depth, deepest)
+    if innermost is not None:
+        innermost = innermost * inner_share
     between = 0.0
     if innermost is not None:
         between = sum(link_energy[depth + 1:n_levels - 1], np.zeros(n))

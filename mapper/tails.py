@@ -1,0 +1,128 @@
+"""Ragged shapes: a tile that does not divide its dim leaves a partial last tile.
+
+A mapping's loop bounds multiply to a dim's *extent* P, at least its size S; the P - S
+positions past the end are the tail's padding. Two ways to run it (an architecture's
+`model.tails`, docs/COST_MODEL.md "Ragged shapes"):
+- `padded` (Timeloop's imperfect factors): the padding is real data; every MAC and every
+  word of it is charged.
+- `masked` (how GPU kernels run, the default where an architecture has `gpu:`): every tile of
+  the padded grid runs and computes whole tensor-core fragments, but loads from and stores to
+  global memory (the levels above the per-SM one) are masked: they move only the elements that
+  exist. Summed over the grid, the valid elements of a tensor's tiles are its padded count
+  times prod over its dims of S/P (the tiles of each dim partition [0, P), and [0, S) of it is
+  valid), so the clamp is one ratio per tensor (`clamp_ratios`). Per-instance counts, the time
+  they take and the footprints stay those of whole tiles: the busiest instance runs whole ones.
+The grid is the real one: a block-level tile shorter than the padding would leave a block with
+no valid element, which no kernel launches (`TablesMixin.tail_mask`).
+
+Compute on a tensor-core unit runs whole fragments: an innermost tile whose role product is
+not a multiple of the native size (a convolution's k = c.r.s = 147, decode's m = 1) executes
+`fragment_macs` of them, padding included, on every architecture with a native shape.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .factors import padded_extents
+from .roles import Roles, RolesError, tensor_core_roles
+from .spec import Arch, Workload
+
+
+def tail_extents(size: int, grain: int, max_padding: float) -> tuple[int, ...]:
+    """Extents a masked dim may take: the size when `grain` divides it, and every
+    ceil(size / T) x T for tiles T = grain x 2^a up to size x (1 + max_padding) (the smallest,
+    ceil(size / grain) x grain, always), ascending. Power-of-two multiples of the fragment are
+    the tiles kernels use (Triton's blocks must be powers of two)."""
+    first = -(-size // grain) * grain
+    top = max(first, int(size * (1 + max_padding)))
+    out = {size} if size % grain == 0 else set()
+    tile = grain
+    while tile <= top:
+        extent = -(-size // tile) * tile
+        if extent <= top:
+            out.add(extent)
+        tile *= 2
+    return tuple(sorted(out))
+
+
+def role_grains(arch: Arch, roles: Roles | None, n_dims: int) -> list[int]:
+    """Per dim, the native size its innermost tile must be a multiple of: its role's where it
+    plays one alone, else 1."""
+    grains = [1] * n_dims
+    if roles is not None:
+        native = dict(arch.compute.native_shape)
+        for name, dims in zip(roles.names, roles.dims):
+            if len(dims) == 1:
+                grains[dims[0]] = native[name]
+    return grains
+
+
+def dim_extents(arch: Arch, workload: Workload, factors: str, max_padding: float,
+                roles: Roles | None) -> list[tuple[int, ...]]:
+    """Per dim, the extents a mapspace lets it take. `factors` is the mapspace's choice:
+    `perfect` (its size), `imperfect` (padded: the smoothest extents within max_padding;
+    masked: a tail for every dim) or `auto` (masked: a tail where a dim alone in a role is
+    not a multiple of its native size and larger than it; padded: perfect). A dim of a
+    sliding window (a convolution's p, r) keeps its size: its halo is not a box to clamp."""
+    sizes = workload.sizes
+    if factors == "perfect" or (factors == "auto" and arch.tails == "padded"):
+        return [(s,) for s in sizes]
+    if arch.tails == "padded":
+        return [padded_extents(s, max_padding) for s in sizes]
+    sliding = {d for t in workload.tensors for axis in t.axes if len(axis) > 1 for d, _ in axis}
+    grains = role_grains(arch, roles, len(sizes))
+    out = []
+    for d, (size, grain) in enumerate(zip(sizes, grains)):
+        ragged = size % grain != 0 and size > grain
+        if d in sliding or not (factors == "imperfect" or ragged):
+            out.append((size,))
+        else:
+            out.append(tail_extents(size, grain, max_padding))
+    return out
+
+
+def masked_levels(arch: Arch) -> int:
+    """How many levels, outermost first, load and store masked (the levels above the per-SM
+    one: global memory); 0 when the architecture pads its tails."""
+    levels = arch.per_sm_levels()
+    return levels[0] if arch.tails == "masked" and levels is not None else 0
+
+
+def clamp_ratios(workload: Workload, extents) -> list:
+    """Per tensor, the share of its padded elements that exist: prod over its dims of size /
+    extent. `extents` (D, N) int arrays or a list of ints; floats (1.0 where nothing is padded)."""
+    out = []
+    for tensor in workload.tensors:
+        ratio = 1.0
+        for d in sorted(tensor.dims):
+            if not isinstance(extents[d], np.ndarray) and extents[d] == workload.sizes[d]:
+                continue
+            ratio = ratio * (workload.sizes[d] / extents[d])
+        out.append(ratio)
+    return out
+
+
+def fragment_roles(arch: Arch, workload: Workload) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """(dims, native size) of every role of the compute unit's native shape, or () when it has
+    none or no role fits the einsum (an elementwise op: nothing to pad)."""
+    native = {name: size for name, size in arch.compute.native_shape if size > 1}
+    if not native:
+        return ()
+    try:
+        roles = tensor_core_roles(workload, native)
+    except RolesError:
+        return ()
+    return tuple((dims, native[name]) for name, dims in zip(roles.names, roles.dims) if dims)
+
+
+def fragment_macs(arch: Arch, workload: Workload, innermost, macs_per_unit):
+    """MACs one compute unit executes: its `macs_per_unit` with each role's innermost tile
+    (`innermost[d]`, the spans of the last level's loops) rounded up to whole fragments.
+    Integers or (N,) int arrays alike."""
+    executed = macs_per_unit
+    for dims, size in fragment_roles(arch, workload):
+        tile = math.prod(innermost[d] for d in dims)
+        executed = executed // tile * (-(-tile // size) * size)
+    return executed
