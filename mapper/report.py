@@ -10,6 +10,7 @@ import math
 from .cost import Evaluation
 from .mapping import Mapping, is_padded, level_tiles, mapping_to_dict
 from .spec import Arch, Workload
+from .tails import tile_counts as tail_counts
 
 
 def _num(value: float) -> str:
@@ -40,6 +41,7 @@ def evaluation_json(arch: Arch, workload: Workload, mapping: Mapping, ev: Evalua
         "workload": workload.name,
         "mapping": mapping_to_dict(mapping, arch, workload),
         **({"padded": True} if is_padded(mapping, workload) else {}),
+        **({"tails": tails_json(arch, workload, mapping, ev)} if _has_waste(workload, mapping, ev) else {}),
         "cost": {
             "energy_pj": ev.energy_pj,
             "cycles": ev.cycles,
@@ -103,7 +105,39 @@ def evaluation_text(arch: Arch, workload: Workload, mapping: Mapping, ev: Evalua
                f"({ev.compute_instances:,} of {arch.compute.instances:,} units busy)   "
                f"bottleneck: {ev.bottleneck}")
     head = f"{workload.name} on {arch.name}: {workload.einsum}, {ev.macs:,} MACs"
-    return "\n\n".join([head, loop_nest_text(arch, workload, mapping), access, levels, summary])
+    parts = [head, loop_nest_text(arch, workload, mapping), access, levels, summary]
+    return "\n\n".join(parts + ([tails_text(arch, workload, mapping, ev)] if _has_waste(workload, mapping, ev) else []))
+
+
+def _has_waste(workload: Workload, mapping: Mapping, ev: Evaluation) -> bool:
+    return is_padded(mapping, workload) or ev.macs_executed > ev.macs
+
+
+def tails_json(arch: Arch, workload: Workload, mapping: Mapping, ev: Evaluation) -> dict:
+    """Ragged tails and partial fragments: the padded extents, per level the tiles of the
+    grid, how many are partial and how many all padding, and the MACs run for nothing."""
+    extents = level_tiles(mapping, len(workload.dims))[0]
+    levels = {}
+    for level, tile in zip(arch.levels, level_tiles(mapping, len(workload.dims))):
+        total, partial, empty = tail_counts(workload.sizes, extents, tile)
+        levels[level.name] = {"tiles": total, "partial": partial, "empty": empty}
+    return {"kind": arch.tails, "extents": dict(zip(workload.dims, extents)), "levels": levels,
+            "macs_executed": ev.macs_executed, "wasted_macs": ev.macs_executed - ev.macs}
+
+
+def tails_text(arch: Arch, workload: Workload, mapping: Mapping, ev: Evaluation) -> str:
+    data = tails_json(arch, workload, mapping, ev)
+    padded = ", ".join(f"{name} {size:,} -> {data['extents'][name]:,}"
+                       for name, size in zip(workload.dims, workload.sizes) if data["extents"][name] != size)
+    how = ("masked: loads and stores above the per-SM level move valid elements only" if arch.tails == "masked"
+           else "padded: the padding is computed and moved as data")
+    rows = [[name, _num(c["tiles"]), _num(c["partial"]), _num(c["empty"])] for name, c in data["levels"].items()]
+    wasted = data["wasted_macs"] / max(ev.macs_executed, 1)
+    lines = [f"ragged tails ({how}): {padded}" if padded else "no ragged tail",
+             table(["level", "tiles", "partial", "all padding"], rows, align_left=1),
+             f"compute: {ev.macs_executed:,} MACs executed for {ev.macs:,} ({wasted:.1%} padding: "
+             "tails and partial tensor-core fragments)"]
+    return "\n".join(lines)
 
 
 def funnel_text(funnel) -> str:

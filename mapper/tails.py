@@ -126,3 +126,13 @@ def fragment_macs(arch: Arch, workload: Workload, innermost, macs_per_unit):
         tile = math.prod(innermost[d] for d in dims)
         executed = executed // tile * (-(-tile // size) * size)
     return executed
+
+
+def tile_counts(sizes, extents, tile) -> tuple[int, int, int]:
+    """(tiles, partial, empty) of one level's tile (per dim, `tile`) over the padded grid
+    (`extents`) of dims of `sizes`: every tile, those with some padding, those with nothing
+    but padding (inside a partial block: masked warps, wasted work)."""
+    total = math.prod(e // t for e, t in zip(extents, tile))
+    full = math.prod(s // t for s, t in zip(sizes, tile))
+    some = math.prod(-(-s // t) for s, t in zip(sizes, tile))
+    return total, total - full, total - some

@@ -7,7 +7,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .. import tiles
+from .. import tails, tiles
 from ..cost.occupancy import blocks_per_sm, gpu_levels
 from ..errors import InfeasibleError
 from ..mapping import MappingTable
@@ -78,6 +78,21 @@ class PruningMixin:
                 tile, extent = spans[list(dims)].prod(axis=0), extents[list(dims)].prod(axis=0)
                 ok &= (tile % native[name] == 0) | (extent % native[name] != 0)
         return ok
+
+    @cached_property
+    def fragment_padding(self) -> float:
+        """The least factor by which running whole fragments (`tails.fragment_macs`) raises any
+        mapping's MACs: per role, over every product of innermost tiles its dims' tables
+        allow, the least ceil(T / size) x size / T (1 where some T is a multiple)."""
+        out = 1.0
+        for dims, size in tails.fragment_roles(self.arch, self.workload):
+            products = np.ones(1, np.int64)
+            for d in dims:
+                inner = np.unique(self.level_view(self.dim_tables[d])[0][:, -1])
+                products = np.unique((products[:, None] * inner[None, :]).ravel())
+            if len(products):
+                out *= float(((-(-products // size) * size) / products).min())
+        return out
 
     def coupled_mask(self, factors: np.ndarray) -> np.ndarray:
         """The constraints that couple dims without a level's keeps or stages: the fragments of

@@ -22,7 +22,8 @@ from .tables import TablesMixin
 
 # what `Mapspace.with_keeps` shares between a space and its parts: nothing here depends on keeps
 _KEEP_FREE = ("arch", "workload", "constraints", "n_levels", "n_dims", "level_constraints", "slots",
-              "extents", "_tables", "gpu_levels", "_order_counts_constrained", "_order_array_cache", "roles")
+              "extents", "_tables", "gpu_levels", "_order_counts_constrained", "_order_array_cache", "roles",
+              "fragment_padding")
 
 
 class Mapspace(TablesMixin, OrderTablesMixin, CountingMixin, PruningMixin, SamplingMixin):

@@ -73,8 +73,7 @@ def _section_table(subjects, strategies, meta, section, is_model) -> str:
     for s in strategies:
         headers += [f"{s} score", f"{s} bottleneck"]
     both = "greedy" in strategies and "joint" in strategies
-    if both:
-        headers += ["greedy loses", "joint proven"]
+    headers += (["greedy loses"] if both else []) + (["joint proven"] if "joint" in strategies else [])
     lines = []
     for subject, by_strategy in subjects.items():
         line = [subject] + ([meta[(section, subject)]["count"]] if is_model else [])
@@ -88,10 +87,11 @@ def _section_table(subjects, strategies, meta, section, is_model) -> str:
                 line += [_fmt(row["score"]), row["bottleneck"]]
         if both:
             g = gap(by_strategy.get("greedy"), by_strategy.get("joint"))
+            line.append("-" if g is None else f"{g:+.1%}")
+        if "joint" in strategies:
             joint = by_strategy.get("joint") or {}
-            proven = ("yes" if joint.get("optimal") else
-                      f"gap {joint['gap']:.1%}" if joint.get("gap") is not None else "no") if joint.get("status") == "ok" else "-"
-            line += ["-" if g is None else f"{g:+.1%}", proven]
+            line.append(("yes" if joint.get("optimal") else f"gap {joint['gap']:.1%}" if joint.get("gap") is not None
+                         else "no") if joint.get("status") == "ok" else "-")
         lines.append(line)
     return table(headers, lines, align_left=1)
 

@@ -45,16 +45,25 @@ class NodeBounds(NamedTuple):
     energy: np.ndarray
     cycles: np.ndarray
 
+def least_macs(space: Mapspace, table: MappingTable | None = None):
+    """The fewest MACs the units run below each node (of `table`, else anywhere in the space):
+    its padded extents' (the workload's), raised by the least fragment padding."""
+    macs = space.workload.macs if table is None else table.factors.prod(axis=(0, 1, 2))
+    padding = space.fragment_padding
+    # a rounding error must not lift a ceil above the MACs' true cycles
+    return macs * (padding * (1 - 1e-12)) if padding > 1 else macs
+
 def compute_bound(space: Mapspace, depth: int, decided_units: np.ndarray,
-                  links: LinkBounds | None = None) -> np.ndarray:
-    """The fewest cycles the MACs take on the compute units a node reaches: its decided
-    spatial splits (`decided_units`, their product over the decided levels) times every
-    fanout still open below depth `depth`."""
+                  links: LinkBounds | None = None, macs=None) -> np.ndarray:
+    """The fewest cycles the MACs (`macs`, default `least_macs` of the space) take on the
+    compute units a node reaches: its decided spatial splits (`decided_units`, their product
+    over the decided levels) times every fanout still open below depth `depth`."""
     arch = space.arch
     reach = (math.prod(links.units[depth:]) if links is not None
              else math.prod(arch.fanout(lv)[0] * arch.fanout(lv)[1] for lv in range(depth, space.n_levels)))
     units = np.minimum(decided_units * reach, arch.compute.instances)
-    return np.ceil(space.workload.macs / (units * arch.compute.macs_per_cycle))
+    macs = least_macs(space) if macs is None else macs
+    return np.ceil(macs / (units * arch.compute.macs_per_cycle))
 
 def lower_bound(space: Mapspace, objective: Objective, depth: int, table: MappingTable,
                 costs: Costs, links: LinkBounds | None = None) -> np.ndarray:
@@ -96,9 +105,10 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
     decided_units = np.ones(n, np.int64)
     for lv in range(min(depth, n_levels)):
         decided_units = decided_units * table.factors[lv, 1:].prod(axis=(0, 1))
-    compute = compute_bound(space, depth, decided_units, links)
+    macs = least_macs(space, table)
+    compute = compute_bound(space, depth, decided_units, links, macs)
     shares = valid_shares(space, table)
-    open_ = _open(space, depth, table, links, _known(space, depth, table, costs, shares), shares)
+    open_ = _open(space, depth, table, links, _known(space, depth, table, costs, shares, macs), shares)
     known = open_.known
     cycles = _cycles(space, depth, table, links, open_, compute)
     # with "utilized" (Timeloop's rule) idle instances do not leak: no term
@@ -164,13 +174,14 @@ def _refined(space: Mapspace, objective: Objective, depth: int, table: MappingTa
 def _rows(share, rows):
     return share[rows] if isinstance(share, np.ndarray) else share
 
-def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs, shares: ValidShares | None) -> _Known:
+def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs, shares: ValidShares | None,
+           macs: np.ndarray) -> _Known:
     """The traffic the decided levels fix: fills of levels <= depth, and reads and updates of
     levels < depth whose consumer is a decided level. A masked level's energy counts its
     valid words (`shares`); its bytes per instance (for the times) are the padded tiles'."""
     arch, workload = space.arch, space.workload
     n_levels, n = len(arch.levels), len(table)
-    energy = np.full(n, float(workload.macs) * arch.compute.energy_per_mac)
+    energy = macs * arch.compute.energy_per_mac          # the fewest MACs any completion runs
     known_read, known_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
     exposed_read, exposed_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
     for t, tensor in enumerate(workload.tensors):
