@@ -60,7 +60,7 @@ def _unwrapped(data, where: Where) -> tuple[object, Where, bool]:
     if isinstance(data, dict) and "mapping" in data:
         # `cost` and `search` are what `evaluate --json` and `search --json` print beside the
         # mapping: that output reads back as a mapping file
-        fields(data, where, ("mapping",), ("arch", "workload", "padded", "cost", "search"))
+        fields(data, where, ("mapping",), ("arch", "workload", "padded", "tails", "cost", "search"))
         padded = data.get("padded", False)
         if not isinstance(padded, bool):
             raise (where / "padded").error("expected true (dims may be padded) or false")
