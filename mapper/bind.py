@@ -15,7 +15,7 @@ from .errors import SpecError
 from .factors import count_factorizations
 from .limits import MAX_DIM_SPLITS
 from .mapping import Mapping, to_table
-from .roles import Roles, RolesError, tensor_core_roles
+from .roles import Roles, RolesError, arch_roles
 from .spec import Arch, Workload
 from .tails import dim_extents
 from .units import Where
@@ -37,7 +37,7 @@ def check_together(arch: Arch, workload: Workload, constraints: Constraints | No
     roles = None
     if constraints.align_to_native:
         try:
-            roles = tensor_core_roles(workload, dict(arch.compute.native_shape))
+            roles = arch_roles(arch, workload)
         except RolesError as exc:
             raise SpecError(_arch_file(arch), f"compute.native_shape.{exc.key}", exc.reason) from None
     _check_constraints(arch, workload, constraints)

@@ -14,6 +14,7 @@ from .mapping import level_tiles
 from .mapspace import Mapspace
 from .orders import signature
 from .report import mapping_text, stationarity, table
+from .tails import fragment_roles
 
 
 def _level_bytes(ev):
@@ -26,6 +27,8 @@ def differences(greedy, joint, arch, workload) -> list[dict]:
     g_map, j_map = greedy.mapping, joint.mapping
     g_tiles, j_tiles = level_tiles(g_map, len(dims)), level_tiles(j_map, len(dims))
     g_bytes, j_bytes = _level_bytes(greedy.evaluation), _level_bytes(joint.evaluation)
+    # the dims of a tensor-core role (by the einsum's structure, `roles.py`)
+    aligned = {d for role_dims, _ in fragment_roles(arch, workload) for d in role_dims}
     out = []
     for lv, level in enumerate(arch.levels):
         g, j = g_map.levels[lv], j_map.levels[lv]
@@ -35,9 +38,8 @@ def differences(greedy, joint, arch, workload) -> list[dict]:
         if g_tiles[lv] != j_tiles[lv]:
             show = lambda t: "x".join(f"{dims[d]}{t[d]}" for d in range(len(dims)))
             what.append(f"tile {show(g_tiles[lv])} -> {show(j_tiles[lv])}")
-            native = dict(arch.compute.native_shape)
             odd = lambda tile: [f"{dims[d]}{tile[d]} = {tile[d] // _odd_part(tile[d])} x {_odd_part(tile[d])}"
-                                for d in range(len(dims)) if dims[d] in native and _odd_part(tile[d]) > 1]
+                                for d in range(len(dims)) if d in aligned and _odd_part(tile[d]) > 1]
             g_odd, j_odd = odd(g_tiles[lv]), odd(j_tiles[lv])
             if g_odd != j_odd:
                 why.append("divisibility down to the native operation shape: greedy's tile carries "

@@ -116,9 +116,10 @@ def _has_waste(workload: Workload, mapping: Mapping, ev: Evaluation) -> bool:
 def tails_json(arch: Arch, workload: Workload, mapping: Mapping, ev: Evaluation) -> dict:
     """Ragged tails and partial fragments: the padded extents, per level the tiles of the
     grid, how many are partial and how many all padding, and the MACs run for nothing."""
-    extents = level_tiles(mapping, len(workload.dims))[0]
+    tiles = level_tiles(mapping, len(workload.dims))
+    extents = tiles[0]
     levels = {}
-    for level, tile in zip(arch.levels, level_tiles(mapping, len(workload.dims))):
+    for level, tile in zip(arch.levels, tiles):
         total, partial, empty = tail_counts(workload.sizes, extents, tile)
         levels[level.name] = {"tiles": total, "partial": partial, "empty": empty}
     return {"kind": arch.tails, "extents": dict(zip(workload.dims, extents)), "levels": levels,

@@ -18,22 +18,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .spec import Workload
+from .spec import Arch, Workload
 
 STRUCTURAL = ("m", "n", "k")        # the native-shape names inferred from the structure
 
 
 @dataclass(frozen=True)
 class Roles:
-    """Per native-shape name (`names`), the dims that play it (`dims`, indices); `batch`: the
-    batch-like dims; `by_name`: the workload's own dim names gave them."""
+    """Per native-shape name (`names`), its size (`sizes`) and the dims that play it (`dims`,
+    indices); `batch`: the batch-like dims; `by_name`: the workload's own dim names gave them."""
     names: tuple[str, ...]
+    sizes: tuple[int, ...]
     dims: tuple[tuple[int, ...], ...]
     batch: tuple[int, ...] = ()
     by_name: bool = False
 
     def of(self, name: str) -> tuple[int, ...]:
         return self.dims[self.names.index(name)]
+
+    def fragments(self) -> tuple[tuple[tuple[int, ...], int], ...]:
+        """(dims, native size) of every role some dim plays."""
+        return tuple((dims, size) for dims, size in zip(self.dims, self.sizes) if dims)
+
+    def grain(self, d: int) -> int:
+        """The native size dim d's innermost tile must be a multiple of: its role's where it
+        plays one alone, else 1 (a role it shares is checked on the product of their tiles)."""
+        return next((size for dims, size in zip(self.dims, self.sizes) if dims == (d,)), 1)
 
     @property
     def fused(self) -> bool:
@@ -58,13 +68,21 @@ class RolesError(ValueError):
         self.key, self.reason = key, reason
 
 
+def arch_roles(arch: Arch, workload: Workload) -> Roles | None:
+    """The roles of `workload`'s dims on `arch`'s compute unit (`tensor_core_roles`), None when
+    it has no native shape; `RolesError` when no assignment fits."""
+    native = {name: size for name, size in arch.compute.native_shape if size > 1}
+    return tensor_core_roles(workload, native) if native else None
+
+
 def tensor_core_roles(workload: Workload, native: dict[str, int]) -> Roles:
     """The roles of `workload`'s dims for a native operation shape `native` (name -> size, the
     sizes > 1 only matter). By name when every such name is a dim of the workload; else, for a
     shape named m, n, k, from the einsum's structure; `RolesError` when neither applies."""
     names = tuple(name for name, size in native.items() if size > 1)
+    sizes = tuple(native[name] for name in names)
     if all(name in workload.dims for name in names):
-        return Roles(names, tuple((workload.dims.index(name),) for name in names), by_name=True)
+        return Roles(names, sizes, tuple((workload.dims.index(name),) for name in names), by_name=True)
     unknown = [name for name in names if name not in STRUCTURAL]
     if unknown:
         raise RolesError(unknown[0], f"workload {workload.name} has no dim {unknown[0]!r} (dims: "
@@ -89,7 +107,7 @@ def tensor_core_roles(workload: Workload, native: dict[str, int]) -> Roles:
                          "false` in the mapspace file (`--mapspace unaligned`) to map it onto the units "
                          "without the fragment constraint")
     batch = tuple(sorted(out & first & second))
-    return Roles(names, tuple(tuple(side[name]) for name in names), batch)
+    return Roles(names, sizes, tuple(tuple(side[name]) for name in names), batch)
 
 
 def _swapped(workload: Workload, side: dict) -> bool:

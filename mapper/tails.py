@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from .factors import padded_extents
-from .roles import Roles, RolesError, tensor_core_roles
+from .roles import Roles, RolesError, arch_roles
 from .spec import Arch, Workload
 
 
@@ -47,18 +45,6 @@ def tail_extents(size: int, grain: int, max_padding: float) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def role_grains(arch: Arch, roles: Roles | None, n_dims: int) -> list[int]:
-    """Per dim, the native size its innermost tile must be a multiple of: its role's where it
-    plays one alone, else 1."""
-    grains = [1] * n_dims
-    if roles is not None:
-        native = dict(arch.compute.native_shape)
-        for name, dims in zip(roles.names, roles.dims):
-            if len(dims) == 1:
-                grains[dims[0]] = native[name]
-    return grains
-
-
 def dim_extents(arch: Arch, workload: Workload, factors: str, max_padding: float,
                 roles: Roles | None) -> list[tuple[int, ...]]:
     """Per dim, the extents a mapspace lets it take. `factors` is the mapspace's choice:
@@ -72,9 +58,9 @@ def dim_extents(arch: Arch, workload: Workload, factors: str, max_padding: float
     if arch.tails == "padded":
         return [padded_extents(s, max_padding) for s in sizes]
     sliding = {d for t in workload.tensors for axis in t.axes if len(axis) > 1 for d, _ in axis}
-    grains = role_grains(arch, roles, len(sizes))
     out = []
-    for d, (size, grain) in enumerate(zip(sizes, grains)):
+    for d, size in enumerate(sizes):
+        grain = 1 if roles is None else roles.grain(d)
         ragged = size % grain != 0 and size > grain
         if d in sliding or not (factors == "imperfect" or ragged):
             out.append((size,))
@@ -92,29 +78,18 @@ def masked_levels(arch: Arch) -> int:
 
 def clamp_ratios(workload: Workload, extents) -> list:
     """Per tensor, the share of its padded elements that exist: prod over its dims of size /
-    extent. `extents` (D, N) int arrays or a list of ints; floats (1.0 where nothing is padded)."""
-    out = []
-    for tensor in workload.tensors:
-        ratio = 1.0
-        for d in sorted(tensor.dims):
-            if not isinstance(extents[d], np.ndarray) and extents[d] == workload.sizes[d]:
-                continue
-            ratio = ratio * (workload.sizes[d] / extents[d])
-        out.append(ratio)
-    return out
+    extent. `extents`: per dim an (N,) int array, or an int."""
+    return [math.prod(workload.sizes[d] / extents[d] for d in sorted(tensor.dims)) for tensor in workload.tensors]
 
 
 def fragment_roles(arch: Arch, workload: Workload) -> tuple[tuple[tuple[int, ...], int], ...]:
     """(dims, native size) of every role of the compute unit's native shape, or () when it has
     none or no role fits the einsum (an elementwise op: nothing to pad)."""
-    native = {name: size for name, size in arch.compute.native_shape if size > 1}
-    if not native:
-        return ()
     try:
-        roles = tensor_core_roles(workload, native)
+        roles = arch_roles(arch, workload)
     except RolesError:
         return ()
-    return tuple((dims, native[name]) for name, dims in zip(roles.names, roles.dims) if dims)
+    return () if roles is None else roles.fragments()
 
 
 def fragment_macs(arch: Arch, workload: Workload, innermost, macs_per_unit):

@@ -367,15 +367,15 @@ def _level_counts(level, history, traffic, output, limits=None):
     (per axis, its valid size or None), only the words within them.
 
     history: this level's {instance: (distinct tiles, fetches)}; traffic: {instance: (words
-    moved to / from the child level or MACs, as a list of the boxes or elements moved, set of
-    coordinates moved)}.
+    moved to / from the child level or MACs, the boxes moved with how often, set of coordinates
+    moved)}.
     """
     counts = {}
     for instance, (tiles, fetches) in history.items():
         loads = sum(_valid_box(box, limits) for box in fetches if box is not None)
         words, moved, touched = traffic[instance]
         if limits is not None:
-            words = sum(_valid_box(box, limits) for box in moved)
+            words = sum(weight * _valid_box(box, limits) for box, weight in moved)
         touched = _valid_points(touched, limits)
         if output:
             held = set()
@@ -404,7 +404,7 @@ def _child_traffic(loops, level, child_history, private=frozenset()):
     For each parent instance and each time step of the children: the distinct boxes its
     children fetch in that step (identical requests are served by one multicast read; identical
     write-backs of a spatial reduction arrive as one update; a child writes back each word it
-    fetched once, when it is replaced or at the end). Returns {parent: (words, boxes moved,
+    fetched once, when it is replaced or at the end). Returns {parent: (words, [(box moved, 1)],
     set of coordinates moved)}.
     """
     # A child's instance key (its spatial indices) starts with its parent's instance key.
@@ -424,7 +424,7 @@ def _child_traffic(loops, level, child_history, private=frozenset()):
             requests = {(fetches[step], tuple(instance[i] for i in positions))
                         for instance, fetches in members if fetches[step] is not None}
             words += sum(_box_size(box) for box, _ in requests)
-            moved.extend(box for box, _ in requests)
+            moved.extend((box, 1) for box, _ in requests)
             boxes_seen.update(box for box, _ in requests)
         touched = set()
         for box in boxes_seen:
@@ -439,8 +439,8 @@ def _mac_traffic(loops, level, axes, private=frozenset()):
     Every MAC step (a setting of all temporal loops), every MAC unit under the instance (a
     setting of the spatial loops of `level` and below) reads, or updates, the one element its
     iteration point names. Units asking for the same element in the same step are served by one
-    read (or reduced into one update). Returns {instance: (words, elements moved as one-point
-    boxes, set of coordinates moved)}.
+    read (or reduced into one update). Returns {instance: (words, [(element moved as a one-point
+    box, how often)], set of coordinates moved)}.
     """
     time = [loop for loop in loops if loop.kind == "temporal"]
     outer = [loop for loop in loops if loop.level < level and loop.kind == "spatial"]
@@ -463,7 +463,7 @@ def _mac_traffic(loops, level, axes, private=frozenset()):
         for step, occurrences in steps.items():
             requests = {(tuple(a + b for a, b in zip(step, unit)), who) for unit, who in units}
             words += occurrences * len(requests)
-            moved.extend([tuple((x, x) for x in element) for element, _ in requests] * occurrences)
+            moved.extend((tuple((x, x) for x in element), occurrences) for element, _ in requests)
             touched |= {element for element, _ in requests}
         traffic[instance] = (words, moved, touched)
     return traffic

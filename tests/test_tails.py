@@ -90,7 +90,7 @@ def test_masked_price_matches_a_clamped_execution(name):
     space = Mapspace(arch, wl, Constraints())
     table = space.sample(40, np.random.default_rng(1))
     costs = evaluate_many(arch, wl, table)
-    roles = [(dims, size) for dims, size in _roles(space)]
+    roles = space.roles.fragments()
     padded_rows = 0
     for row in range(len(table)):
         mapping = from_table(table, row)
@@ -118,11 +118,6 @@ def test_masked_price_matches_a_clamped_execution(name):
                 assert cost.bytes_moved == pytest.approx(moved, rel=1e-12), (level.name, tensor)
             assert level.traffic_bytes == pytest.approx(costs.level_traffic[lv, row], rel=1e-12)
     assert padded_rows                   # the sample did exercise tails
-
-
-def _roles(space):
-    native = dict(space.arch.compute.native_shape)
-    return [(dims, native[name]) for name, dims in zip(space.roles.names, space.roles.dims)]
 
 
 def test_no_block_is_all_padding():

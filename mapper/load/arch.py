@@ -6,6 +6,8 @@ Quantities are parsed with their units (`units`); each level's mesh must divide 
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import shown
 from ..limits import MAX_INSTANCES, MAX_LEVELS, MAX_STAGES
 from ..spec import Arch, Compute, GpuFacts, Level
@@ -137,21 +139,18 @@ def arch_from_dict(data, where: Where) -> Arch:
                        max_threads_per_sm=positive_int(g.get("max_threads_per_sm", 2048), gw / "max_threads_per_sm"))
     model = data.get("model") or {}
     fields(model, where / "model", (), ("multicast", "leakage", "cycles", "tails"))
+    arch = Arch(name=name_text(data["name"], where / "name"), clock_hz=clock, levels=levels,
+                compute=compute, gpu=gpu,
+                description=text(data.get("description", ""), where / "description"), file=where.file)
+    # masked tails (the default where they apply) need the per-SM level: the loads they mask
     rules = {"multicast": ("pooled", "per_fanout"), "leakage": ("all", "utilized"),
              "cycles": ("stage_aware", "timeloop"),
-             "tails": ("masked", "padded") if _has_per_sm_level(gpu, levels) else ("padded",)}
+             "tails": ("masked", "padded") if arch.per_sm_levels() else ("padded",)}
     for key, allowed in rules.items():
         if model.get(key, allowed[0]) not in allowed:
             why = (" (masked tails need a `gpu:` section and a level with one instance per SM "
                    "above another: the global-memory loads they mask)") if key == "tails" else ""
             raise (where / "model" / key).error(f"expected {' or '.join(allowed)}, got {shown(model[key])}{why}")
-    return Arch(name=name_text(data["name"], where / "name"), clock_hz=clock, levels=levels,
-                compute=compute, gpu=gpu,
-                description=text(data.get("description", ""), where / "description"), file=where.file,
-                multicast=model.get("multicast", "pooled"), leakage=model.get("leakage", "all"),
-                cycle_rule=model.get("cycles", "stage_aware"), tails=model.get("tails", rules["tails"][0]))
-
-
-def _has_per_sm_level(gpu: GpuFacts | None, levels) -> bool:
-    """Whether a GPU's per-SM level exists (`Arch.per_sm_levels`): where masked tails apply."""
-    return gpu is not None and any(level.instances == gpu.sms for level in levels[:-1])
+    chosen = {key: model.get(key, allowed[0]) for key, allowed in rules.items()}
+    return dataclasses.replace(arch, multicast=chosen["multicast"], leakage=chosen["leakage"],
+                               cycle_rule=chosen["cycles"], tails=chosen["tails"])

@@ -72,11 +72,10 @@ class PruningMixin:
         roles = self.roles
         if roles is None or not roles.fused:
             return ok
-        native = dict(self.arch.compute.native_shape)
-        for name, dims in zip(roles.names, roles.dims):
+        for dims, size in roles.fragments():
             if len(dims) > 1:
                 tile, extent = spans[list(dims)].prod(axis=0), extents[list(dims)].prod(axis=0)
-                ok &= (tile % native[name] == 0) | (extent % native[name] != 0)
+                ok &= (tile % size == 0) | (extent % size != 0)
         return ok
 
     @cached_property
@@ -159,7 +158,8 @@ class PruningMixin:
     def _why_not_aligned(self, empty: list[str]) -> str:
         """Why no innermost tile is a multiple of the native op shape: the dims alone in a role
         with no such row (`empty`), else the roles several dims share."""
-        native, roles, names = dict(self.arch.compute.native_shape), self.roles, self.workload.dims
+        roles, names = self.roles, self.workload.dims
+        native = dict(zip(roles.names, roles.sizes))
         if empty:
             role_of = {names[dims[0]]: name for name, dims in zip(roles.names, roles.dims) if len(dims) == 1}
             detail = ", ".join(f"{n} (size {self.workload.sizes[names.index(n)]}, "

@@ -9,7 +9,7 @@ from functools import cached_property
 from ..bind import check_together
 from ..constraints import ROLES, Constraints
 from ..errors import InfeasibleError, SpecError
-from ..roles import Roles, tensor_core_roles
+from ..roles import Roles, arch_roles
 from ..tails import dim_extents
 from ..spec import Arch, Workload
 from .common import SPATIAL_X, SPATIAL_Y, TEMPORAL, LevelChoices
@@ -61,10 +61,7 @@ class Mapspace(TablesMixin, OrderTablesMixin, CountingMixin, PruningMixin, Sampl
     def roles(self) -> Roles | None:
         """Which dims play the compute unit's native operation shape (`roles.py`); None when the
         innermost tiles are not aligned to it (no native shape, or `align_to_native: false`)."""
-        native = {name: size for name, size in self.arch.compute.native_shape if size > 1}
-        if not self.constraints.align_to_native or not native:
-            return None
-        return tensor_core_roles(self.workload, native)
+        return arch_roles(self.arch, self.workload) if self.constraints.align_to_native else None
 
     @cached_property
     def extents(self) -> list[tuple[int, ...]]:

@@ -60,11 +60,9 @@ class TablesMixin:
         tile is a multiple of the role's native size, or the whole dim when it is smaller (decode's
         m = 1: the unit pads it internally). A role several dims share couples them: checked on
         the product of their tiles (`PruningMixin.fragment_mask`), not here."""
-        roles = self.roles
-        role = None if roles is None else next((i for i, dims in enumerate(roles.dims) if dims == (d,)), None)
-        if role is None:
+        size = 1 if self.roles is None else self.roles.grain(d)
+        if size == 1:
             return np.ones(rows.shape[0], bool)
-        size = dict(self.arch.compute.native_shape)[roles.names[role]]
         tile = self.level_view(rows)[2][:, -1]
         extent = rows.prod(axis=1)
         return (tile % size == 0) | ((tile == extent) & (extent < size))

@@ -40,8 +40,8 @@ def fill_energy(level, tensor) -> float:
 class ValidShares(NamedTuple):
     """Under masked tails (`tails.py`), the share of each tensor's padded words that exist,
     per node, and the least of them: what a bound on a masked level's energy is scaled by."""
-    tensor: list                # per tensor, (N,) or 1.0
-    least: np.ndarray | float   # (N,) or 1.0
+    tensor: list                # per tensor, (N,)
+    least: np.ndarray           # (N,)
     masked: int                 # the levels above this one load and store masked
 
 

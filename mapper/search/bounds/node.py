@@ -166,13 +166,10 @@ def _refined(space: Mapspace, objective: Objective, depth: int, table: MappingTa
     if len(rows):
         refined = links.innermost.refined(depth, [d[rows] for d in open_.deepest], repeats, cap[rows])
         if may_draw_masked(space, shares, space.n_levels):
-            refined = refined * _rows(shares.least, rows)
+            refined = refined * shares.least[rows]
         energy = energy.copy()
         energy[rows] = np.maximum(energy[rows], decided[rows] + refined + between[rows] + leak * cycles[rows])
     return energy
-
-def _rows(share, rows):
-    return share[rows] if isinstance(share, np.ndarray) else share
 
 def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs, shares: ValidShares | None,
            macs: np.ndarray) -> _Known:
