@@ -105,13 +105,12 @@ class SamplingMixin:
             keep[lv] = keep_table[keep_idx[lv]].T
             stages[lv] = np.array(choice.stages)[stage_idx[lv]]
         masks = self._nonunit_masks(factors)
-        order_lists = [[self.order_array(lv, m) for m in range(1 << self.n_dims)] for lv in range(self.n_levels)]
         if rng is not None:
             order = np.empty((self.n_levels, self.n_dims, n), np.int64)
             for lv in range(self.n_levels):
                 for m in np.unique(masks[lv]):
                     rows = np.flatnonzero(masks[lv] == m)
-                    options = order_lists[lv][m]
+                    options = self.order_array(lv, int(m))
                     order[lv, :, rows] = options[rng.integers(0, len(options), size=len(rows))]
             return MappingTable(factors, order, keep, stages)
         if n == 0:
@@ -123,10 +122,13 @@ class SamplingMixin:
         parts = []
         for value in np.unique(key):
             rows = np.flatnonzero(key == value)
-            per_level = [order_lists[lv][masks[lv][rows[0]]] for lv in range(self.n_levels)]
-            for choice in itertools.product(*[range(len(p)) for p in per_level]):
-                order = np.stack([np.repeat(per_level[lv][c][:, None], len(rows), axis=1)
-                                  for lv, c in enumerate(choice)])
-                parts.append(MappingTable(along_last(factors, rows), order, along_last(keep, rows),
-                                          along_last(stages, rows)))
+            per_level = [self.order_array(lv, int(masks[lv][rows[0]])) for lv in range(self.n_levels)]
+            # every combination of the levels' order classes (the last level's fastest), each
+            # over all the group's rows
+            grid = np.indices([len(p) for p in per_level]).reshape(self.n_levels, -1)
+            order = np.stack([options[grid[lv]].T for lv, options in enumerate(per_level)])
+            order = np.repeat(order, len(rows), axis=2)
+            picked = np.tile(rows, grid.shape[1])
+            parts.append(MappingTable(along_last(factors, picked), order, along_last(keep, picked),
+                                      along_last(stages, picked)))
         return MappingTable.concat(parts)
