@@ -37,7 +37,7 @@ NEVER_BEATEN = (np.inf, np.inf, np.inf)      # a ranking key no bound exceeds: e
 @settings(max_examples=40, deadline=None)
 @given(st.data())
 def test_joint_equals_exhaustive_on_four_level_spaces(data):
-    workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=24))
+    workload = data.draw(workloads(kinds=("gemm", "conv1d", "conv1d-strided", "batched"), max_macs=24))
     arch = data.draw(archs(min_levels=4, max_levels=4, capacity=data.draw(st.booleans()), native=True))
     imperfect = data.draw(st.booleans())
     # bypass at every level, or at some levels only (the others must keep what they may)
@@ -228,7 +228,7 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
     (the innermost level's bound, with its keep sets open, included, and refined with the
     words the node's own loops bring down again, `refine_below`)."""
     from mapper.search.bounds import LinkBounds, lower_bound, lower_bounds
-    workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=64))
+    workload = data.draw(workloads(kinds=("gemm", "conv1d", "conv1d-strided", "batched"), max_macs=64))
     # with latencies (and GPUs, whose resident blocks share them): the bound on what no
     # mapping hides (`latency_bound`)
     # with small capacities too: tiles and keep sets then compete for the room, which is

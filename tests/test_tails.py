@@ -136,7 +136,7 @@ def test_joint_equals_exhaustive_on_masked_gpu_spaces(data):
     """On random GPUs with a native shape and workloads whose dims are no multiple of it (tails
     padded to whole fragments, masked above the per-SM level; a convolution's fused role), the
     joint search's bounds stay bounds: its proven optimum is the exhaustive one."""
-    workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=36,
+    workload = data.draw(workloads(kinds=("gemm", "conv1d", "conv1d-strided", "batched"), max_macs=36,
                                    sizes=st.sampled_from([1, 2, 3, 5, 6, 7])))
     arch = data.draw(archs(min_levels=3, max_levels=4, native=True, gpu=True,
                            capacity=data.draw(st.booleans())))

@@ -34,7 +34,6 @@ that order until the rest cannot be lower, or one is found below what would prun
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 from typing import NamedTuple
 
@@ -44,6 +43,7 @@ from ... import tiles
 from ...mapspace import Mapspace
 from .energy import fill_energy, read_energy, serve_energy
 from .operand import SplitVectors, shared_dims
+from .refetch import merged_orders
 
 
 MAX_CELLS = 1_000_000      # tiles x split vectors priced together at most (else splits relaxed)
@@ -112,7 +112,10 @@ class InnermostBound:
         self.instances = split.prod(axis=0)
         self.trips = np.maximum(sizes[:, None] / (self.tile * split), 1.0)
         self.words = [tiles.words(tensor, self.tile) for tensor in workload.tensors]
-        self.orders = list(itertools.permutations(range(space.n_dims))) if space.n_dims <= 5 else [None]
+        # per way the merged loops above may refetch them, per tensor the dims out to its
+        # innermost relevant one (a window's fills do not depend on them)
+        self.orders = merged_orders(workload, {t for t, tensor in enumerate(workload.tensors)
+                                               if not tensor.has_sliding_axis})
 
     def for_space(self, part: Mapspace) -> "InnermostBound":
         """The same bound for a part of the space (`Mapspace.with_keeps`): the tiles and splits
@@ -343,7 +346,7 @@ class InnermostBound:
         for k, o, fits, total in self._base_totals(self._terms(depth, deepest)):
             base.append(total)
             cells.append(fits)
-            orders.append(np.full(len(fits), o, np.int8))
+            orders.append(np.full(len(fits), o, np.int32))
             keeps.append(np.full(len(fits), k, np.int16))
         base = np.concatenate(base) if base else np.zeros(0)
         beyond = np.inf
@@ -365,22 +368,15 @@ class InnermostBound:
             # a window (p+r) moving along its axis fetches only the new slice, which the merged
             # loops' whole-tile count does not see: each instance fills its tile at least once,
             # nothing more is certain
-            refetch = [np.ones(self.tile.shape[1]) if tensor.has_sliding_axis else self._refetch(t, order)
-                       for order in self.orders]
+            refetch = [np.ones(self.tile.shape[1]) if tensor.has_sliding_axis else self._refetch(way[t])
+                       for way in self.orders]
             self.keep_free[key] = self.instances * self.words[t] * np.stack(refetch)
         return self.keep_free[key]
 
-    def _refetch(self, t: int, order) -> np.ndarray:
-        """(cells,) times each instance's tile of tensor t is filled, with one merged loop per
-        dim above the level in `order` (outermost first): the loops out to its innermost
-        relevant one (every relevant loop alone when too many orders to enumerate)."""
-        dims = self.space.workload.tensors[t].dims
-        if order is None:
-            outer = tuple(dims)
-        else:
-            last = max(i for i, d in enumerate(order) if d in dims)
-            outer = tuple(order[:last + 1])
-        key = ("refetch", outer)                # orders share them
+    def _refetch(self, outer: tuple[int, ...]) -> np.ndarray:
+        """(cells,) times each instance's tile of a tensor is filled when the merged loops above
+        the level out to its innermost relevant one are over the dims `outer`."""
+        key = ("refetch", outer)                # tensors and ways share them
         if key not in self.keep_free:
             self.keep_free[key] = (np.prod([self.trips[d] for d in outer], axis=0) if outer
                                      else np.ones(self.tile.shape[1]))

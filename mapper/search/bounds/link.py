@@ -4,16 +4,17 @@ feeders must move, which bound their time."""
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from typing import NamedTuple
 
 import numpy as np
 
 from ... import tiles
+from ...cost.multicast import distinct_offsets
 from ...cost.timing import total_rate
 from ...mapspace import Mapspace
 from .energy import fill_energy, sharing_fanout
+from .refetch import merged_orders
 from .innermost import InnermostBound
 from .latency import latency_bound
 from .operand import SplitVectors
@@ -142,25 +143,24 @@ class LinkBounds:
             return NO_BOUND
         weight = {t: weigh(space, j, t) for t in must}
         n_dims = len(workload.dims)
-        orders = itertools.permutations(range(n_dims)) if n_dims <= 5 else [None]
         best = np.full(grid.shape[1], np.inf)
         # a sliding window (p+r) fetches only the new slice as it moves, which the merged
-        # loops below do not see: the tile-by-tile count could exceed a mapping's traffic
-        # (conv1d, p and r of 2, under a level-1 tile of p = 1: 4 words against 3), so such a tensor
-        # is charged its words once, which every mapping fills into j at least
-        sliding = sum(weight[t] * workload.tensor_words(t) for t in must if workload.tensors[t].has_sliding_axis)
-        for order in orders:
-            total = sliding
+        # loops' tile-by-tile count does not see: it could exceed a mapping's traffic (conv1d,
+        # p and r of 2, under a level-1 tile of p = 1: 4 words against 3). Such a tensor is
+        # charged instead the words its windows touch, once per iteration of the merged
+        # loops over dims it does not index outside its innermost relevant one: each such
+        # iteration starts its windows' sweep again from a tile that moved back, fetched
+        # whole, and every word the sweep touches is fetched in it at least once
+        touched = {t: _touched_words(workload.tensors[t], workload.sizes) for t in must}
+        for way in merged_orders(workload, set(must)):
+            total = 0.0
             for t in must:
-                if workload.tensors[t].has_sliding_axis:
-                    continue
-                dims = workload.tensors[t].dims
-                if order is None:           # too many orders: each tensor at its best alone
-                    outer = dims
+                tensor = workload.tensors[t]
+                if tensor.has_sliding_axis:
+                    repeats = [np.maximum(trips[d], 1.0) for d in way[t] if d not in tensor.dims]
+                    total = total + weight[t] * touched[t] * np.prod(repeats, axis=0)
                 else:
-                    last = max(i for i, d in enumerate(order) if d in dims)
-                    outer = order[:last + 1]
-                total = total + weight[t] * tile[t] * np.prod([np.maximum(trips[d], 1.0) for d in outer], axis=0)
+                    total = total + weight[t] * tile[t] * np.prod([np.maximum(trips[d], 1.0) for d in way[t]], axis=0)
             best = np.minimum(best, total)
         best = np.where(fits, best, np.inf)
         whole = float(best.min())
@@ -171,6 +171,11 @@ class LinkBounds:
         for axis in range(n_dims):
             least = np.minimum.accumulate(least, axis=axis)
         return TileBound.of(values, least, whole)
+
+def _touched_words(tensor, sizes) -> int:
+    """Words of a tensor some iteration point reads or writes: per axis, the distinct values
+    of its affine expression (a stride-2 window without a filter dim touches every other)."""
+    return math.prod(distinct_offsets(tuple((c, sizes[d]) for d, c in axis)) for axis in tensor.axes)
 
 def _link_bytes(space: Mapspace, j: int, t: int) -> float:
     """Bytes the parent moves per word fetched into (or drained from) level j, at best."""

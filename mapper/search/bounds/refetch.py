@@ -6,6 +6,7 @@ depends on the node (`link.LinkBounds` bounds the same traffic over every tile, 
 the node's loops; `node.lower_bounds` takes the larger)."""
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -14,6 +15,29 @@ from ... import tiles
 from ...mapping import MappingTable
 from ...mapspace import Mapspace
 from .energy import fill_energy, serve_energy
+
+MAX_ORDER_DIMS = 8          # merged loop orders enumerated up to this many dims of size > 1
+
+def merged_orders(workload, counted) -> list[tuple[tuple[int, ...], ...]]:
+    """The distinct ways one merged loop per dim above a level, in some order, refetches each
+    tensor: per way, per tensor, the dims out to its innermost relevant loop (sorted; () for
+    a tensor not in `counted`, or indexed by no dim of size > 1). A dim of size 1 never moves a
+    tile and is left out, and orders giving every counted tensor the same dims are one way:
+    a 7-dim convolution has far fewer ways than its 5,040 orders. Beyond MAX_ORDER_DIMS dims,
+    one way: each tensor at its best alone (a looser bound)."""
+    moving = [d for d, size in enumerate(workload.sizes) if size > 1]
+    tensors = workload.tensors
+    if len(moving) > MAX_ORDER_DIMS:
+        return [tuple(tuple(sorted(d for d in t.dims if d in moving)) if i in counted else ()
+                      for i, t in enumerate(tensors))]
+    ways = {}
+    for order in itertools.permutations(moving):
+        way = []
+        for i, tensor in enumerate(tensors):
+            relevant = [k for k, d in enumerate(order) if d in tensor.dims]
+            way.append(tuple(sorted(order[:relevant[-1] + 1])) if i in counted and relevant else ())
+        ways.setdefault(tuple(way), None)
+    return list(ways)
 
 class Refetched(NamedTuple):
     energy: np.ndarray      # (L, N) by the level filled (or drained)
