@@ -41,33 +41,34 @@ class SlidingMoves:
         # moves are bounded by the dims' extents, so 32-bit integers hold them
         small = max(workload.sizes) * max(c for axis in tensor.axes for _, c in axis) < 2**30
         itype = np.int32 if small else np.int64
-        # spatial[l][d]: product of the spatial bounds over d at levels l..lv-1 (inside level
-        # l's temporal loops, above this level)
+        # arrays over the tensor's moving dims first: (K, N), K = len(dims), one numpy call
+        # per loop slot for all of them (the walk prices small batches: calls dominate)
+        dim_ids = np.array(dims, np.int64)
+        # spatial[l]: product over each dim of the spatial bounds at levels l..lv-1 (inside
+        # level l's temporal loops, above this level), times its span at this level
         spatial = [None] * lv
-        running = {d: nest.span[lv, d].astype(itype) for d in dims}
+        running = nest.span[lv, dim_ids].astype(itype)
         for level in range(lv - 1, -1, -1):
-            running = {d: running[d] * nest.spatial[level, d].astype(itype) for d in dims}
+            running = running * nest.spatial[level, dim_ids].astype(itype)
             spatial[level] = running
-        inner = {d: np.ones(nest.n, itype) for d in dims}        # temporal bounds over d inside
-        wrap = {d: np.zeros(nest.n, itype) for d in dims}        # sum of (b - 1) x stride inside
-        move = {d: np.empty((s, nest.n), itype) for d in dims}
+        inner = np.ones((len(dims), nest.n), itype)         # temporal bounds over d inside
+        wrap = np.zeros((len(dims), nest.n), itype)         # sum of (b - 1) x stride inside
+        move = np.empty((len(dims), s, nest.n), itype)
         for j in range(s - 1, -1, -1):
             level, bound = j // n_dims, self.slot_bound[j].astype(itype)
-            for d in dims:
-                on_d = self.slot_dim[j] == d
-                stride = spatial[level][d] * inner[d]
-                move[d][j] = np.where(on_d, stride, 0) - wrap[d]
-                wrap[d] = np.where(on_d, wrap[d] + (bound - 1) * stride, wrap[d])
-                inner[d] = np.where(on_d, inner[d] * bound, inner[d])
+            on_d = self.slot_dim[j][None, :] == dim_ids[:, None]
+            stride = spatial[level] * inner
+            move[:, j] = np.where(on_d, stride, 0) - wrap
+            wrap = np.where(on_d, wrap + (bound - 1) * stride, wrap)
+            inner = np.where(on_d, inner * bound, inner)
+        position = {d: k for k, d in enumerate(dims)}
         n_moved = 0
         slides = []                          # (axis, shift) for axes summing several dims
         for a, axis in enumerate(tensor.axes):
-            shift = 0
+            shift = np.zeros((s, nest.n), itype)
             for d, c in axis:
-                if d in move:
-                    shift = shift + c * move[d]
-            if isinstance(shift, int):
-                shift = np.zeros((s, nest.n), itype)
+                if d in position:
+                    shift = shift + c * move[position[d]]
             n_moved = n_moved + (shift != 0)
             if len(axis) > 1:
                 slides.append((a, shift))
