@@ -26,7 +26,7 @@ def latency_bound(space: Mapspace, p: int) -> float:
         below = [c for c in range(p + 1, space.n_levels) if any(t in keep for keep in space.choices[c].keeps)]
         must = [c for c in below if all(t in keep for keep in space.choices[c].keeps)]
         if must:
-            bound = max(bound, latency * min(1 / _most_resident(arch, c) for c in below if c <= must[0]))
+            bound = max(bound, latency * min(1 / most_resident(arch, c) for c in below if c <= must[0]))
     return bound
 
 def decided_latency_bound(space: Mapspace, depth: int, table: MappingTable, static: list[float]) -> np.ndarray:
@@ -49,13 +49,24 @@ def decided_latency_bound(space: Mapspace, depth: int, table: MappingTable, stat
             found, wait = np.zeros(n, bool), np.zeros(n)
             for c in range(p + 1, min(depth, space.n_levels - 1) + 1):
                 here = ~found & table.keep[c, t]
-                unbuffered = level.latency / _most_resident(arch, c)
+                unbuffered = level.latency / most_resident(arch, c)
                 wait = np.where(here, np.where(table.stages[c] > 1, level.latency, unbuffered), wait)
                 found |= here
             out[p] = np.maximum(out[p], np.where(table.keep[p, t], wait, 0.0))
     return out
 
-def _most_resident(arch, c: int) -> int:
+def feeder_wait(space: Mapspace, p: int, j: int, stages: int) -> float:
+    """Cycles of level p's latency added to p's time at least when it alone feeds level j,
+    which must keep an input, with `stages`: a buffered j waits once per wave (at least L),
+    an unbuffered one L per request shared by at most the blocks resident beside it."""
+    latency = space.arch.levels[p].latency
+    inputs = [t for t, tensor in enumerate(space.workload.tensors)
+              if not tensor.is_output and all(t in keep for keep in space.choices[j].keeps)]
+    if not latency or not inputs:
+        return 0.0
+    return latency if stages > 1 else latency / most_resident(space.arch, j)
+
+def most_resident(arch, c: int) -> int:
     """The most thread blocks resident beside each other at level c (one above the per-SM level)."""
     gpu = gpu_levels(arch)
     return arch.gpu.max_blocks_per_sm if gpu is not None and c >= gpu[0] else 1

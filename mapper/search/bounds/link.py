@@ -44,6 +44,24 @@ class TileBound(NamedTuple):
 NO_BOUND = TileBound((), None, 0.0)
 
 MAX_BOUND_CELLS = 200_000   # tile vectors above which only the bound over all tiles is kept
+MAX_BIN_CELLS = 4_000_000   # prefix-minimum cells kept over all of a link's busy-instance bins
+
+
+class UnitsBound(NamedTuple):
+    """A link's bound split by how many instances of its level a tile lets work at once: per
+    bin, the most instances any tile in it keeps busy and the bound over those tiles
+    (`TileBound`). A tile t of level j leaves at most prod_d(extent_d / t_d) instances of j
+    anything to hold, so small tiles (much traffic) are what many busy units need: the
+    compute time on few units and the traffic of many cannot both be had."""
+    bins: tuple[tuple[int, TileBound], ...]
+
+    @staticmethod
+    def whole(bound: TileBound, instances: int) -> "UnitsBound":
+        return UnitsBound(((instances, bound),))
+
+    def below(self, spans: np.ndarray) -> np.ndarray | float:
+        """Per node, the bound over every tile within `spans`, however many units it keeps busy."""
+        return functools.reduce(np.minimum, (bound.below(spans) for _, bound in self.bins))
 
 class LinkBounds:
     """Per level j >= 1, a lower bound on the energy of the traffic into it, valid whatever
@@ -73,7 +91,7 @@ class LinkBounds:
         self.own_bytes = [NO_BOUND] + [self._memoised(p, _own_bytes) for p in range(1, space.n_levels)]
         # per stage count j may take: more stages, less capacity each, more traffic; the
         # same minimum over bytes drawn from the parent gives a bound on the parent's time
-        self.sent_bytes = [[]] + [[(stages, self._memoised(j, _link_bytes, stages))
+        self.sent_bytes = [[]] + [[(stages, self._memoised(j, _link_bytes, stages, by_units=True))
                                    for stages in sorted(set(space.choices[j].stages))]
                                   for j in range(1, space.n_levels)]
         self.single_feeder = [None] + [_single_feeder(space, j) for j in range(1, space.n_levels)]
@@ -85,27 +103,29 @@ class LinkBounds:
         depend on keeps."""
         return LinkBounds(part, self.max_combinations, whole=self)
 
-    def _memoised(self, j: int, weigh, stages: int | None = None) -> float:
-        key = (j, weigh.__name__, tuple(self.space.choices[:j + 1]), stages)
+    def _memoised(self, j: int, weigh, stages: int | None = None, by_units: bool = False):
+        key = (j, weigh.__name__, tuple(self.space.choices[:j + 1]), stages, by_units)
         if key not in self._memo:
-            self._memo[key] = self._level(self.space, j, self.max_combinations, weigh, stages)
+            self._memo[key] = self._level(self.space, j, self.max_combinations, weigh, stages, by_units)
         return self._memo[key]
 
-    def time_bound(self, j: int, spans: np.ndarray, compute: np.ndarray) -> np.ndarray:
+    def time_bound(self, j: int, spans: np.ndarray, compute_on) -> np.ndarray:
         """Per node, a bound on the time of the levels feeding level j: the fewest bytes they
         must move into it (within the node's tile `spans`) over their largest rate, at each
-        stage count j may take, the least over those. Under the stage-aware rule one stage
-        leaves that traffic exposed (the parent's reads for an unbuffered child, its fills, its
-        drains): it adds to the node's `compute` bound, while more stages hide it but leave
-        each stage a fraction of the capacity, so a smaller tile and more traffic (the
-        double-buffering trade of the seed notes)."""
+        stage count j may take and each count of j's instances its tiles keep busy, the least
+        over those. `compute_on(j, busy)` is the node's compute time on the units below
+        `busy` instances of j: few busy instances (large tiles, little traffic) leave the MACs
+        on few units. Under the stage-aware rule one stage leaves the traffic exposed (the
+        parent's reads for an unbuffered child, its fills, its drains): it adds to the compute
+        time, while more stages hide it but leave each stage a fraction of the capacity, so a
+        smaller tile and more traffic (the double-buffering trade of the seed notes)."""
         rate = _parent_rate(self.space, j)
-        if self.space.arch.cycle_rule == "timeloop":    # all traffic overlaps: the most capacity is best
-            return self.sent_bytes[j][0][1].below(spans) / rate
+        timeloop = self.space.arch.cycle_rule == "timeloop"    # all traffic overlaps: the most capacity is best
         bounds = []
-        for stages, sent in self.sent_bytes[j]:
-            moved = sent.below(spans) / rate
-            bounds.append(compute + moved if stages == 1 else moved)
+        for stages, sent in self.sent_bytes[j][:1] if timeloop else self.sent_bytes[j]:
+            for busy, bound in sent.bins:
+                moved, compute = bound.below(spans) / rate, compute_on(j, busy)
+                bounds.append(compute + moved if stages == 1 and not timeloop else np.maximum(compute, moved))
         return functools.reduce(np.minimum, bounds)
 
     @staticmethod
@@ -126,23 +146,24 @@ class LinkBounds:
         return out
 
     @staticmethod
-    def _level(space: Mapspace, j: int, max_combinations: int, weigh, stages: int | None = None) -> TileBound:
+    def _level(space: Mapspace, j: int, max_combinations: int, weigh, stages: int | None = None,
+               by_units: bool = False) -> TileBound | UnitsBound:
         arch, workload = space.arch, space.workload
+        no_bound = UnitsBound.whole(NO_BOUND, arch.levels[j].instances) if by_units else NO_BOUND
         must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[j].keeps)]
         if not must:
-            return NO_BOUND
+            return no_bound
         values = [np.unique(space.level_view(rows)[2][:, j]) for rows in space.dim_tables]
         if math.prod(len(v) for v in values) > max_combinations:
-            return NO_BOUND
+            return no_bound
         grid = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")])        # (D, M)
         trips = np.array(workload.sizes, float)[:, None] / grid                          # Q_d
         tile = {t: tiles.words(workload.tensors[t], grid) for t in must}
         footprint = sum(tile[t] * arch.levels[j].word_bytes(workload.tensors[t]) for t in must)
         fits = footprint * (stages or min(space.choices[j].stages)) <= arch.levels[j].capacity
         if not fits.any():
-            return NO_BOUND
+            return no_bound
         weight = {t: weigh(space, j, t) for t in must}
-        n_dims = len(workload.dims)
         best = np.full(grid.shape[1], np.inf)
         # a sliding window (p+r) fetches only the new slice as it moves, which the merged
         # loops' tile-by-tile count does not see: it could exceed a mapping's traffic (conv1d,
@@ -163,14 +184,64 @@ class LinkBounds:
                     total = total + weight[t] * tile[t] * np.prod([np.maximum(trips[d], 1.0) for d in way[t]], axis=0)
             best = np.minimum(best, total)
         best = np.where(fits, best, np.inf)
-        whole = float(best.min())
-        if len(best) > MAX_BOUND_CELLS:
-            return TileBound((), None, whole)
-        # the minimum over each box of tiles no larger than a grid point, dim by dim
-        least = best.reshape([len(v) for v in values])
-        for axis in range(n_dims):
-            least = np.minimum.accumulate(least, axis=axis)
-        return TileBound.of(values, least, whole)
+        if not by_units:
+            return _tile_bound(values, best)
+        return _units_bound(space, j, values, grid, best, _copies_floor(space, grid, must, weight, touched, tile))
+
+def _tile_bound(values: list[np.ndarray], best: np.ndarray) -> TileBound:
+    """The bound per largest tile from its value at each point of the tile grid (`best`)."""
+    whole = float(best.min())
+    if len(best) > MAX_BOUND_CELLS:
+        return TileBound((), None, whole)
+    # the minimum over each box of tiles no larger than a grid point, dim by dim
+    least = best.reshape([len(v) for v in values])
+    for axis in range(len(values)):
+        least = np.minimum.accumulate(least, axis=axis)
+    return TileBound.of(values, least, whole)
+
+def _copies_floor(space: Mapspace, grid: np.ndarray, must: list[int], weight: dict, touched: dict, tile: dict):
+    """Per tile of level j, the traffic into j of every mapping keeping `busy` instances of j
+    at work, as a function of `busy`. The busy instances are a grid of spatial factors s_d,
+    each at most the tiles along d. For a tensor t, the instances that differ only in dims
+    not indexing t need the same words, and together with those differing in its own dims
+    they touch all of it: every touched word goes to at least prod(s_d, d not in t) >= busy
+    / (t's tiles along its own dims) of them; and each instance fills (or drains) its tile at
+    least once. A parent's access serves at most the children its network shares it with
+    (in `weight`). (The merged loops reuse a tile across every loop, spatial ones included.)"""
+    workload = space.workload
+    extents = _largest_extents(space)
+    along = {t: np.prod(extents[sorted(workload.tensors[t].dims), None] // grid[sorted(workload.tensors[t].dims)],
+                        axis=0) for t in must}
+    return lambda busy: sum(weight[t] * np.maximum(touched[t] * np.maximum(busy / along[t], 1.0), busy * tile[t])
+                            for t in must)
+
+def _largest_extents(space: Mapspace) -> np.ndarray:
+    """(D,) each dim's largest extent in the space (its size, or its largest padded extent)."""
+    return np.array([int(space.level_view(rows)[2][:, 0].max()) for rows in space.dim_tables])
+
+def _units_bound(space: Mapspace, j: int, values: list[np.ndarray], grid: np.ndarray,
+                 best: np.ndarray, copies_floor) -> UnitsBound:
+    """`best` split by the instances of level j at work: a tile lets at most its tiles over
+    the largest extent of each dim be busy (the spatial factors above j multiply to no
+    more), and j's instances. A bin of counts (low, high] holds the tiles that can keep
+    more than `low` busy, each at the least traffic of `low` + 1 busy (`copies_floor`) where
+    more than its own; it is charged the compute of `high` busy. Bins are the distinct
+    counts, merged geometrically when their tables would take more than `MAX_BIN_CELLS`
+    cells."""
+    instances = space.arch.levels[j].instances
+    busy = np.minimum(np.prod(_largest_extents(space)[:, None] // grid, axis=0), instances)
+    counts = np.unique(busy[np.isfinite(best)])
+    most_bins = max(1, MAX_BIN_CELLS // len(best))
+    if len(counts) > most_bins:             # geometric edges between 1 and the instances
+        ratio = instances ** (1 / most_bins)
+        edges = np.unique(np.minimum(np.ceil(ratio ** np.arange(1, most_bins + 1)), instances).astype(np.int64))
+        counts = np.unique(edges[np.searchsorted(edges, counts)])
+    bins, low = [], 0
+    for high in counts:
+        least = np.maximum(best, copies_floor(low + 1))
+        bins.append((int(high), _tile_bound(values, np.where(busy > low, least, np.inf))))
+        low = high
+    return UnitsBound(tuple(bins)) if bins else UnitsBound.whole(NO_BOUND, instances)
 
 def _touched_words(tensor, sizes) -> int:
     """Words of a tensor some iteration point reads or writes: per axis, the distinct values

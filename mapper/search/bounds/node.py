@@ -33,7 +33,7 @@ from ...mapping import MappingTable
 from ...mapspace import Mapspace
 from ..objective import SLACK, TIE, Objective, beaten, cost_bound
 from .energy import ValidShares, action_energy, may_draw_masked, valid_shares
-from .latency import decided_latency_bound
+from .latency import decided_latency_bound, feeder_wait
 from .link import LinkBounds
 from .operand import independent_bound, operand_bound, read_modify_write, serving_options
 from .refetch import Refetched, deepest_keeper, refetches, refetched_links
@@ -53,17 +53,34 @@ def least_macs(space: Mapspace, table: MappingTable | None = None):
     # a rounding error must not lift a ceil above the MACs' true cycles
     return macs * (padding * (1 - 1e-12)) if padding > 1 else macs
 
-def compute_bound(space: Mapspace, depth: int, decided_units: np.ndarray,
-                  links: LinkBounds | None = None, macs=None) -> np.ndarray:
-    """The fewest cycles the MACs (`macs`, default `least_macs` of the space) take on the
-    compute units a node reaches: its decided spatial splits (`decided_units`, their product
-    over the decided levels) times every fanout still open below depth `depth`."""
+def reachable_units(space: Mapspace, depth: int, decided_units: np.ndarray, links: LinkBounds | None = None):
+    """The most compute units a node reaches: its decided spatial splits (`decided_units`, their
+    product over the decided levels) times every fanout still open below depth `depth`."""
     arch = space.arch
     reach = (math.prod(links.units[depth:]) if links is not None
              else math.prod(arch.fanout(lv)[0] * arch.fanout(lv)[1] for lv in range(depth, space.n_levels)))
-    units = np.minimum(decided_units * reach, arch.compute.instances)
+    return np.minimum(decided_units * reach, arch.compute.instances)
+
+def compute_bound(space: Mapspace, depth: int, decided_units: np.ndarray,
+                  links: LinkBounds | None = None, macs=None) -> np.ndarray:
+    """The fewest cycles the MACs (`macs`, default `least_macs` of the space) take on the
+    compute units a node reaches (`reachable_units`)."""
+    units = reachable_units(space, depth, decided_units, links)
     macs = least_macs(space) if macs is None else macs
-    return np.ceil(macs / (units * arch.compute.macs_per_cycle))
+    return np.ceil(macs / (units * space.arch.compute.macs_per_cycle))
+
+class ComputeOn(NamedTuple):
+    """A node's compute time when at most some instances of a level are busy: each holds the
+    units below it, no more than the node reaches."""
+    space: Mapspace
+    macs: np.ndarray | float
+    units: np.ndarray           # (N,) `reachable_units`
+
+    def __call__(self, j: int, busy: int) -> np.ndarray:
+        compute = self.space.arch.compute
+        below = -(-compute.instances // self.space.arch.levels[j].instances)
+        units = np.minimum(self.units, busy * below)
+        return np.ceil(self.macs / (units * compute.macs_per_cycle))
 
 def lower_bound(space: Mapspace, objective: Objective, depth: int, table: MappingTable,
                 costs: Costs, links: LinkBounds | None = None) -> np.ndarray:
@@ -106,11 +123,12 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
     for lv in range(min(depth, n_levels)):
         decided_units = decided_units * table.factors[lv, 1:].prod(axis=(0, 1))
     macs = least_macs(space, table)
-    compute = compute_bound(space, depth, decided_units, links, macs)
+    compute_on = ComputeOn(space, macs, reachable_units(space, depth, decided_units, links))
+    compute = np.ceil(macs / (compute_on.units * arch.compute.macs_per_cycle))
     shares = valid_shares(space, table)
     open_ = _open(space, depth, table, links, _known(space, depth, table, costs, shares, macs), shares)
     known = open_.known
-    cycles = _cycles(space, depth, table, links, open_, compute)
+    cycles = _cycles(space, depth, table, links, open_, compute_on)
     # with "utilized" (Timeloop's rule) idle instances do not leak: no term
     leak = sum(lv.leak * lv.instances for lv in arch.levels) if arch.leakage == "all" else 0.0
     energy = open_.energy + leak * cycles
@@ -127,11 +145,13 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
     return NodeBounds(bound, energy, cycles)
 
 def _cycles(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | None, open_: _Open,
-            compute: np.ndarray) -> np.ndarray:
+            compute_on: ComputeOn) -> np.ndarray:
     """A bound on the cycles: every level's time with the traffic it must move (and the
     latency no mapping hides), the feeders' time for what they must send down, at least the
-    compute time on the most units the node can reach."""
+    compute time on the most units the node can reach (`compute_on`: fewer where the tiles
+    that keep the traffic low keep fewer units busy)."""
     arch, known, n_levels = space.arch, open_.known, space.n_levels
+    compute = np.ceil(compute_on.macs / (compute_on.units * arch.compute.macs_per_cycle))
     latency = (decided_latency_bound(space, depth, table, links.latency) if links is not None
                else np.zeros(n_levels))
     cycles = compute
@@ -143,8 +163,8 @@ def _cycles(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds 
         # a link with one feeder is bounded in `_moved_bound`, on top of the feeder's other bytes
         for j in range(depth + 1, n_levels):
             if links.single_feeder[j] is None:
-                cycles = np.maximum(cycles, links.time_bound(j, open_.spans, compute))
-        cycles = np.maximum(cycles, _moved_bound(space, depth, links, open_.refetched, compute, open_.spans,
+                cycles = np.maximum(cycles, links.time_bound(j, open_.spans, compute_on))
+        cycles = np.maximum(cycles, _moved_bound(space, depth, links, open_.refetched, compute_on, open_.spans,
                                                  (known.read + known.write) * open_.instances))
     return cycles
 
@@ -268,15 +288,16 @@ def _energy_cap(objective: Objective, key: tuple, cycles: np.ndarray) -> np.ndar
     return np.full(len(cycles), np.nan)         # cycles: no energy in it
 
 def _moved_bound(space: Mapspace, depth: int, links: LinkBounds, refetched: "Refetched",
-                 compute: np.ndarray, spans: np.ndarray, known: np.ndarray) -> np.ndarray:
+                 compute_on: ComputeOn, spans: np.ndarray, known: np.ndarray) -> np.ndarray:
     """Cycles each level needs at least for everything it moves, reads and writes together
     (`known`, (L, N): the bytes the decided levels fix, over all its instances). An undecided
     level is also filled with at least its cheapest input traffic (`LinkBounds.own_bytes`),
     and a level that alone can feed an undecided link j sends down at least j's bound (or the
-    node's refetches into j where more, already in `known`). The link bounds bound each link
-    alone; a level that both fills from above and feeds below (h100's L2) pays for both. As
-    in `LinkBounds.time_bound`, j with one stage exposes what it draws, on top of compute;
-    every bound is over the tiles within the node's (`spans`)."""
+    node's refetches into j where more, already in `known`), on top of the latency it makes j
+    wait (`feeder_wait`). The link bounds bound each link alone; a level that both fills from
+    above and feeds below (h100's L2) pays for both. As in `LinkBounds.time_bound`, j with
+    one stage exposes what it draws, on top of compute, and the compute time is that of the
+    units j's tiles keep busy; every bound is over the tiles within the node's (`spans`)."""
     bound = 0.0
     stage_aware = space.arch.cycle_rule != "timeloop"
     for p, level in enumerate(space.arch.levels):
@@ -289,14 +310,17 @@ def _moved_bound(space: Mapspace, depth: int, links: LinkBounds, refetched: "Ref
             if j <= depth:
                 continue
             refetch = refetched.by_link[j]
-            extra = [np.maximum(bound_j.below(spans) - refetch, 0.0) for _, bound_j in links.sent_bytes[j]]
             options = []
-            for (stages, _), more in zip(links.sent_bytes[j], extra):
-                time = (base + more) / rate
-                if stages == 1 and stage_aware:
-                    time = np.maximum(time, compute + (refetch + more) / rate)
-                options.append(time)
+            for stages, sent in links.sent_bytes[j]:
+                wait = feeder_wait(space, p, j, stages)
+                for busy, bound_j in sent.bins:
+                    more, compute = np.maximum(bound_j.below(spans) - refetch, 0.0), compute_on(j, busy)
+                    time = np.maximum(compute, (base + more) / rate)
+                    if stages == 1 and stage_aware:
+                        time = np.maximum(time, compute + (refetch + more) / rate)
+                    options.append(time + wait)
             bound = np.maximum(bound, functools.reduce(np.minimum, options))
-            every_link = every_link + extra[0]      # the fewest stages: the most capacity
+            # the fewest stages: the most capacity
+            every_link = every_link + np.maximum(links.sent_bytes[j][0][1].below(spans) - refetch, 0.0)
         bound = np.maximum(bound, every_link / rate)
     return bound
