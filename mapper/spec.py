@@ -85,6 +85,11 @@ class Workload:
         """Words in the whole tensor (bounding box of every axis, like a tile of the full nest)."""
         return tiles.words(self.tensors[t], self.sizes)
 
+    def touched_words(self, t: int) -> int:
+        """Words of the tensor some iteration point reads or writes (at most `tensor_words`:
+        a strided window may skip some): what every mapping must move at least once."""
+        return tiles.touched_words(self.tensors[t], self.sizes)
+
 
 @dataclass(frozen=True)
 class Level:

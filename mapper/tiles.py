@@ -14,6 +14,8 @@ take plain numbers, numpy arrays whose first axis is the dim, or solver expressi
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 
@@ -29,6 +31,31 @@ def extent(axis, spans):
 def words(tensor, spans):
     """Words of `tensor`'s tile over `spans` (the product of its axes' extents)."""
     return box_words(tensor.axes, spans)
+
+
+def touched_words(tensor, sizes) -> int:
+    """Distinct words of `tensor` some iteration point over `sizes` reads or writes, or a lower
+    bound on them: per axis the distinct values of its affine expression, their product
+    when the axes share no dim (else the largest axis). Below its bounding box (`words`)
+    where a strided window skips some (`I[c, 2*p+r]` with r = 1 touches every other word)."""
+    counts = [distinct_offsets(tuple((c, int(sizes[d])) for d, c in axis if c)) for axis in tensor.axes]
+    dims = [d for axis in tensor.axes for d, c in axis if c]
+    if len(dims) != len(set(dims)):
+        return max(counts, default=1)
+    out = 1
+    for count in counts:
+        out *= count
+    return out
+
+
+@lru_cache(maxsize=65536)
+def distinct_offsets(progressions: tuple[tuple[int, int], ...]) -> int:
+    """Size of {sum_k i_k * step_k : 0 <= i_k < count_k}."""
+    sums = {0}
+    for step, count in progressions:
+        if count > 1:
+            sums = {s + i * step for s in sums for i in range(count)}
+    return len(sums)
 
 
 def box_words(axes, spans):

@@ -9,14 +9,6 @@ along a sliding axis (p+r) spatial loops over both dims can land on the same off
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from ..tiles import distinct_offsets
 
-
-@lru_cache(maxsize=65536)
-def distinct_offsets(progressions: tuple[tuple[int, int], ...]) -> int:
-    """Size of {sum_k i_k * step_k : 0 <= i_k < count_k}."""
-    sums = {0}
-    for step, count in progressions:
-        if count > 1:
-            sums = {s + i * step for s in sums for i in range(count)}
-    return len(sums)
+__all__ = ["distinct_offsets"]

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost import Evaluation
-from ..cost.multicast import distinct_offsets
 from ..spec import Arch, Workload
 
 
@@ -73,19 +72,9 @@ def bilinear(workload: Workload) -> Bilinear | None:
     return Bilinear(**sizes)
 
 
-def touched_words(workload: Workload, t: int) -> int:
-    """Distinct words of tensor t the computation touches (a strided window's holes are not
-    touched, though tiles count them): per axis the size of the sumset of its dims' ranges;
-    their product when the axes share no dim, else the largest axis (still a lower bound)."""
-    tensor = workload.tensors[t]
-    counts = [distinct_offsets(tuple((c, workload.sizes[d]) for d, c in axis if c)) for axis in tensor.axes]
-    dims = [d for axis in tensor.axes for d, c in axis if c]
-    return math.prod(counts) if len(dims) == len(set(dims)) else max(counts, default=1)
-
-
 def compulsory_words(workload: Workload) -> int:
     """Every touched word of every tensor crosses once: inputs read, the output written."""
-    return sum(touched_words(workload, t) for t in range(len(workload.tensors)))
+    return sum(workload.touched_words(t) for t in range(len(workload.tensors)))
 
 
 def smith_bound(macs: float, words: float, instances: int = 1) -> float:

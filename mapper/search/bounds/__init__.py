@@ -7,10 +7,13 @@ One module per kind of bound, lowest first (each imports only those above it in 
 - `operand`: what the innermost keepers must serve the compute units, over the splits still open;
 - `innermost`: the innermost level's keep sets, tiles and splits enumerated instead of assumed;
 - `latency`: the latency no mapping hides;
+- `grid`: the tiles a level can hold, and what a word fetched into it costs;
+- `spread`: the traffic into each level as a function of how widely each tensor is shared;
 - `link`: per undecided level, the cheapest traffic into it over every tile that fits it;
 - `node`: a node's bounds on the objective, the energy and the cycles, from all of the above.
 """
-from .link import LinkBounds, TileBound, link_weight
+from .grid import link_weight
+from .link import LinkBounds, TileBound
 from .node import NodeBounds, compute_bound, lower_bound, lower_bounds
 
 __all__ = ["LinkBounds", "NodeBounds", "TileBound", "compute_bound", "link_weight", "lower_bound", "lower_bounds"]

@@ -14,6 +14,27 @@ def action_energy(level, count, word_bytes, per_access, per_byte):
     blocks = count if level.block_size == 1 else -(-count // level.block_size)
     return blocks * per_access + count * (word_bytes * per_byte)
 
+def read_back_energy(updates, first, most_copies, read_keeper: float, read_parent: float):
+    """The least energy an output's read-modify-write costs at its keeper c and above: c
+    receives `updates` partial sums, each word of each of its copies read back for every
+    update but the first (`first`: words times the copies a split over networks that add
+    partial sums may make). Up to `most_copies` x more copies may come from fanouts whose
+    networks add nothing (a split-K over SMs): each takes updates off c's read-backs, but
+    its partial sums reach c's parent apart, whose read-backs then cost `read_parent` per
+    word (the cheapest level above that may keep the output). Linear between the ends: the
+    least of 1 copy and as many as the updates allow, within `most_copies`."""
+    at_one = read_keeper * np.maximum(0.0, updates - first)
+    if read_parent >= read_keeper:
+        return at_one
+    copies = np.clip(updates / np.maximum(first, 1e-300), 1.0, most_copies)
+    return np.minimum(at_one, read_keeper * np.maximum(0.0, updates - first * copies)
+                      + read_parent * first * (copies - 1))
+
+def cheapest_read_above(arch, tensor, level: int) -> float:
+    """The least energy per word read back from any level above `level` that may keep `tensor`."""
+    return min((read_energy(arch.levels[p], tensor) for p in range(level) if arch.levels[p].may_keep(tensor.name)),
+               default=np.inf)
+
 def sharing_fanout(arch, tensor, first: int, stop: int) -> int:
     """The most children one transfer of `tensor` can serve across the fanouts of levels
     first..stop-1 (only the networks that multicast, or reduce, share)."""

@@ -41,7 +41,7 @@ import numpy as np
 
 from ... import tiles
 from ...mapspace import Mapspace
-from .energy import fill_energy, read_energy, serve_energy
+from .energy import cheapest_read_above, fill_energy, read_back_energy, read_energy, serve_energy
 from .operand import SplitVectors, shared_dims
 from .refetch import merged_orders
 
@@ -108,6 +108,13 @@ class InnermostBound:
         # per cell, its split vector (per fanout level and dim) and its split per dim
         self.cell_vectors = None if vectors is None else vectors[split_of]          # (cells, j, D)
         self.cell_split = self.split[split_of]                                      # (cells, D)
+        # the fanouts above the level no vector splits (a network that shares nothing is
+        # not enumerated, `SplitVectors`): a word may have a copy under each of their units
+        self.unsplit = [math.prod(space.arch.fanout(x)) if splits.per_level[x] is None else 1
+                        for x in range(self.level)]
+        # and the sharing fanouts, when the vectors are too many to enumerate: at their whole
+        self.unenumerated = [math.prod(space.arch.fanout(x)) if vectors is None and splits.per_level[x] is not None
+                             else 1 for x in range(self.level)]
         split = split[:, fits]
         self.instances = split.prod(axis=0)
         self.trips = np.maximum(sizes[:, None] / (self.tile * split), 1.0)
@@ -236,20 +243,19 @@ class InnermostBound:
             updates = macs / self._spread(t, p, self.space.n_levels)
             first = workload.tensor_words(t) * self._copies(t, p)
             costs.append(updates * serve_energy(level[p], tensor)
-                         + np.maximum(0.0, updates - first) * read_energy(level[p], tensor))
+                         + read_back_energy(updates, first, math.prod(self.unsplit[:p]), read_energy(level[p], tensor),
+                                            cheapest_read_above(self.space.arch, tensor, p)))
         return np.min(costs, axis=0)
 
     def _copies(self, t: int, p: int) -> np.ndarray:
         """(cells,) at most how many instances of level p hold a copy of a word of tensor t:
-        the splits above p over dims t does not index (each fanout's whole when not enumerated)."""
+        the splits above p over dims t does not index, as far as they are enumerated (the
+        rest, `unsplit`, is left to `read_back_energy`)."""
         irrelevant = ~self.space.workload.relevance[t]
-        copies = np.ones(self.tile.shape[1])
-        for x in range(p):
-            if self.cell_vectors is not None:
+        copies = np.full(self.tile.shape[1], float(math.prod(self.unenumerated[:p])))
+        if self.cell_vectors is not None:
+            for x in range(p):
                 copies = copies * self.cell_vectors[:, x][:, irrelevant].prod(axis=1)
-            else:
-                fx, fy = self.space.arch.fanout(x)
-                copies = copies * fx * fy
         return copies
 
     def _bounded(self, depth: int, deepest: tuple[int, ...], repeats: tuple[int, ...], cap: float) -> float:
@@ -264,7 +270,7 @@ class InnermostBound:
             return self.cache[key]
         workload, levels = self.space.workload, self.space.arch.levels
         terms = self._terms(depth, deepest)
-        least = [workload.tensor_words(t) * repeats[t] for t in range(len(workload.tensors))]
+        least = [workload.touched_words(t) * repeats[t] for t in range(len(workload.tensors))]
         served = [least[t] * min(serve_energy(levels[p], tensor) for p in terms.parents[t])
                   for t, tensor in enumerate(workload.tensors)]
         bound = sum(served)
@@ -307,9 +313,10 @@ class InnermostBound:
                 served = np.full(self.tile.shape[1], macs / below[t] * serve_energy(level, tensor))
                 if tensor.is_output:
                     # read-modify-write: every update but the first of each word in each copy reads
-                    copies = self.cell_split[:, ~workload.relevance[t]].prod(axis=1)
-                    reads = np.maximum(0.0, macs / below[t] - workload.tensor_words(t) * copies)
-                    served = served + reads * read_energy(level, tensor)
+                    copies = self.cell_split[:, ~workload.relevance[t]].prod(axis=1) * math.prod(self.unenumerated)
+                    served = served + read_back_energy(macs / below[t], workload.tensor_words(t) * copies,
+                                                       math.prod(self.unsplit), read_energy(level, tensor),
+                                                       cheapest_read_above(arch, tensor, j))
                 kept_mac.append(served)
             self.keep_free["kept"] = kept_mac
         kept_mac = self.keep_free["kept"]

@@ -9,15 +9,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ... import tiles
-from ...cost.multicast import distinct_offsets
 from ...cost.timing import total_rate
 from ...mapspace import Mapspace
-from .energy import fill_energy, sharing_fanout
-from .refetch import merged_orders
+from .grid import bytes_sent, bytes_written, link_energy, tile_grid
 from .innermost import InnermostBound
 from .latency import latency_bound
 from .operand import SplitVectors
+from .spread import spread_bound
 
 class TileBound(NamedTuple):
     """A link's bound as a function of the largest tile a node leaves level j: the minimum
@@ -84,14 +82,18 @@ class LinkBounds:
         else:                   # none of these depends on keeps
             self.units, self.splits = whole.units, whole.splits
             self.innermost = whole.innermost.for_space(space)
-        self.energy = [NO_BOUND] + [self._memoised(j, link_weight) for j in range(1, space.n_levels)]
+        self.energy = [NO_BOUND] + [self._memoised(j, link_energy) for j in range(1, space.n_levels)]
+        # the same energy as a function of how widely each tensor's transfers are shared,
+        # for the operand bound to take under the split it charges (`spread.py`)
+        self.by_spread = [bound for j in range(1, space.n_levels)
+                          if (bound := self._memoised(j, spread_bound)) is not None]
         self.latency = [latency_bound(space, p) for p in range(space.n_levels)]
         # a level moves both what fills it and what it sends down: per level p, the bytes
         # written into it at least, and the links j it alone can feed (`_single_feeder`)
-        self.own_bytes = [NO_BOUND] + [self._memoised(p, _own_bytes) for p in range(1, space.n_levels)]
+        self.own_bytes = [NO_BOUND] + [self._memoised(p, bytes_written) for p in range(1, space.n_levels)]
         # per stage count j may take: more stages, less capacity each, more traffic; the
         # same minimum over bytes drawn from the parent gives a bound on the parent's time
-        self.sent_bytes = [[]] + [[(stages, self._memoised(j, _link_bytes, stages, by_units=True))
+        self.sent_bytes = [[]] + [[(stages, self._memoised(j, bytes_sent, stages, by_units=True))
                                    for stages in sorted(set(space.choices[j].stages))]
                                   for j in range(1, space.n_levels)]
         self.single_feeder = [None] + [_single_feeder(space, j) for j in range(1, space.n_levels)]
@@ -106,7 +108,8 @@ class LinkBounds:
     def _memoised(self, j: int, weigh, stages: int | None = None, by_units: bool = False):
         key = (j, weigh.__name__, tuple(self.space.choices[:j + 1]), stages, by_units)
         if key not in self._memo:
-            self._memo[key] = self._level(self.space, j, self.max_combinations, weigh, stages, by_units)
+            self._memo[key] = (weigh(self.space, j, self.splits, self.max_combinations) if weigh is spread_bound else
+                               self._level(self.space, j, self.max_combinations, weigh, stages, by_units))
         return self._memo[key]
 
     def time_bound(self, j: int, spans: np.ndarray, compute_on) -> np.ndarray:
@@ -148,45 +151,19 @@ class LinkBounds:
     @staticmethod
     def _level(space: Mapspace, j: int, max_combinations: int, weigh, stages: int | None = None,
                by_units: bool = False) -> TileBound | UnitsBound:
-        arch, workload = space.arch, space.workload
-        no_bound = UnitsBound.whole(NO_BOUND, arch.levels[j].instances) if by_units else NO_BOUND
-        must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[j].keeps)]
-        if not must:
-            return no_bound
-        values = [np.unique(space.level_view(rows)[2][:, j]) for rows in space.dim_tables]
-        if math.prod(len(v) for v in values) > max_combinations:
-            return no_bound
-        grid = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")])        # (D, M)
-        trips = np.array(workload.sizes, float)[:, None] / grid                          # Q_d
-        tile = {t: tiles.words(workload.tensors[t], grid) for t in must}
-        footprint = sum(tile[t] * arch.levels[j].word_bytes(workload.tensors[t]) for t in must)
-        fits = footprint * (stages or min(space.choices[j].stages)) <= arch.levels[j].capacity
-        if not fits.any():
-            return no_bound
-        weight = {t: weigh(space, j, t) for t in must}
-        best = np.full(grid.shape[1], np.inf)
-        # a sliding window (p+r) fetches only the new slice as it moves, which the merged
-        # loops' tile-by-tile count does not see: it could exceed a mapping's traffic (conv1d,
-        # p and r of 2, under a level-1 tile of p = 1: 4 words against 3). Such a tensor is
-        # charged instead the words its windows touch, once per iteration of the merged
-        # loops over dims it does not index outside its innermost relevant one: each such
-        # iteration starts its windows' sweep again from a tile that moved back, fetched
-        # whole, and every word the sweep touches is fetched in it at least once
-        touched = {t: _touched_words(workload.tensors[t], workload.sizes) for t in must}
-        for way in merged_orders(workload, set(must)):
-            total = 0.0
-            for t in must:
-                tensor = workload.tensors[t]
-                if tensor.has_sliding_axis:
-                    repeats = [np.maximum(trips[d], 1.0) for d in way[t] if d not in tensor.dims]
-                    total = total + weight[t] * touched[t] * np.prod(repeats, axis=0)
-                else:
-                    total = total + weight[t] * tile[t] * np.prod([np.maximum(trips[d], 1.0) for d in way[t]], axis=0)
-            best = np.minimum(best, total)
-        best = np.where(fits, best, np.inf)
+        grid = tile_grid(space, j, max_combinations, stages)
+        if grid is None:
+            return UnitsBound.whole(NO_BOUND, space.arch.levels[j].instances) if by_units else NO_BOUND
+        cost = {t: weigh(space, j, t) for t in grid.must}
+        best = np.full(grid.grid.shape[1], np.inf)
+        for terms in grid.ways:
+            best = np.minimum(best, sum(cost[t].total(base, repeats) for t, (base, repeats) in zip(grid.must, terms)))
+        best = np.where(grid.fits, best, np.inf)
         if not by_units:
-            return _tile_bound(values, best)
-        return _units_bound(space, j, values, grid, best, _copies_floor(space, grid, must, weight, touched, tile))
+            return _tile_bound(grid.values, best)
+        weight = {t: c.per_word() for t, c in cost.items()}
+        return _units_bound(space, j, grid.values, grid.grid, best,
+                            _copies_floor(space, grid.grid, grid.must, weight, grid.touched, grid.tile))
 
 def _tile_bound(values: list[np.ndarray], best: np.ndarray) -> TileBound:
     """The bound per largest tile from its value at each point of the tile grid (`best`)."""
@@ -243,20 +220,6 @@ def _units_bound(space: Mapspace, j: int, values: list[np.ndarray], grid: np.nda
         low = high
     return UnitsBound(tuple(bins)) if bins else UnitsBound.whole(NO_BOUND, instances)
 
-def _touched_words(tensor, sizes) -> int:
-    """Words of a tensor some iteration point reads or writes: per axis, the distinct values
-    of its affine expression (a stride-2 window without a filter dim touches every other)."""
-    return math.prod(distinct_offsets(tuple((c, sizes[d]) for d, c in axis)) for axis in tensor.axes)
-
-def _link_bytes(space: Mapspace, j: int, t: int) -> float:
-    """Bytes the parent moves per word fetched into (or drained from) level j, at best."""
-    tensor = space.workload.tensors[t]
-    nearest_must = max(p for p in range(j) if all(t in k for k in space.choices[p].keeps))
-    spread = max(sharing_fanout(space.arch, tensor, p, j) for p in range(nearest_must, j))
-    # the parent may be any level from nearest_must on: its narrowest word keeps this a bound
-    word = min(space.arch.levels[p].word_bytes(tensor) for p in range(nearest_must, j))
-    return word / spread
-
 def _parent_rate(space: Mapspace, j: int) -> float:
     """The most bytes per cycle the levels that may feed level j can move together, all
     instances (reads and writes together: valid under either cycle rule). Together: the
@@ -280,28 +243,3 @@ def _single_feeder(space: Mapspace, j: int) -> int | None:
     (no level between it and j may keep any of it); None when j must keep nothing."""
     feeders = _feeders(space, j)
     return feeders.pop() if len(feeders) == 1 else None
-
-def _own_bytes(space: Mapspace, j: int, t: int) -> float:
-    """Bytes level j itself writes per word of an input filled into it (the output's drains
-    are its parent's updates, counted there: none here)."""
-    tensor = space.workload.tensors[t]
-    return 0.0 if tensor.is_output else space.arch.levels[j].word_bytes(tensor)
-
-def link_weight(space: Mapspace, j: int, t: int) -> float:
-    """Energy per word fetched into level j (fill at j plus the cheapest parent read, divided
-    by the widest multicast), or per word drained from j for the output."""
-    arch, tensor = space.arch, space.workload.tensors[t]
-    level = arch.levels[j]
-    own = 0.0 if tensor.is_output else fill_energy(level, tensor)
-    parent = np.inf
-    nearest_must = max(p for p in range(j) if all(t in k for k in space.choices[p].keeps))
-    for p in range(nearest_must, j):      # the parent is at or below the nearest level that must keep t
-        if not any(t in k for k in space.choices[p].keeps):
-            continue
-        lp = arch.levels[p]
-        spread = sharing_fanout(arch, tensor, p, j)
-        wb = lp.word_bytes(tensor)
-        per_word = (lp.energy_update / lp.block_size + wb * lp.byte_energy_update if tensor.is_output
-                    else lp.energy_read / lp.block_size + wb * lp.byte_energy_read)
-        parent = min(parent, per_word / spread)
-    return own + (0.0 if np.isinf(parent) else parent)

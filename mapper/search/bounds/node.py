@@ -77,8 +77,10 @@ class ComputeOn(NamedTuple):
     units: np.ndarray           # (N,) `reachable_units`
 
     def __call__(self, j: int, busy: int) -> np.ndarray:
+        """At most `busy` instances of level j (of the compute units at j = n_levels) busy."""
         compute = self.space.arch.compute
-        below = -(-compute.instances // self.space.arch.levels[j].instances)
+        instances = compute.instances if j == self.space.n_levels else self.space.arch.levels[j].instances
+        below = -(-compute.instances // instances)
         units = np.minimum(self.units, busy * below)
         return np.ceil(self.macs / (units * compute.macs_per_cycle))
 
@@ -124,7 +126,6 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
         decided_units = decided_units * table.factors[lv, 1:].prod(axis=(0, 1))
     macs = least_macs(space, table)
     compute_on = ComputeOn(space, macs, reachable_units(space, depth, decided_units, links))
-    compute = np.ceil(macs / (compute_on.units * arch.compute.macs_per_cycle))
     shares = valid_shares(space, table)
     open_ = _open(space, depth, table, links, _known(space, depth, table, costs, shares, macs), shares)
     known = open_.known
@@ -151,7 +152,7 @@ def _cycles(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds 
     compute time on the most units the node can reach (`compute_on`: fewer where the tiles
     that keep the traffic low keep fewer units busy)."""
     arch, known, n_levels = space.arch, open_.known, space.n_levels
-    compute = np.ceil(compute_on.macs / (compute_on.units * arch.compute.macs_per_cycle))
+    compute = compute_on(n_levels, arch.compute.instances)
     latency = (decided_latency_bound(space, depth, table, links.latency) if links is not None
                else np.zeros(n_levels))
     cycles = compute
@@ -240,7 +241,13 @@ def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | 
     arch, tensors = space.arch, space.workload.tensors
     n_levels, n = len(arch.levels), len(table)
     options = [serving_options(space, t, depth, table) for t in range(len(tensors))]
-    served = operand_bound(space, depth, table, options, links.splits) if links is not None else None
+    # with the links' energy by spread where nothing is masked (a masked level's traffic is
+    # scaled apart): the operand bound's split then decides the multicast of both
+    by_spread = tuple(b for b in links.by_spread if b.j > depth) if links is not None and shares is None else ()
+    served = operand_bound(space, depth, table, options, links.splits, by_spread) if links is not None else None
+    joint = None
+    if served is not None:
+        served, joint = served
     if served is None:
         served = sum(independent_bound(space, t, options[t]) for t in range(len(tensors)))
         served = served + sum(read_modify_write(space, t, depth, table, links)
@@ -256,6 +263,8 @@ def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | 
                    * (shares.least if may_draw_masked(space, shares, j) else 1.0) if j > depth else 0.0
                    for j in range(n_levels)]
     energy += sum(link_energy[depth + 1:], np.zeros(n))
+    if joint is not None:
+        energy = np.maximum(energy, known.energy + joint)
     # the parents' side of the same traffic: bytes they must move, per instance
     instances = np.array([lv.instances for lv in arch.levels])[:, None]
     known = known._replace(read=known.read + refetched.reads / instances,

@@ -22,7 +22,7 @@ import numpy as np
 from ... import tiles
 from ...mapping import MappingTable
 from ...mapspace import SPATIAL_X, SPATIAL_Y, Mapspace
-from .energy import fill_energy, read_energy, serve_energy, sharing_fanout
+from .energy import cheapest_read_above, fill_energy, read_back_energy, read_energy, serve_energy, sharing_fanout
 from .refetch import keepers, may_be_innermost, refetches
 
 if TYPE_CHECKING:
@@ -73,10 +73,13 @@ class SplitVectors:
                 out[i, lv] = vector
         return out
 
-def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVectors) -> np.ndarray | None:
+def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVectors,
+                  by_spread: tuple = ()) -> tuple[np.ndarray, np.ndarray | None] | None:
     """Per node: the minimum over split vectors of the sum over tensors of the minimum over
     candidate innermost keepers (`options[t]`, see `ServingOption`) of what that keeper
-    serves per MAC, its compulsory traffic and the fills of its copies. None when the split
+    serves per MAC, its compulsory traffic and the fills of its copies; and where link bounds
+    by spread are given (`spread.SpreadBound`, those of the undecided levels), the minimum of
+    the same sum plus theirs at each vector's spreads (else None). None when the split
     vectors are not enumerable or no network shares (the per-tensor bound is then as good)."""
     vectors = splits.at_depth[min(depth, space.n_levels)]
     if vectors is None or not splits.any_sharing:
@@ -112,7 +115,7 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
             c = np.broadcast_to(comp, (n,))[first][:, None]
             energy = np.where(np.broadcast_to(at_deepest, (n,))[first][:, None], np.maximum(energy, c), energy + c)
             if workload.tensors[t].is_output:
-                energy = energy + _read_modify_write(space, t, lv, share, decided, vectors, depth, first)
+                energy = energy + _read_modify_write(space, t, lv, share, decided, vectors, depth, first, splits)
             if fill:
                 # every copy below the deepest decided keeper: units that differ only in dims
                 # the tensor does not depend on hold the same words
@@ -121,26 +124,43 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
                 for level in range(lv):
                     copies = np.where(above <= level, copies * _splits(decided, vectors, level, depth, irrelevant, first),
                                       copies)
-                energy = energy + workload.tensor_words(t) * fill * copies
+                energy = energy + workload.touched_words(t) * fill * copies
             best = np.where(np.broadcast_to(candidate, (n,))[first][:, None], np.minimum(best, energy), best)
         total += np.where(np.isfinite(best), best, 0.0)
     total = np.where(fits, total, np.inf)
     bound = total.min(axis=1)
-    return np.where(np.isfinite(bound), bound, 0.0)[inverse.reshape(-1)]
+    joint = None
+    if by_spread:
+        for link in by_spread:
+            spreads = []
+            for t, levels in zip(link.tensors, link.levels):
+                spread = np.ones(total.shape)
+                for level in levels:
+                    spread = spread * _splits(decided, vectors, level, depth, ~workload.relevance[t], first)
+                spreads.append(spread)
+            total = total + link.at(spreads)
+        joint = total.min(axis=1)
+        joint = np.where(np.isfinite(joint), joint, 0.0)[inverse.reshape(-1)]
+    return np.where(np.isfinite(bound), bound, 0.0)[inverse.reshape(-1)], joint
 
-def _read_modify_write(space: Mapspace, t: int, lv: int, share, decided, vectors, depth: int, first):
+def _read_modify_write(space: Mapspace, t: int, lv: int, share, decided, vectors, depth: int, first,
+                       splits: SplitVectors):
     """(U, V) the output's reads at its innermost keeper lv: every update but the first of
     each word in each copy reads the partial sum back. Updates are at least the MACs over the
     split's reduction (`share`); the copies of one word are the instances of lv that differ
-    only in splits above it over dims the output does not index."""
+    only in splits above it over dims the output does not index (an undecided fanout no
+    vector splits, whose network shares nothing, at its whole)."""
     workload, level = space.workload, space.arch.levels[lv]
     tensor = workload.tensors[t]
     words = tiles.words(tensor, [max(e) for e in space.extents])
-    copies = np.ones_like(share)
+    copies, unsplit = np.ones_like(share), 1
     for above in range(lv):
+        if above >= depth and splits.per_level[above] is None:
+            unsplit *= math.prod(space.arch.fanout(above))
+            continue
         copies = copies * _splits(decided, vectors, above, depth, ~workload.relevance[t], first)
-    reads = np.maximum(0.0, workload.macs / share - words * np.minimum(copies, level.instances))
-    return reads * read_energy(level, tensor)
+    return read_back_energy(workload.macs / share, words * np.minimum(copies, level.instances), unsplit,
+                            read_energy(level, tensor), cheapest_read_above(space.arch, tensor, lv))
 
 def _splits(decided, vectors, level: int, depth: int, dims: np.ndarray, first) -> np.ndarray:
     """(U, V) product of the spatial splits over `dims` at `level`: as decided above `depth`,
@@ -175,7 +195,7 @@ def serving_options(space: Mapspace, t: int, depth: int, table: MappingTable) ->
     n_levels, n = len(arch.levels), len(table)
     may_keep, deepest, deeper_must = keepers(space, t, depth, table)
     compulsory = np.zeros(n)
-    words = workload.tensor_words(t) * (1 if tensor.is_output or deeper_must else refetches(space, t, depth, table))
+    words = workload.touched_words(t) * (1 if tensor.is_output or deeper_must else refetches(space, t, depth, table))
     # (where an undecided level must keep t, `LinkBounds` already charges the parent's reads)
     for lv in range(min(depth, n_levels - 1) + 1 if not deeper_must else 0):
         level = arch.levels[lv]

@@ -65,7 +65,7 @@ def refetched_links(space: Mapspace, depth: int, table: MappingTable) -> Refetch
         parent = deepest_keeper(space, t, depth, table)
         serve = np.array([serve_energy(lv, tensor) for lv in arch.levels])[parent]
         own = 0.0 if tensor.is_output else fill_energy(level, tensor)
-        words = workload.tensor_words(t) * refetches(space, t, depth, table)
+        words = workload.touched_words(t) * refetches(space, t, depth, table)
         out.energy[j] += words * (serve + own)
         moved = out.writes if tensor.is_output else out.reads
         word_bytes = np.array([lv.word_bytes(tensor) for lv in arch.levels])[parent]
