@@ -21,7 +21,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..constraints import LevelConstraints, Range
-from ..cost import Evaluation
+from ..cost import Evaluation, evaluate
 from ..errors import MapperError
 from ..load import load_constraints
 from ..mapping import Mapping
@@ -73,34 +73,46 @@ class OpSearches:
             raise MapperError(f"op {self.graph.ops[i].name}: {found}")
         return found
 
-    def fusable(self, i: int, whole: tuple[str, ...] = ()) -> Mapped | str:
+    def fusable(self, i: int, whole: tuple[str, ...] = (), reserve: float = 0.0) -> Mapped | str:
         """Einsum op i with its output tile complete at the fusion level (and `whole` dims
-        whole there), or the reason there is none."""
-        return self._run(i, tuple(sorted(whole)))
+        whole there), or the reason there is none. `reserve`: bytes of the fusion level kept
+        free for what the fused ops add (its capacity, and a GPU's shared memory per SM, less
+        that); the mapping found is priced on the real architecture."""
+        return self._run(i, tuple(sorted(whole)), float(reserve))
 
-    def _run(self, i: int, whole):
-        key = (i, whole)
+    def _run(self, i: int, whole, reserve: float = 0.0):
+        key = (i, whole, reserve)
         if key not in self._found:
-            self._found[key] = self._search(i, whole)
+            self._found[key] = self._search(i, whole, reserve)
         return self._found[key]
 
-    def _search(self, i: int, whole):
+    def _reserved(self, reserve: float) -> Arch:
+        levels = list(self.arch.levels)
+        levels[self.level] = dataclasses.replace(levels[self.level], capacity=levels[self.level].capacity - reserve)
+        gpu = self.arch.gpu
+        if gpu is not None:
+            gpu = dataclasses.replace(gpu, smem_per_sm=gpu.smem_per_sm - reserve)
+        return dataclasses.replace(self.arch, levels=tuple(levels), gpu=gpu)
+
+    def _search(self, i: int, whole, reserve: float = 0.0):
         op = self.graph.ops[i]
         wl = op.workload
+        arch = self._reserved(reserve) if reserve else self.arch
         constraints = load_constraints("default" if op.family == "einsum" else "unaligned")
         seconds = self.seconds_einsum if op.family == "einsum" else self.seconds_stream
         if whole is not None:
             constraints = dataclasses.replace(constraints, levels=self._fusable_levels(wl, whole))
         try:
-            space = Mapspace(self.arch, wl, constraints)
+            space = Mapspace(arch, wl, constraints)
             space.stop = self.context.stopped
             strategy = make_strategy("joint", {"seed": 0}, where="fuse")
             result = strategy.run(space, self.objective, self.context.share(seconds))
         except MapperError as exc:
             return f"no mapping: {exc}"
         word_bytes = {t.name: t.bytes_per_word for t in wl.tensors}
-        price = from_evaluation(self.arch, result.evaluation, word_bytes, op.flops)
-        return Mapped(i, whole, result.mapping, result.evaluation, price, bool(result.optimal),
+        ev = evaluate(self.arch, wl, result.mapping) if reserve else result.evaluation
+        price = from_evaluation(self.arch, ev, word_bytes, op.flops, owner=i)
+        return Mapped(i, whole, result.mapping, ev, price, bool(result.optimal),
                       result.gap, result.seconds, result.evaluated)
 
     def _fusable_levels(self, wl, whole) -> tuple:

@@ -37,6 +37,7 @@ class Traffic:
     energy_pj: float
     cycles: float
     fill: bool = False           # the words filled in from the parent (the rest: reads, updates)
+    owner: int = -1              # the op whose kernel moved it (-1: added by the fusion accounting)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ def flop_cycles(arch: Arch, flops: float) -> float:
     return flops / arch.peak_macs_per_cycle
 
 
-def from_evaluation(arch: Arch, ev: Evaluation, word_bytes: dict[str, float], flops: float = 0.0) -> KernelPrice:
+def from_evaluation(arch: Arch, ev: Evaluation, word_bytes: dict[str, float], flops: float = 0.0,
+                    owner: int = -1) -> KernelPrice:
     """A kernel priced by the cost model (`ev`), with `flops` elementwise FLOPs on top.
     `word_bytes`: bytes per word of each tensor (the workload's)."""
     entries = []
@@ -93,13 +95,18 @@ def from_evaluation(arch: Arch, ev: Evaluation, word_bytes: dict[str, float], fl
             fill_bytes = min(tc.bytes_moved, tc.fills * lc.instances * wb)
             fill_energy = min(tc.energy_pj, access_energy(arch, lv, fill_words, wb, "write"))
             if fill_bytes > 0:
-                entries.append(Traffic(lv, name, fill_bytes, fill_energy, fill_bytes * rate, fill=True))
+                entries.append(Traffic(lv, name, fill_bytes, fill_energy, fill_bytes * rate, True, owner))
             entries.append(Traffic(lv, name, tc.bytes_moved - fill_bytes, tc.energy_pj - fill_energy,
-                                   (tc.bytes_moved - fill_bytes) * rate))
+                                   (tc.bytes_moved - fill_bytes) * rate, False, owner))
     tensor_energy = sum(tc.energy_pj for lc in ev.levels for tc in lc.tensors.values())
     compute_energy = ev.energy_pj - tensor_energy + flops * arch.compute.energy_per_mac
     compute_cycles = max(ev.compute_cycles + flop_cycles(arch, flops), 0.0)
     return KernelPrice(tuple(entries), compute_energy, compute_cycles, len(ev.levels))
+
+
+def owned(kernel: KernelPrice, owner: int) -> KernelPrice:
+    """The same kernel, its entries marked as op `owner`'s."""
+    return replace(kernel, traffic=tuple(replace(t, owner=owner) for t in kernel.traffic))
 
 
 def merged(kernels: list[KernelPrice]) -> KernelPrice:
@@ -110,20 +117,22 @@ def merged(kernels: list[KernelPrice]) -> KernelPrice:
                        kernels[0].n_levels)
 
 
-def without(kernel: KernelPrice, tensor: str, above: int, fills_at: int | None = None) -> KernelPrice:
-    """`kernel` without `tensor`'s entries at levels above `above` (index < above), and without
-    its fills at level `fills_at` (the read back of an intermediate now produced there)."""
-    keep = tuple(t for t in kernel.traffic if not (t.tensor == tensor and (
+def without(kernel: KernelPrice, tensor: str, owner: int, above: int, fills_at: int | None = None) -> KernelPrice:
+    """`kernel` without the entries op `owner`'s kernel moved of `tensor` at levels above `above`
+    (index < above), nor its fills at level `fills_at` (the read back of an intermediate now
+    produced there)."""
+    keep = tuple(t for t in kernel.traffic if not (t.tensor == tensor and t.owner == owner and (
         t.level < above or (fills_at is not None and t.level == fills_at and t.fill))))
     return replace(kernel, traffic=keep)
 
 
-def scaled(kernel: KernelPrice, tensor: str, factor: float, above: int, rename: str | None = None) -> KernelPrice:
-    """`tensor`'s entries above level `above` times `factor` (and renamed: a prologue's input
-    read where its output was)."""
+def scaled(kernel: KernelPrice, tensor: str, owner: int, factor: float, above: int,
+           rename: str | None = None) -> KernelPrice:
+    """Op `owner`'s entries of `tensor` above level `above` times `factor` (and renamed: a
+    prologue's input read where its output was)."""
     out = []
     for t in kernel.traffic:
-        if t.tensor == tensor and t.level < above:
+        if t.tensor == tensor and t.owner == owner and t.level < above:
             t = replace(t, bytes=t.bytes * factor, energy_pj=t.energy_pj * factor, cycles=t.cycles * factor,
                         tensor=rename or t.tensor)
         out.append(t)
