@@ -28,7 +28,10 @@ def is_opgraph(data) -> bool:
 
 def load_opgraph(name_or_path) -> OpGraph:
     path = resolve("workloads", name_or_path)
-    return opgraph_from_dict(read_yaml(path), Where(str(path)))
+    data = read_yaml(path)
+    if isinstance(data, dict) and "einsum" in data and "ops" not in data:
+        raise Where(str(path)).error("one einsum (`einsum:`), not an op graph (`ops:`): `mapper search` reads it")
+    return opgraph_from_dict(data, Where(str(path)))
 
 
 def opgraph_from_dict(data, where: Where) -> OpGraph:

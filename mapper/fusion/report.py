@@ -1,0 +1,137 @@
+"""`mapper fuse`'s output: the text report, its JSON form and the per-boundary traffic plot."""
+from __future__ import annotations
+
+from ..mapping import level_tiles
+from .grouping import Grouping
+from .run import FuseResult
+
+
+def _table(rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    out = []
+    for k, row in enumerate(rows):
+        out.append("  ".join(cell.rjust(w) if c in right else cell.ljust(w)
+                             for c, (cell, w) in enumerate(zip(row, widths))).rstrip())
+        if k == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
+
+
+def _names(result: FuseResult, ops) -> str:
+    return "+".join(result.graph.ops[i].name for i in ops)
+
+
+def _tile(result: FuseResult, group) -> str:
+    if group.anchor is None:
+        return "-"
+    wl = result.graph.ops[group.anchor.op].workload
+    tile = level_tiles(group.anchor.mapping, len(wl.dims))[result.searches.level]
+    return "x".join(f"{d}{t}" for d, t in zip(wl.dims, tile))
+
+
+def _percent(before: float, after: float) -> str:
+    return f"{100 * (after - before) / before:+.1f}%" if before else "-"
+
+
+def fuse_text(result: FuseResult) -> str:
+    arch, outer = result.arch, result.arch.levels[0].name
+    level = arch.levels[result.searches.level].name
+    u, f = result.unfused, result.fused
+    lines = [f"{result.graph.name} on {arch.name}: {len(result.graph.ops)} ops, {len(f.groups)} kernels fused "
+             f"against {len(u.groups)} unfused (objective {result.objective}; fusion level {level}; "
+             f"{result.seconds:.1f} s)", ""]
+    rows = [["", "unfused", "fused", "change"],
+            [f"{outer} bytes", f"{_bytes(u, 0):,.0f}", f"{_bytes(f, 0):,.0f}", _percent(_bytes(u, 0), _bytes(f, 0))],
+            ["energy pJ", f"{_energy(u):.4g}", f"{_energy(f):.4g}", _percent(_energy(u), _energy(f))],
+            ["cycles", f"{_cycles(u):,.0f}", f"{_cycles(f):,.0f}", _percent(_cycles(u), _cycles(f))]]
+    lines += _table(rows, {1, 2, 3})
+    bound = result.bound.outer_bytes
+    lines.append(f"lower bound (every input read once, every result written once; Orojenesis-style): "
+                 f"{bound:,.0f} {outer} bytes; fused is {_bytes(f, 0) / bound:.3f}x the bound")
+    lines += ["", "kernels (fused grouping):"]
+    rows = [["group", f"{outer} bytes", "energy pJ", "cycles", f"tile at {level}", "mapping", "fused intermediates"]]
+    for g in f.groups:
+        proof = "-" if g.anchor is None else ("proven" if g.anchor.optimal else
+                                              f"gap {g.anchor.gap:.1%}" if g.anchor.gap is not None else "unproven")
+        rows.append([_names(result, g.ops), f"{g.level_bytes(0):,.0f}", f"{g.energy_pj:.4g}", f"{g.cycles:,.0f}",
+                     _tile(result, g), proof, ", ".join(g.fused) or "-"])
+    lines += _table(rows, {1, 2, 3})
+    for g in f.groups:
+        for note in g.notes:
+            lines.append(f"  {_names(result, g.ops)}: {note}")
+    lines += ["", "boundaries:"]
+    rows = [["tensor", "from -> to", f"unfused {outer} B", "saved B", "fused?", "why not"]]
+    for b in result.boundaries:
+        trip = boundary_bytes(result, b)
+        rows.append([b.tensor, f"{result.graph.ops[b.producer].name} -> {result.graph.ops[b.consumer].name}",
+                     f"{trip:,.0f}", f"{trip:,.0f}" if b.fused else "0",
+                     "yes" if b.fused else "no", "" if b.fused else f"{b.kind}: {b.reason}"])
+    lines += _table(rows, {2, 3})
+    return "\n".join(lines)
+
+
+def boundary_bytes(result: FuseResult, b) -> float:
+    """The intermediate's bytes at the outermost level unfused: the producer's write and the
+    consumer's reads, as each op's own kernel moves them."""
+    free = result.searches.free
+    return (free(b.producer).price.tensor_bytes(b.tensor, 0) + free(b.consumer).price.tensor_bytes(b.tensor, 0))
+
+
+def _bytes(grouping: Grouping, level: int) -> float:
+    return sum(g.level_bytes(level) for g in grouping.groups)
+
+
+def _energy(grouping: Grouping) -> float:
+    return sum(g.energy_pj for g in grouping.groups)
+
+
+def _cycles(grouping: Grouping) -> float:
+    return sum(g.cycles for g in grouping.groups)
+
+
+def fuse_json(result: FuseResult) -> dict:
+    def grouping(gr: Grouping) -> dict:
+        return {"score": gr.score, "outer_bytes": _bytes(gr, 0), "energy_pj": _energy(gr), "cycles": _cycles(gr),
+                "groups": [{"ops": [result.graph.ops[i].name for i in g.ops], "outer_bytes": g.level_bytes(0),
+                            "energy_pj": g.energy_pj, "cycles": g.cycles, "fused": list(g.fused),
+                            "notes": list(g.notes), "spilled": g.spilled,
+                            "tile": _tile(result, g),
+                            "proven": None if g.anchor is None else g.anchor.optimal} for g in gr.groups]}
+    return {"arch": result.arch.name, "workload": result.graph.name, "objective": result.objective,
+            "fusion_level": result.arch.levels[result.searches.level].name, "seconds": result.seconds,
+            "unfused": grouping(result.unfused), "fused": grouping(result.fused),
+            "lower_bound_outer_bytes": result.bound.outer_bytes,
+            "boundaries": [{"tensor": b.tensor, "producer": result.graph.ops[b.producer].name,
+                            "consumer": result.graph.ops[b.consumer].name, "fused": b.fused,
+                            "bytes_unfused": boundary_bytes(result, b),
+                            "kind": b.kind, "reason": b.reason} for b in result.boundaries]}
+
+
+def plot_boundaries(result: FuseResult, directory) -> str:
+    """A bar chart of the outermost level's bytes per boundary, unfused against fused (the
+    round trip of the intermediate, or nothing where it stays on chip); returns the PNG's path."""
+    import pathlib
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    out = pathlib.Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    labels = [f"{b.tensor}\n{result.graph.ops[b.producer].name}->{result.graph.ops[b.consumer].name}"
+              for b in result.boundaries]
+    unfused = [boundary_bytes(result, b) / 1e6 for b in result.boundaries]
+    fused = [0.0 if b.fused else u for b, u in zip(result.boundaries, unfused)]
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels) + 2), 4.5))
+    x = range(len(labels))
+    ax.bar([i - 0.2 for i in x], unfused, 0.4, label="unfused (write + read back)")
+    ax.bar([i + 0.2 for i in x], fused, 0.4, label="fused grouping")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_ylabel(f"{result.arch.levels[0].name} MB at the boundary")
+    ax.set_title(f"{result.graph.name} on {result.arch.name}: intermediate traffic per boundary")
+    ax.legend()
+    fig.tight_layout()
+    path = out / f"fuse-{result.graph.name}-{result.arch.name}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
