@@ -31,6 +31,7 @@ from .kernels import Mapped, OpSearches
 from .price import KernelPrice, loads, merged, scaled, with_flops, with_traffic, without
 
 STATS_BYTES_PER_ROW = 8.0        # a norm's stats pre-pass: 2 fp32 words per row
+NORMALISE_FLOPS = 2.0            # a norm applied with known stats: (x - mean) * rstd, then * gamma (+ beta)
 
 
 @dataclass(frozen=True)
@@ -304,7 +305,7 @@ class Grouper:
             pre = scaled(self.searches.free(prologue).price, A, prologue, rows * STATS_BYTES_PER_ROW / a_tensor.bytes,
                          f, rename="stats")
             kernel = with_traffic(kernel, loads(self.arch, "stats", rows * 2 * r0, 4.0, f))
-            kernel = with_flops(self.arch, kernel, p.flops * r_f)
+            kernel = with_flops(self.arch, kernel, NORMALISE_FLOPS * a_tensor.elements * r_f)
             note = (f"{p.name}: row {p.reduced_dim} not whole in the tile at {self.arch.levels[f].name}; "
                     f"stats pre-pass ({STATS_BYTES_PER_ROW:.0f} B per row) then normalised as {A} is loaded")
             return kernel, (pre,), working, note

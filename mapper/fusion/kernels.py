@@ -111,17 +111,34 @@ class OpSearches:
             return f"no mapping: {exc}"
         word_bytes = {t.name: t.bytes_per_word for t in wl.tensors}
         ev = evaluate(self.arch, wl, result.mapping) if reserve else result.evaluation
+        output = wl.tensors[wl.output].name
+        if whole is not None and not completes_output(ev, output, self.level):
+            return f"its best mapping under the constraints reads partial sums of {output} back above the fusion level"
         price = from_evaluation(self.arch, ev, word_bytes, op.flops, owner=i)
         return Mapped(i, whole, result.mapping, ev, price, bool(result.optimal),
                       result.gap, result.seconds, result.evaluated)
 
     def _fusable_levels(self, wl, whole) -> tuple:
+        """Constraints under which the output tile is final at the fusion level: no reduction
+        factor at the levels above it but the one right above, where the reduction loops are
+        innermost (the tile below stays resident across them: one write, no partial sums read
+        back) and none is spatial (no split-k across instances)."""
         output_dims = wl.tensors[wl.output].dims
         reduction = [wl.dims[d] for d in range(len(wl.dims)) if d not in output_dims]
         one = tuple((d, Range(1, 1)) for d in reduction)
-        levels = [(self.arch.levels[lv].name, LevelConstraints(temporal=one, spatial=one))
-                  for lv in range(self.level)]
+        levels = []
+        for lv in range(self.level):
+            temporal = () if lv == self.level - 1 else one
+            innermost = tuple(reduction) if lv == self.level - 1 and reduction else None
+            levels.append((self.arch.levels[lv].name, LevelConstraints(temporal=temporal, spatial=one,
+                                                                      innermost_order=innermost)))
         if whole:
             tile = tuple((d, Range(wl.sizes[wl.dim_index(d)])) for d in whole)
             levels.append((self.arch.levels[self.level].name, LevelConstraints(tile=tile)))
         return tuple(levels)
+
+
+def completes_output(ev: Evaluation, output: str, level: int) -> bool:
+    """Whether the output's tiles leave `level` final: no partial sum is read back at any level
+    above it (its words there are written, never read)."""
+    return all(lc.tensors[output].reads == 0 for lc in ev.levels[:level] if output in lc.tensors)

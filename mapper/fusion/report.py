@@ -49,24 +49,27 @@ def fuse_text(result: FuseResult) -> str:
     lines.append(f"lower bound (every input read once, every result written once; Orojenesis-style): "
                  f"{bound:,.0f} {outer} bytes; fused is {_bytes(f, 0) / bound:.3f}x the bound")
     lines += ["", "kernels (fused grouping):"]
-    rows = [["group", f"{outer} bytes", "energy pJ", "cycles", f"tile at {level}", "mapping", "fused intermediates"]]
+    rows = [["group", f"{outer} bytes", f"saved vs its ops unfused", "energy pJ", "cycles", f"tile at {level}",
+             "mapping", "fused intermediates"]]
     for g in f.groups:
+        apart = sum(u.groups[i].level_bytes(0) for i in g.ops)
         proof = "-" if g.anchor is None else ("proven" if g.anchor.optimal else
                                               f"gap {g.anchor.gap:.1%}" if g.anchor.gap is not None else "unproven")
-        rows.append([_names(result, g.ops), f"{g.level_bytes(0):,.0f}", f"{g.energy_pj:.4g}", f"{g.cycles:,.0f}",
+        rows.append([_names(result, g.ops), f"{g.level_bytes(0):,.0f}", f"{apart - g.level_bytes(0):,.0f}",
+                     f"{g.energy_pj:.4g}", f"{g.cycles:,.0f}",
                      _tile(result, g), proof, ", ".join(g.fused) or "-"])
-    lines += _table(rows, {1, 2, 3})
+    lines += _table(rows, {1, 2, 3, 4})
     for g in f.groups:
         for note in g.notes:
             lines.append(f"  {_names(result, g.ops)}: {note}")
     lines += ["", "boundaries:"]
-    rows = [["tensor", "from -> to", f"unfused {outer} B", "saved B", "fused?", "why not"]]
+    rows = [["tensor", "from -> to", f"round trip unfused {outer} B", "fused?", "why not"]]
     for b in result.boundaries:
         trip = boundary_bytes(result, b)
         rows.append([b.tensor, f"{result.graph.ops[b.producer].name} -> {result.graph.ops[b.consumer].name}",
-                     f"{trip:,.0f}", f"{trip:,.0f}" if b.fused else "0",
+                     f"{trip:,.0f}",
                      "yes" if b.fused else "no", "" if b.fused else f"{b.kind}: {b.reason}"])
-    lines += _table(rows, {2, 3})
+    lines += _table(rows, {2})
     return "\n".join(lines)
 
 
