@@ -111,8 +111,9 @@ def fuse_json(result: FuseResult) -> dict:
 
 
 def plot_boundaries(result: FuseResult, directory) -> str:
-    """A bar chart of the outermost level's bytes per boundary, unfused against fused (the
-    round trip of the intermediate, or nothing where it stays on chip); returns the PNG's path."""
+    """Two panels at the outermost level: per boundary, the intermediate's round trip unfused
+    against fused (nothing where it stays on chip); per fused group, the bytes of its ops run
+    as separate kernels against the one kernel. Returns the PNG's path."""
     import pathlib
 
     import matplotlib
@@ -120,21 +121,36 @@ def plot_boundaries(result: FuseResult, directory) -> str:
     import matplotlib.pyplot as plt
     out = pathlib.Path(directory)
     out.mkdir(parents=True, exist_ok=True)
+    outer = result.arch.levels[0].name
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [3, 2]})
     labels = [f"{b.tensor}\n{result.graph.ops[b.producer].name}->{result.graph.ops[b.consumer].name}"
               for b in result.boundaries]
     unfused = [boundary_bytes(result, b) / 1e6 for b in result.boundaries]
     fused = [0.0 if b.fused else u for b, u in zip(result.boundaries, unfused)]
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels) + 2), 4.5))
-    x = range(len(labels))
-    ax.bar([i - 0.2 for i in x], unfused, 0.4, label="unfused (write + read back)")
-    ax.bar([i + 0.2 for i in x], fused, 0.4, label="fused grouping")
-    ax.set_xticks(list(x))
-    ax.set_xticklabels(labels, fontsize=8)
-    ax.set_ylabel(f"{result.arch.levels[0].name} MB at the boundary")
-    ax.set_title(f"{result.graph.name} on {result.arch.name}: intermediate traffic per boundary")
-    ax.legend()
+    _bars(left, labels, unfused, fused, "unfused: written, read back", "fused grouping")
+    left.set_ylabel(f"{outer} MB")
+    left.set_title("intermediate round trip per boundary", fontsize=10)
+    groups = result.fused.groups
+    labels = [_names(result, g.ops).replace("+", "+\n") for g in groups]
+    apart = [sum(result.unfused.groups[i].level_bytes(0) for i in g.ops) / 1e6 for g in groups]
+    _bars(right, labels, apart, [g.level_bytes(0) / 1e6 for g in groups], "its ops as separate kernels",
+          "one kernel")
+    right.set_title("kernel traffic per group", fontsize=10)
+    fig.suptitle(f"{result.graph.name} on {result.arch.name}: {outer} traffic, unfused vs fused", fontsize=11)
     fig.tight_layout()
     path = out / f"fuse-{result.graph.name}-{result.arch.name}.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return str(path)
+
+
+def _bars(ax, labels, before, after, before_label, after_label) -> None:
+    x = list(range(len(labels)))
+    ax.bar([i - 0.2 for i in x], before, 0.4, label=before_label)
+    ax.bar([i + 0.2 for i in x], after, 0.4, label=after_label)
+    for i, (b, a) in enumerate(zip(before, after)):
+        ax.annotate(f"{b:.4g}", (i - 0.2, b), ha="center", va="bottom", fontsize=7)
+        ax.annotate(f"{a:.4g}" if a else "0 (on chip)", (i + 0.2, a), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.legend(fontsize=8)
