@@ -185,3 +185,46 @@ def test_the_grouping_programme_equals_enumerating_every_grouping():
         assert best.score <= unfused(grouper, len(CHAIN)).score
         assert best.score == pytest.approx(sum(g.score(objective) for g in best.groups), rel=1e-12)
         assert any(len(g.ops) > 1 for g in best.groups)      # it does fuse something
+
+
+ATTENTION = [{"name": "qk", "einsum": "S[g,i,j] += Q[g,i,d] * K[g,j,d]"},
+             {"name": "scale", "kind": "scale", "inputs": ["S[g,i,j]"], "output": "Ss[g,i,j]"},
+             {"name": "sm", "kind": "softmax", "inputs": ["Ss[g,i,j]"], "output": "P[g,i,j]", "dim": "j"},
+             {"name": "pv", "einsum": "O[g,i,d] += P[g,i,j] * V[g,j,d]"}]
+
+
+def test_attention_fuses_through_its_softmax_with_an_online_softmax():
+    """QK^T -> scale -> softmax -> PV: the softmax row (j = 2048) does not fit an 8 KiB buffer, so
+    tile-level fusion of QK^T and the softmax is refused, yet the whole chain fuses as a
+    FlashAttention kernel: Q read once, K and V once per i tile, O written once, the scores
+    never leaving the chip; its tiling is the best of the grid, found here by a plain loop."""
+    from mapper.fusion.attention import TILES
+    arch = small_gpu("8 KiB", dram_pj=20.0)
+    sizes = {"g": 2, "i": 16, "j": 2048, "d": 8}
+    graph, grouper = study(arch, sizes, ATTENTION, objective="bytes", seconds=1.0)
+    refused = grouper.price((0, 1, 2))          # no row fits: the plain epilogue is refused
+    assert isinstance(refused, Refusal) and refused.kind == "full reduction"
+    flash = grouper.price((0, 1, 2, 3))
+    assert isinstance(flash, GroupPrice) and set(flash.fused) == {"S", "Ss", "P"}
+    bi = int(flash.tiling.split()[0][2:])
+    g, i, j, d = 2, 16, 2048, 8
+    assert flash.level_bytes(0) == 2 * (g * i * d + 2 * g * math.ceil(i / bi) * j * d + g * i * d)
+    best = None
+    for block_i in TILES:                     # the grid by hand: fits in SMEM and in the registers
+        for block_j in TILES:
+            for stages in (1, 2):
+                smem = block_i * d * 2 + stages * block_j * 2 * d * 2
+                regs = (block_i * block_j + block_i * d + 2 * block_i) * 4     # fp32, 4096 registers per SM
+                if smem <= 8192 and regs <= 4096 * 4:
+                    outer = 2 * (2 * g * i * d + 2 * g * math.ceil(i / block_i) * j * d)
+                    best = outer if best is None else min(best, outer)
+    assert flash.level_bytes(0) == best
+
+
+@pytest.mark.slow
+def test_the_grouping_chooses_the_flash_kernel_over_unfused_attention():
+    arch = small_gpu("8 KiB", dram_pj=20.0)
+    graph, grouper = study(arch, {"g": 2, "i": 16, "j": 2048, "d": 8}, ATTENTION, objective="bytes", seconds=1.0)
+    whole = best_grouping(grouper, 4)
+    assert [grp.ops for grp in whole.groups] == [(0, 1, 2, 3)]
+    assert whole.score < unfused(grouper, 4).score

@@ -27,6 +27,7 @@ import networkx as nx
 from ..mapping import level_tiles
 from ..opgraph import OpGraph
 from ..spec import Arch
+from .attention import flash_price, match
 from .kernels import Mapped, OpSearches
 from .price import KernelPrice, loads, merged, scaled, with_flops, with_traffic, without
 
@@ -49,6 +50,7 @@ class GroupPrice:
     fused: tuple[str, ...] = ()          # intermediates that no longer leave the fusion level
     notes: tuple[str, ...] = ()
     spilled: bool = False
+    tiling: str = ""                     # a kernel modelled outside the cost model (attention)
 
     @property
     def energy_pj(self) -> float:
@@ -91,7 +93,10 @@ class Grouper:
             return Refusal("not connected", "the ops share no tensor")
         einsums = [i for i in ops if self.graph.ops[i].family == "einsum"]
         if len(einsums) > 1:
-            return Refusal("two einsums", "producer-consumer fusion of two einsums is not priced")
+            found = match(self.graph, ops)
+            if found is None:
+                return Refusal("two einsums", "producer-consumer fusion of two einsums is not priced")
+            return self._flash(ops, found)
         if not einsums:
             return self._streaming(ops)
         return self._anchored(ops, einsums[0])
@@ -126,6 +131,17 @@ class Grouper:
         row = op.workload.sizes[op.workload.dim_index(op.reduced_dim)]
         word_bytes = sum(t.bytes_per_word for t in op.workload.tensors)
         return row * word_bytes <= self.arch.levels[self.f].capacity
+
+    def _flash(self, ops, found) -> GroupPrice | Refusal:
+        priced = flash_price(self.arch, self.graph, found, self.f, self.objective)
+        if priced is None:
+            return Refusal("capacity/spill", "no FlashAttention tiling fits the fusion level")
+        kernel, choice = priced
+        note = (f"FlashAttention-style online softmax: Bi {choice.block_i}, Bj {choice.block_j}, "
+                f"{choice.stages} stage(s), {choice.blocks_per_sm} block(s) per SM; best of {choice.feasible} "
+                f"fitting tilings of {choice.priced}, all priced")
+        return GroupPrice(ops, (kernel,), None, tuple(self._internal(ops)), (note,),
+                          tiling=f"Bi{choice.block_i} Bj{choice.block_j} s{choice.stages}")
 
     # ------------------------------------------------------------------ streaming groups
 

@@ -22,6 +22,8 @@ def _names(result: FuseResult, ops) -> str:
 
 
 def _tile(result: FuseResult, group) -> str:
+    if group.tiling:
+        return group.tiling
     if group.anchor is None:
         return "-"
     wl = result.graph.ops[group.anchor.op].workload
@@ -53,7 +55,7 @@ def fuse_text(result: FuseResult) -> str:
              "mapping", "fused intermediates"]]
     for g in f.groups:
         apart = sum(u.groups[i].level_bytes(0) for i in g.ops)
-        proof = "-" if g.anchor is None else ("proven" if g.anchor.optimal else
+        proof = "exhaustive" if g.tiling else "-" if g.anchor is None else ("proven" if g.anchor.optimal else
                                               f"gap {g.anchor.gap:.1%}" if g.anchor.gap is not None else "unproven")
         rows.append([_names(result, g.ops), f"{g.level_bytes(0):,.0f}", f"{apart - g.level_bytes(0):,.0f}",
                      f"{g.energy_pj:.4g}", f"{g.cycles:,.0f}",
