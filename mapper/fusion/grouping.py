@@ -95,7 +95,8 @@ def boundary_reason(grouper: Grouper, gi: GroupPrice, gj: GroupPrice) -> tuple[s
     """Why the kernels of groups gi and gj (the same group: a spill) were not one."""
     if gi is gj:
         return "capacity/spill", "; ".join(gi.notes)
-    union = grouper.price(tuple(sorted(set(gi.ops) | set(gj.ops))))
+    ops = tuple(sorted(set(gi.ops) | set(gj.ops)))
+    union = grouper.price(ops)
     if isinstance(union, Refusal):
         return union.kind, union.reason
     if union.spilled:
@@ -107,5 +108,8 @@ def boundary_reason(grouper: Grouper, gi: GroupPrice, gj: GroupPrice) -> tuple[s
         levels = max(kernel.level_cycles(lv) for lv in range(kernel.n_levels))
         kind = "compute-bound" if kernel.compute_cycles >= levels else "no gain"
         return kind, f"one kernel would cost {union.score(objective):.4g} against {apart:.4g} apart ({objective})"
+    if ops[-1] - ops[0] + 1 != len(ops):
+        return "order", (f"one kernel would save {apart - union.score(objective):.4g} ({objective}) but its ops are "
+                         "not a run of the listed order, which the grouping search cuts")
     return "other grouping", (f"one kernel would save {apart - union.score(objective):.4g} ({objective}), less "
                               "than the groups chosen around it")

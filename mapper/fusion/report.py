@@ -1,6 +1,7 @@
 """`mapper fuse`'s output: the text report, its JSON form and the per-boundary traffic plot."""
 from __future__ import annotations
 
+from ..errors import clipped
 from ..mapping import level_tiles
 from .grouping import Grouping
 from .run import FuseResult
@@ -70,7 +71,7 @@ def fuse_text(result: FuseResult) -> str:
         trip = boundary_bytes(result, b)
         rows.append([b.tensor, f"{result.graph.ops[b.producer].name} -> {result.graph.ops[b.consumer].name}",
                      f"{trip:,.0f}",
-                     "yes" if b.fused else "no", "" if b.fused else f"{b.kind}: {b.reason}"])
+                     "yes" if b.fused else "no", "" if b.fused else clipped(f"{b.kind}: {b.reason}", 110)])
     lines += _table(rows, {2})
     return "\n".join(lines)
 
