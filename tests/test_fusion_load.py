@@ -97,3 +97,33 @@ def test_a_plain_workload_still_loads_and_an_op_graph_is_not_one(tmp_path):
     assert load_workload("gemm-256").einsum == "Z[m,n] += A[m,k] * B[k,n]"
     with pytest.raises(SpecError, match="op graph"):
         load_workload("chain-gemm-bias-relu")
+
+
+def test_fuse_command_refuses_a_bad_graph_with_one_line_and_status_2(tmp_path, capsys):
+    import yaml
+    from mapper.cli import main
+    data = _chain()
+    data["ops"][1]["inputs"] = ["Z[m,k]", "c[k]"]
+    data["ops"][1]["output"] = "Y[m,k]"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["fuse", "toy", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(path) in err and "shape mismatch" in err
+    assert main(["fuse", "toy", "gemm-256"]) == 2
+    assert "mapper search" in capsys.readouterr().err
+
+
+def test_fuse_command_prints_json_and_a_plot(tmp_path, capsys):
+    import json
+
+    import yaml
+    from mapper.cli import main
+    path = tmp_path / "chain.yaml"
+    path.write_text(yaml.safe_dump(_chain()))
+    assert main(["fuse", "toy", str(path), "--json", "--time-limit", "5", "--plot", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fused"]["outer_bytes"] <= out["unfused"]["outer_bytes"]
+    assert out["lower_bound_outer_bytes"] <= out["fused"]["outer_bytes"]
+    assert {b["tensor"] for b in out["boundaries"]} == {"Z", "Y"}
+    assert list(tmp_path.glob("fuse-c-toy.png"))

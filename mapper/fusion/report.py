@@ -125,16 +125,18 @@ def plot_boundaries(result: FuseResult, directory) -> str:
     out = pathlib.Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     outer = result.arch.levels[0].name
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [3, 2]})
-    labels = [f"{b.tensor}\n{result.graph.ops[b.producer].name}->{result.graph.ops[b.consumer].name}"
-              for b in result.boundaries]
+    many = len(result.boundaries) > 8
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14 if many else 12, 6 if many else 4.8),
+                                      gridspec_kw={"width_ratios": [3, 2]})
+    labels = [f"{b.tensor}{' ' if many else chr(10)}{result.graph.ops[b.producer].name}->"
+              f"{result.graph.ops[b.consumer].name}" for b in result.boundaries]
     unfused = [boundary_bytes(result, b) / 1e6 for b in result.boundaries]
     fused = [0.0 if b.fused else u for b, u in zip(result.boundaries, unfused)]
     _bars(left, labels, unfused, fused, "unfused: written, read back", "fused grouping")
     left.set_ylabel(f"{outer} MB")
     left.set_title("intermediate round trip per boundary", fontsize=10)
     groups = result.fused.groups
-    labels = [_names(result, g.ops).replace("+", "+\n") for g in groups]
+    labels = [_names(result, g.ops) if many else _names(result, g.ops).replace("+", "+\n") for g in groups]
     apart = [sum(result.unfused.groups[i].level_bytes(0) for i in g.ops) / 1e6 for g in groups]
     _bars(right, labels, apart, [g.level_bytes(0) / 1e6 for g in groups], "its ops as separate kernels",
           "one kernel")
@@ -148,12 +150,16 @@ def plot_boundaries(result: FuseResult, directory) -> str:
 
 
 def _bars(ax, labels, before, after, before_label, after_label) -> None:
+    """Paired bars; values written over them while there are few, labels turned when many."""
     x = list(range(len(labels)))
     ax.bar([i - 0.2 for i in x], before, 0.4, label=before_label)
     ax.bar([i + 0.2 for i in x], after, 0.4, label=after_label)
+    few = len(labels) <= 8
     for i, (b, a) in enumerate(zip(before, after)):
-        ax.annotate(f"{b:.4g}", (i - 0.2, b), ha="center", va="bottom", fontsize=7)
-        ax.annotate(f"{a:.4g}" if a else "0 (on chip)", (i + 0.2, a), ha="center", va="bottom", fontsize=7)
+        if few:
+            ax.annotate(f"{b:.4g}", (i - 0.2, b), ha="center", va="bottom", fontsize=7)
+        if few or not a:
+            ax.annotate(f"{a:.4g}" if a else "0", (i + 0.2, a), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(x)
-    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_xticklabels(labels, fontsize=7, rotation=0 if few else 60, ha="center" if few else "right")
     ax.legend(fontsize=8)
