@@ -207,7 +207,14 @@ class Grouper:
         priced = [r for r in results if isinstance(r, GroupPrice)]
         if not priced:
             return results[0]
-        return min(priced, key=lambda r: r.score(self.objective))
+        best = min(priced, key=lambda r: r.score(self.objective))
+        if len(results) == 2 and best is results[1]:          # the norm's stats pre-pass won: say why
+            in_row = results[0]
+            why = (in_row.reason if isinstance(in_row, Refusal) else
+                   f"the mapping holding it costs {in_row.score(self.objective):.4g} against "
+                   f"{best.score(self.objective):.4g} ({self.objective})")
+            best = replace(best, notes=best.notes + (f"the whole row in the tile: {why}",))
+        return best
 
     def _anchored_price(self, ops, a, down, prologue, whole, mode) -> GroupPrice | Refusal:
         """The group on the anchor's best fusable mapping; where its working set does not fit,

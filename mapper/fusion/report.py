@@ -64,7 +64,7 @@ def fuse_text(result: FuseResult) -> str:
     lines += _table(rows, {1, 2, 3, 4})
     for g in f.groups:
         for note in g.notes:
-            lines.append(f"  {_names(result, g.ops)}: {note}")
+            lines.append(clipped(f"  {_names(result, g.ops)}: {note}", 220))
     lines += ["", "boundaries:"]
     rows = [["tensor", "from -> to", f"round trip unfused {outer} B", "fused?", "why not"]]
     for b in result.boundaries:
