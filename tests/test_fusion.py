@@ -228,3 +228,35 @@ def test_the_grouping_chooses_the_flash_kernel_over_unfused_attention():
     whole = best_grouping(grouper, 4)
     assert [grp.ops for grp in whole.groups] == [(0, 1, 2, 3)]
     assert whole.score < unfused(grouper, 4).score
+
+
+MLP = [{"name": "up", "einsum": "U[m,f] += X[m,e] * W1[e,f]"},
+       {"name": "act", "kind": "gelu", "inputs": ["U[m,f]"], "output": "H[m,f]"},
+       {"name": "down", "einsum": "Y[m,n] += H[m,f] * W2[f,n]"}]
+
+
+def test_two_gemms_fuse_through_the_hidden_dim_priced_with_their_recomputation():
+    """GEMM -> GELU -> GEMM: the fused kernel's outer bytes are X once per column tile, W1 once
+    per block, W2 once per row tile and Y once (hand count for the tiling it reports); with few
+    rows and few output columns it wins and is chosen."""
+    mlp = MLP
+    arch = small_gpu("16 KiB", dram_pj=20.0)
+    graph, grouper = study(arch, {"m": 16, "e": 16, "f": 256, "n": 16}, mlp, objective="bytes", seconds=2.0)
+    fused = grouper.price((0, 1, 2))
+    assert isinstance(fused, GroupPrice) and set(fused.fused) == {"U", "H"}
+    tiles = dict((part[:2], int(part[2:])) for part in fused.tiling.split()[:3])
+    rows_t, cols_t = math.ceil(16 / tiles["Bm"]), math.ceil(16 / tiles["Bn"])
+    assert fused.level_bytes(0) == 2 * (cols_t * 16 * 16 + rows_t * cols_t * 16 * 256 + rows_t * 256 * 16 + 16 * 16)
+    best = best_grouping(grouper, 3)
+    assert [g.ops for g in best.groups] == [(0, 1, 2)]
+    assert best.score < unfused(grouper, 3).score
+
+
+@pytest.mark.slow
+def test_two_gemms_with_many_rows_stay_apart():
+    """Many rows: the fused kernel would re-read W1 once per row tile, more than H's round trip."""
+    graph, grouper = study(small_gpu("16 KiB", dram_pj=20.0), {"m": 512, "e": 64, "f": 256, "n": 64}, MLP,
+                           objective="bytes", seconds=2.0)
+    fused = grouper.price((0, 1, 2))
+    assert fused.score("bytes") > grouper.price((0,)).score("bytes") + grouper.price((2,)).score("bytes")
+    assert all(len(g.ops) < 3 for g in best_grouping(grouper, 3).groups)

@@ -30,7 +30,7 @@ import numpy as np
 from ..cost.occupancy import blocks_per_sm
 from ..opgraph import OpGraph
 from ..spec import Arch
-from .price import KernelPrice, Traffic, access_energy, flop_cycles
+from .price import KernelPrice, flop_cycles, streamed_energy, streamed_kernel
 
 TILES = (16, 32, 64, 128, 256)
 ACCUMULATOR_BYTES = 4               # fp32 scores, accumulator and row state
@@ -112,7 +112,8 @@ def flash_price(arch: Arch, graph: OpGraph, found: AttentionOps, level: int,
     flops = flops + heads * rows * np.ceil(keys / bj) * (d_v + 2)
     words = {"Q": heads * rows * d + 0 * bi, "K": heads * i_tiles * keys * d, "V": heads * i_tiles * keys * d_v}
     outer_bytes = words["Q"] * qb + words["K"] * kb + words["V"] * vb + heads * rows * d_v * ob
-    energy = _energy(arch, level, words, (qb, kb, vb), heads * rows * d_v, ob, macs, flops)
+    energy = streamed_energy(arch, level, [(words["Q"], qb), (words["K"], kb), (words["V"], vb)],
+                             [(heads * rows * d_v, ob)], macs, flops)
     compute = (macs / arch.peak_macs_per_cycle + flop_cycles(arch, flops)) * waves * slots / blocks
     outer_cycles = outer_bytes / arch.levels[0].bandwidth
     cycles = np.maximum(compute, outer_cycles)
@@ -121,41 +122,8 @@ def flash_price(arch: Arch, graph: OpGraph, found: AttentionOps, level: int,
         return None
     best = int(np.flatnonzero(fits)[np.lexsort((cycles[fits], score[fits]))[0]])
     choice = FlashChoice(int(bi[best]), int(bj[best]), int(st[best]), int(per_sm[best]), len(bi), int(fits.sum()))
-    return _kernel(arch, level, graph, (s_op, p_op), words, best, (qb, kb, vb), heads * rows * d_v, ob,
-                   macs, flops[best], compute[best]), choice
-
-
-def _energy(arch, level, words, word_bytes, out_words, out_bytes, macs, flops):
-    """Energy of the grid's kernels: each input's words read at every level above the fusion
-    level and filled into every level below the outermost down to it, read once more from the
-    fusion level; O's words written back up; MACs and FLOPs at the compute's energy."""
-    energy = (macs + flops) * arch.compute.energy_per_mac
-    for w, b in zip((words["Q"], words["K"], words["V"]), word_bytes):
-        for lv in range(level + 1):
-            energy = energy + access_energy(arch, lv, w, b, "read")
-            if lv > 0:
-                energy = energy + access_energy(arch, lv, w, b, "write")
-    for lv in range(level):
-        energy = energy + access_energy(arch, lv, out_words, out_bytes, "update")
-    return energy
-
-
-def _kernel(arch, level, graph, ops, words, best, word_bytes, out_words, out_bytes, macs, flops, compute):
-    """The best point of the grid as a KernelPrice (entries per tensor and level)."""
-    s_op, p_op = ops
-    names = (s_op.inputs[0], s_op.inputs[1], p_op.inputs[1])
-    entries = []
-    for name, key, b in zip(names, ("Q", "K", "V"), word_bytes):
-        w = float(np.broadcast_to(words[key], np.shape(words["K"]))[best])
-        for lv in range(level + 1):
-            bandwidth = arch.levels[lv].bandwidth * arch.levels[lv].instances
-            entries.append(Traffic(lv, name, w * b, access_energy(arch, lv, w, b, "read"), w * b / bandwidth))
-            if lv > 0:
-                entries.append(Traffic(lv, name, w * b, access_energy(arch, lv, w, b, "write"), w * b / bandwidth, True))
-    for lv in range(level):
-        bandwidth = arch.levels[lv].bandwidth * arch.levels[lv].instances
-        entries.append(Traffic(lv, p_op.output, out_words * out_bytes,
-                               access_energy(arch, lv, out_words, out_bytes, "update"),
-                               out_words * out_bytes / bandwidth))
-    energy = (macs + flops) * arch.compute.energy_per_mac
-    return KernelPrice(tuple(entries), float(energy), float(compute), len(arch.levels))
+    reads = [(s_op.inputs[0], float(words["Q"][best]), qb), (s_op.inputs[1], float(words["K"][best]), kb),
+             (p_op.inputs[1], float(words["V"][best]), vb)]
+    kernel = streamed_kernel(arch, level, reads, [(p_op.output, heads * rows * d_v, ob)], macs,
+                             float(flops[best]), float(compute[best]))
+    return kernel, choice

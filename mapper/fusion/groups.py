@@ -29,6 +29,7 @@ from ..opgraph import OpGraph
 from ..spec import Arch
 from .attention import flash_price, match
 from .kernels import Mapped, OpSearches
+from .mlp import match as mlp_match, mlp_price
 from .price import KernelPrice, loads, merged, scaled, with_flops, with_traffic, without
 
 STATS_BYTES_PER_ROW = 8.0        # a norm's stats pre-pass: 2 fp32 words per row
@@ -94,9 +95,16 @@ class Grouper:
         einsums = [i for i in ops if self.graph.ops[i].family == "einsum"]
         if len(einsums) > 1:
             found = match(self.graph, ops)
-            if found is None:
-                return Refusal("two einsums", "producer-consumer fusion of two einsums is not priced")
-            return self._flash(ops, found)
+            if found is not None:
+                return self._flash(ops, found)
+            pair = mlp_match(self.graph, ops)
+            if pair is None:
+                return Refusal("two einsums", "only attention and a GEMM -> elementwise -> GEMM pair fuse two einsums")
+            priced = mlp_price(self.arch, self.graph, pair, self.f, self.objective)
+            if priced is None:
+                return Refusal("capacity/spill", "no tiling of the two fused GEMMs fits the fusion level")
+            kernel, tiling, note = priced
+            return GroupPrice(ops, (kernel,), None, tuple(self._internal(ops)), (note,), tiling=tiling)
         if not einsums:
             return self._streaming(ops)
         return self._anchored(ops, einsums[0])

@@ -162,3 +162,42 @@ def loads(arch: Arch, tensor: str, words: float, word_bytes: float, down_to: int
         if lv < down_to:
             out.append(Traffic(lv, tensor, b, access_energy(arch, lv, words, word_bytes, "read"), b / bandwidth))
     return out
+
+
+def streamed_energy(arch: Arch, level: int, reads, writes, macs, flops):
+    """Energy of a kernel modelled by its words (numpy arrays or floats): each input's words
+    (`reads`: [(words, bytes per word)]) read at every level down to `level` and filled into each
+    level below the outermost on the way; each output's (`writes`) updated at every level above
+    `level`; MACs and FLOPs at the compute's energy per MAC."""
+    energy = (macs + flops) * arch.compute.energy_per_mac
+    for words, word_bytes in reads:
+        for lv in range(level + 1):
+            energy = energy + access_energy(arch, lv, words, word_bytes, "read")
+            if lv > 0:
+                energy = energy + access_energy(arch, lv, words, word_bytes, "write")
+    for words, word_bytes in writes:
+        for lv in range(level):
+            energy = energy + access_energy(arch, lv, words, word_bytes, "update")
+    return energy
+
+
+def streamed_kernel(arch: Arch, level: int, reads, writes, macs: float, flops: float,
+                    compute_cycles: float) -> KernelPrice:
+    """The same kernel as entries (`reads`/`writes`: [(tensor, words, bytes per word)]), each
+    level's time its bytes over its bandwidth (all instances)."""
+    entries = []
+    for name, words, word_bytes in reads:
+        for lv in range(level + 1):
+            bandwidth = arch.levels[lv].bandwidth * arch.levels[lv].instances
+            b = words * word_bytes
+            entries.append(Traffic(lv, name, b, access_energy(arch, lv, words, word_bytes, "read"), b / bandwidth))
+            if lv > 0:
+                entries.append(Traffic(lv, name, b, access_energy(arch, lv, words, word_bytes, "write"),
+                                       b / bandwidth, True))
+    for name, words, word_bytes in writes:
+        for lv in range(level):
+            bandwidth = arch.levels[lv].bandwidth * arch.levels[lv].instances
+            b = words * word_bytes
+            entries.append(Traffic(lv, name, b, access_energy(arch, lv, words, word_bytes, "update"), b / bandwidth))
+    energy = (macs + flops) * arch.compute.energy_per_mac
+    return KernelPrice(tuple(entries), float(energy), float(compute_cycles), len(arch.levels))
