@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from mapper.fusion.bound import chain_bound
 from mapper.fusion.grouping import all_groupings, best_grouping, boundaries, unfused
 from mapper.fusion.groups import GroupPrice, Grouper, Refusal
 from mapper.fusion.kernels import OpSearches
@@ -185,6 +186,8 @@ def test_the_grouping_programme_equals_enumerating_every_grouping():
         assert best.score <= unfused(grouper, len(CHAIN)).score
         assert best.score == pytest.approx(sum(g.score(objective) for g in best.groups), rel=1e-12)
         assert any(len(g.ops) > 1 for g in best.groups)      # it does fuse something
+        bound = chain_bound(arch, graph, grouper.f).outer_bytes
+        assert all(sum(grp.level_bytes(0) for grp in g.groups) >= bound for g in every)
 
 
 ATTENTION = [{"name": "qk", "einsum": "S[g,i,j] += Q[g,i,d] * K[g,j,d]"},

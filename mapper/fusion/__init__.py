@@ -1,6 +1,8 @@
 """Fusion of op chains: which ops share a kernel, the fused mapping, and what it saves.
 
-Modules: `kernels` (each op searched on its own or under fusion constraints), `price` (the
-accounting of what fusing removes and adds), `groups` (legal groups and the grouping search),
-`report` (text, JSON, plots), `command` (`mapper fuse`).
+Modules, lowest first: `price` (the accounting of what fusing removes and adds), `kernels`
+(each op searched on its own or under fusion constraints), `attention` (FlashAttention-style
+kernel) and `mlp` (two GEMMs through their hidden dim), `groups` (legal groups and their price),
+`grouping` (the search over groupings, boundary reasons), `bound` (the chain lower bound), `run`
+(one study under one search context), `report` (text, JSON, plot), `command` (`mapper fuse`).
 """
