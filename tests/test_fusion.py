@@ -263,3 +263,34 @@ def test_two_gemms_with_many_rows_stay_apart():
     fused = grouper.price((0, 1, 2))
     assert fused.score("bytes") > grouper.price((0,)).score("bytes") + grouper.price((2,)).score("bytes")
     assert all(len(g.ops) < 3 for g in best_grouping(grouper, 3).groups)
+
+
+def test_an_elementwise_prologue_reads_its_input_where_the_gemm_read_a():
+    """scale -> GEMM: the GEMM reads X where it read A (same element size: the same bytes), so
+    the fused kernel moves the GEMM's outer bytes and saves the scale kernel's whole traffic."""
+    scale = {"name": "scale", "kind": "scale", "inputs": ["X[m,k]"], "output": "A[m,k]"}
+    graph, grouper = study(load_arch("toy"), {"m": 32, "k": 16, "n": 24}, [scale, MM])
+    fused, gemm, alone = grouper.price((0, 1)), grouper.price((1,)), grouper.price((0,))
+    assert isinstance(fused, GroupPrice) and fused.fused == ("A",) and len(fused.kernels) == 1
+    kernel = fused.kernels[0]
+    assert kernel.tensor_bytes("A", 0) == 0 and kernel.tensor_bytes("X", 0) == gemm.kernels[0].tensor_bytes("A", 0)
+    assert fused.level_bytes(0) == gemm.level_bytes(0)
+    assert alone.level_bytes(0) == 2 * 32 * 16 * 2            # the scale kernel: X read, A written
+
+
+def test_a_norm_prologue_without_its_row_keeps_a_stats_pre_pass():
+    """layernorm over k -> GEMM in a buffer too small for whole k rows: a stats pre-pass kernel
+    (X read once, 8 bytes per row written) and the GEMM reading X where it read Y plus the stats
+    with every load; the report's note says so."""
+    norm = {"name": "norm", "kind": "layernorm", "inputs": ["X[m,k]", "g[k]"], "output": "A[m,k]", "dim": "k"}
+    arch = small_gpu("2 KiB", dram_pj=20.0)
+    graph, grouper = study(arch, {"m": 32, "k": 256, "n": 32}, [norm, MM])
+    fused = grouper.price((0, 1))
+    assert isinstance(fused, GroupPrice) and len(fused.kernels) == 2, fused
+    pre, main = fused.kernels
+    assert pre.tensor_bytes("X", 0) == 32 * 256 * 2 and pre.tensor_bytes("stats", 0) == 32 * 8
+    assert pre.tensor_bytes("A", 0) == 0 and main.tensor_bytes("A", 0) == 0
+    reads = main.tensor_bytes("X", 0)
+    assert reads >= 32 * 256 * 2 and main.tensor_bytes("stats", 0) == 32 * 8 * reads / (32 * 256 * 2)
+    assert any("stats pre-pass" in note for note in fused.notes)
+    assert any("whole row" in note for note in fused.notes)

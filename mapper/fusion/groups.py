@@ -340,7 +340,7 @@ class Grouper:
             note = (f"{p.name}: row {p.reduced_dim} not whole in the tile at {self.arch.levels[f].name}; "
                     f"stats pre-pass ({STATS_BYTES_PER_ROW:.0f} B per row) then normalised as {A} is loaded")
             return kernel, (pre,), working, note
-        own = self.searches.free(prologue).price
+        own = without(self.searches.free(prologue).price, A, prologue, f)     # A is never written out
         for x in main:
             own = without(own, x, prologue, f, fills_at=f)
         for x in extras:
