@@ -38,7 +38,9 @@ def small_gpu(smem="4 KiB", dram_pj=1.0):
 
 def study(arch, sizes, ops, objective="energy", seconds=5.0):
     graph = opgraph_from_dict({"name": "t", "sizes": sizes, "dtype": "bf16", "ops": ops}, Where("<test>"))
-    searches = OpSearches(arch, graph, SearchContext(time_limit=None), seconds, seconds)
+    # an evaluation budget: every search's budget is counted in mappings priced, not on the
+    # wall clock, so what each finds does not depend on the machine's load
+    searches = OpSearches(arch, graph, SearchContext(time_limit=60.0, max_evaluations=4_000_000), seconds, seconds)
     return graph, Grouper(arch, graph, searches, objective)
 
 
