@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..errors import clipped
-from ..mapping import level_tiles
+from ..mapping import level_tiles, mapping_to_dict
+from ..report import mapping_text
 from .grouping import Grouping
 from .run import FuseResult
 
@@ -64,7 +65,13 @@ def fuse_text(result: FuseResult) -> str:
     lines += _table(rows, {1, 2, 3, 4})
     for g in f.groups:
         for note in g.notes:
-            lines.append(clipped(f"  {_names(result, g.ops)}: {note}", 220))
+            lines.append("  " + clipped(f"{_names(result, g.ops)}: {note}", 220))
+    for g in f.groups:
+        if g.anchor is not None and len(g.ops) > 1:
+            op = result.graph.ops[g.anchor.op]
+            lines += ["", f"fused mapping of {_names(result, g.ops)} ({op.name}: {op.workload.einsum}; "
+                      f"{'proven optimal' if g.anchor.optimal else 'not proven'} under the group's constraints):"]
+            lines.append(mapping_text(arch, op.workload, g.anchor.mapping, g.anchor.evaluation))
     lines += ["", "boundaries:"]
     rows = [["tensor", "from -> to", f"round trip unfused {outer} B", "fused?", "why not"]]
     for b in result.boundaries:
@@ -102,7 +109,10 @@ def fuse_json(result: FuseResult) -> dict:
                             "energy_pj": g.energy_pj, "cycles": g.cycles, "fused": list(g.fused),
                             "notes": list(g.notes), "spilled": g.spilled,
                             "tile": _tile(result, g),
-                            "proven": None if g.anchor is None else g.anchor.optimal} for g in gr.groups]}
+                            "proven": None if g.anchor is None else g.anchor.optimal,
+                            "mapping": None if g.anchor is None else mapping_to_dict(
+                                g.anchor.mapping, result.arch, result.graph.ops[g.anchor.op].workload)}
+                           for g in gr.groups]}
     return {"arch": result.arch.name, "workload": result.graph.name, "objective": result.objective,
             "fusion_level": result.arch.levels[result.searches.level].name, "seconds": result.seconds,
             "unfused": grouping(result.unfused), "fused": grouping(result.fused),
