@@ -92,6 +92,10 @@ class Grouper:
         g = self.graph.graph
         if not nx.is_weakly_connected(g.subgraph(ops)):
             return Refusal("not connected", "the ops share no tensor")
+        outside = _between(g, ops)
+        if outside:
+            return Refusal("dependency", f"{self.graph.ops[outside].name} needs an output of the group and "
+                           "feeds it: one kernel would wait on itself")
         einsums = [i for i in ops if self.graph.ops[i].family == "einsum"]
         if len(einsums) > 1:
             found = match(self.graph, ops)
@@ -362,3 +366,11 @@ class Grouper:
                                f"the mapping assumed {mapped.evaluation.resident}: spilled")
         return True, ""
 
+
+
+def _between(g: nx.DiGraph, ops) -> int | None:
+    """An op outside `ops` on a path from the group back into it (the group is not convex), or None."""
+    after = set().union(*(nx.descendants(g, i) for i in ops)) - set(ops)
+    before = set().union(*(nx.ancestors(g, i) for i in ops)) - set(ops)
+    both = sorted(after & before)
+    return both[0] if both else None

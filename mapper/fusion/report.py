@@ -52,6 +52,9 @@ def fuse_text(result: FuseResult) -> str:
     bound = result.bound.outer_bytes
     lines.append(f"lower bound (every input read once, every result written once; Orojenesis-style): "
                  f"{bound:,.0f} {outer} bytes; fused is {_bytes(f, 0) / bound:.3f}x the bound")
+    lines.append(f"grouping search ({result.objective}): runs of the listed order (dynamic programme) "
+                 f"{result.runs.score:.6g}; any legal connected groups (CP-SAT, "
+                 f"{'proven optimal' if result.cover_proven else 'not proven'}) {result.fused.score:.6g}")
     lines += ["", "kernels (fused grouping):"]
     rows = [["group", f"{outer} bytes", f"saved vs its ops unfused", "energy pJ", "cycles", f"tile at {level}",
              "mapping", "fused intermediates"]]
@@ -117,6 +120,7 @@ def fuse_json(result: FuseResult) -> dict:
             "fusion_level": result.arch.levels[result.searches.level].name, "seconds": result.seconds,
             "unfused": grouping(result.unfused), "fused": grouping(result.fused),
             "lower_bound_outer_bytes": result.bound.outer_bytes,
+            "runs_score": result.runs.score, "cover_proven": result.cover_proven,
             "boundaries": [{"tensor": b.tensor, "producer": result.graph.ops[b.producer].name,
                             "consumer": result.graph.ops[b.consumer].name, "fused": b.fused,
                             "bytes_unfused": boundary_bytes(result, b),

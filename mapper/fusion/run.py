@@ -1,5 +1,6 @@
-"""One fusion study: every op mapped on its own (unfused), the grouping search, the boundaries
-and the chain's lower bound, under one search context.
+"""One fusion study: every op mapped on its own (unfused), the grouping search (the dynamic
+programme over runs of the listed order, then CP-SAT over every legal connected group, the
+better kept), the boundaries and the chain's lower bound, under one search context.
 
 Time: the einsums' searches share 85% of the time limit (each fusable variant counted as one
 more search), the streaming ops the rest; `SearchContext.share` gives each its seconds on one
@@ -14,6 +15,7 @@ from ..opgraph import OpGraph
 from ..search import SearchContext
 from ..spec import Arch
 from .bound import ChainBound, chain_bound
+from .cover import best_cover
 from .grouping import Boundary, Grouping, best_grouping, boundaries, unfused
 from .groups import Grouper
 from .kernels import OpSearches
@@ -32,6 +34,8 @@ class FuseResult:
     bound: ChainBound
     searches: OpSearches
     seconds: float
+    runs: Grouping                  # the dynamic programme's best over runs of the listed order
+    cover_proven: bool              # CP-SAT proved its choice over every connected group
 
 
 def searches_for(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float) -> OpSearches:
@@ -50,6 +54,9 @@ def fuse(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
     grouper = Grouper(arch, graph, searches, objective)
     n = len(graph.ops)
     base = unfused(grouper, n)
-    best = best_grouping(grouper, n)
+    runs = best_grouping(grouper, n)
+    cover, proven = best_cover(grouper, n)
+    best = cover if cover.score < runs.score else runs
     return FuseResult(arch, graph, objective, base, best, tuple(boundaries(grouper, best)),
-                      chain_bound(arch, graph, searches.level), searches, time.perf_counter() - started)
+                      chain_bound(arch, graph, searches.level), searches, time.perf_counter() - started,
+                      runs, proven)
