@@ -66,7 +66,7 @@ def best_cover(grouper: Grouper, n: int, max_group: int = 6, seconds: float = 10
     status = solver.Solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise RuntimeError("CP-SAT found no cover (the singletons always form one)")
-    picked = tuple(g for g, c in zip(groups, chosen) if solver.Value(c))
+    picked = _in_order(grouper.graph.graph, [g for g, c in zip(groups, chosen) if solver.Value(c)])
     return Grouping(picked, sum(g.score(grouper.objective) for g in picked)), status == cp_model.OPTIMAL
 
 
@@ -84,6 +84,16 @@ def all_covers(grouper: Grouper, n: int, max_group: int = 6) -> list[Grouping]:
             continue
         out.append(Grouping(tuple(prices), sum(p.score(grouper.objective) for p in prices)))
     return out
+
+
+def _in_order(g: nx.DiGraph, groups: list[GroupPrice]) -> tuple[GroupPrice, ...]:
+    """The groups as their kernels run: a topological order of the groups, earliest ops first."""
+    where = {i: k for k, grp in enumerate(groups) for i in grp.ops}
+    quotient = nx.DiGraph()
+    quotient.add_nodes_from(range(len(groups)))
+    quotient.add_edges_from((where[u], where[v]) for u, v in g.edges if where[u] != where[v])
+    order = nx.lexicographical_topological_sort(quotient, key=lambda k: min(groups[k].ops))
+    return tuple(groups[k] for k in order)
 
 
 def _orderable(g: nx.DiGraph, blocks) -> bool:
