@@ -320,3 +320,20 @@ def test_cpsat_over_connected_groups_equals_every_partition_and_beats_runs():
     runs = best_grouping(grouper, 5)
     assert cover.score <= runs.score * (1 + 1e-6)
     assert cover.score < runs.score           # a group the order cannot form pays here
+
+
+@pytest.mark.parametrize("arch_name, mapping_name", [("toy", "toy-gemm-256-os")])
+def test_a_kernel_price_reproduces_the_cost_model(arch_name, mapping_name):
+    """`price.from_evaluation` keeps the evaluation's energy, per-level bytes and cycles; its fill
+    entries split a level's traffic without changing it."""
+    from mapper.cost import evaluate
+    from mapper.fusion.price import from_evaluation
+    from mapper.load import load_mapping, load_workload
+    arch, wl = load_arch(arch_name), load_workload("gemm-256")
+    ev = evaluate(arch, wl, load_mapping(mapping_name, arch, wl))
+    price = from_evaluation(arch, ev, {t.name: t.bytes_per_word for t in wl.tensors})
+    assert price.energy_pj == pytest.approx(ev.energy_pj, rel=1e-12)
+    assert price.cycles == pytest.approx(ev.cycles, rel=1e-12)
+    for lv, level in enumerate(ev.levels):
+        assert price.level_bytes(lv) == pytest.approx(level.traffic_bytes, rel=1e-12)
+    assert any(t.fill for t in price.traffic)
