@@ -372,6 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.set_defaults(run=_presets)
     from .sweep.cli import add_commands as add_sweep_commands      # sweep, results
     add_sweep_commands(sub)
+    from .fusion.command import add_parser as add_fuse_command    # fuse (mapper/fusion/)
+    add_fuse_command(sub)
     return parser
 
 

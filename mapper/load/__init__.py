@@ -10,7 +10,7 @@ so a user can fix the input without reading code.
 
 One module per kind of file:
 - `files`: reading YAML safely (size, nesting, aliases, duplicate keys) and finding presets;
-- `workload`, `arch`, `constraints` (mapspace files), `mapping` (mapping files, read against
+- `workload`, `opgraph` (op graphs: several ops joined by tensors), `arch`, `constraints` (mapspace files), `mapping` (mapping files, read against
   an arch and a workload).
 What a command reads, Timeloop files included, enters through `mapper.inputs`.
 """
@@ -19,9 +19,10 @@ from .arch import arch_from_dict, load_arch
 from .constraints import constraints_from_dict, load_constraints
 from .files import PRESET_KINDS, preset_dirs, preset_names, read_yaml, resolve
 from .mapping import load_mapping, mapping_from_checked_dict, mapping_from_dict
+from .opgraph import is_opgraph, load_opgraph, opgraph_from_dict
 from .workload import load_workload, workload_from_dict
 
-__all__ = ("PRESET_KINDS", "arch_from_dict", "constraints_from_dict", "fields", "load_arch",
-           "load_constraints", "load_mapping", "load_workload", "mapping_from_checked_dict",
-           "mapping_from_dict", "preset_dirs", "preset_names", "read_yaml", "resolve", "text",
+__all__ = ("PRESET_KINDS", "arch_from_dict", "constraints_from_dict", "fields", "is_opgraph", "load_arch",
+           "load_constraints", "load_mapping", "load_opgraph", "load_workload", "mapping_from_checked_dict",
+           "mapping_from_dict", "opgraph_from_dict", "preset_dirs", "preset_names", "read_yaml", "resolve", "text",
            "workload_from_dict")

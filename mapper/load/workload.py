@@ -20,7 +20,10 @@ from .files import read_yaml, resolve
 
 def load_workload(name_or_path) -> Workload:
     path = resolve("workloads", name_or_path)
-    return workload_from_dict(read_yaml(path), Where(str(path)))
+    data = read_yaml(path)
+    if isinstance(data, dict) and "ops" in data and "einsum" not in data:
+        raise Where(str(path)).error("an op graph (`ops:`), not one einsum: `mapper fuse` reads it")
+    return workload_from_dict(data, Where(str(path)))
 
 
 def workload_from_dict(data, where: Where) -> Workload:

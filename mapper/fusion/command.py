@@ -1,0 +1,41 @@
+"""`mapper fuse ARCH WORKLOAD [--json] [--plot DIR] [--time-limit S] [--objective O]`."""
+from __future__ import annotations
+
+import sys
+
+from .. import flags
+
+TIME_LIMIT_DEFAULT = 60.0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("fuse", help="which ops of an op graph share a kernel, the fused mappings and what they save")
+    p.add_argument("arch", help="architecture YAML file or preset name")
+    p.add_argument("workload", help="op-graph workload (`ops:`) file or preset name, e.g. chain-layernorm-gemm-gelu")
+    p.add_argument("--time-limit", type=flags.seconds, default=None,
+                   help=f"seconds for all the op searches together (default {TIME_LIMIT_DEFAULT:.0f})")
+    p.add_argument("--objective", default="energy", choices=["energy", "cycles", "bytes"],
+                   help="what the grouping minimises, summed over kernels (bytes: at the outermost level); "
+                        "each kernel's mapping is the joint search's best by EDP")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--plot", default=None, metavar="DIR", help="write the per-boundary traffic plot (PNG) to DIR")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..load import load_arch, load_opgraph
+    from ..report import strict_json
+    from ..search import SearchContext
+    from .report import fuse_json, fuse_text, plot_boundaries
+    from .run import fuse
+    time_limit = args.time_limit or TIME_LIMIT_DEFAULT
+    context = SearchContext.for_command(time_limit)
+    arch, graph = load_arch(args.arch), load_opgraph(args.workload)
+    result = fuse(arch, graph, context, time_limit, args.objective)
+    if args.json:
+        print(strict_json(fuse_json(result)))
+    else:
+        print(fuse_text(result))
+    if args.plot:
+        print(f"plot: {plot_boundaries(result, args.plot)}", file=sys.stderr)
+    return 0

@@ -1,0 +1,203 @@
+"""The one place that accounts for fusion: kernels as the cost model priced them, then what
+fusing removes and adds, tensor by tensor and level by level.
+
+A `KernelPrice` is a list of `Traffic` entries (one tensor at one level of one kernel: its bytes,
+its energy and the cycles they take) plus its compute (MACs and elementwise FLOPs: energy and
+cycles). Its energy is the sum; its cycles are the cost model's rule, the slowest of the compute
+and every level (a level's time is the sum of its entries' cycles).
+
+Invariants:
+- `from_evaluation` reproduces the cost model exactly: its energy is `Evaluation.energy_pj`
+  plus the op's FLOPs at the compute's energy per MAC, its per-level bytes are the
+  evaluation's `traffic_bytes`, its cycles are `Evaluation.cycles` (when the op adds no FLOPs).
+  An entry's cycles are its share of its level's time (bytes over the level's bytes), so
+  removing traffic removes its time in proportion (the cost model's latency terms included).
+- Fusing an intermediate at fusion level `f` removes exactly: the producer's entries of that
+  tensor at levels above `f` (its write out to the outermost level, and every level it passed
+  on the way) and each in-group consumer's entries above `f` plus its fills at `f` (the read
+  back). Nothing else changes, so an elementwise intermediate of N elements of s bytes, written
+  and read once at the outermost level, saves exactly 2*N*s bytes there.
+- Added traffic (a fused epilogue's bias slices, a prologue's operands re-read with every tile
+  of its consumer) is priced with the level's own per-access and per-byte energies and its
+  bandwidth, like the cost model's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..cost import Evaluation
+from ..spec import Arch
+
+
+@dataclass(frozen=True)
+class Traffic:
+    level: int
+    tensor: str
+    bytes: float
+    energy_pj: float
+    cycles: float
+    fill: bool = False           # the words filled in from the parent (the rest: reads, updates)
+    owner: int = -1              # the op whose kernel moved it (-1: added by the fusion accounting)
+
+
+@dataclass(frozen=True)
+class KernelPrice:
+    traffic: tuple[Traffic, ...]
+    compute_energy_pj: float     # MACs, FLOPs and leakage
+    compute_cycles: float
+    n_levels: int
+
+    @property
+    def energy_pj(self) -> float:
+        return self.compute_energy_pj + sum(t.energy_pj for t in self.traffic)
+
+    def level_bytes(self, level: int) -> float:
+        return sum(t.bytes for t in self.traffic if t.level == level)
+
+    def level_cycles(self, level: int) -> float:
+        return sum(t.cycles for t in self.traffic if t.level == level)
+
+    @property
+    def cycles(self) -> float:
+        return max([self.compute_cycles] + [self.level_cycles(lv) for lv in range(self.n_levels)])
+
+    def tensor_bytes(self, tensor: str, level: int) -> float:
+        return sum(t.bytes for t in self.traffic if t.tensor == tensor and t.level == level)
+
+
+def access_energy(arch: Arch, level: int, words: float, word_bytes: float, kind: str) -> float:
+    """Energy of `words` words moved at a level by one kind of access (read, write, update),
+    as the cost model prices them: vectors of block_size words, plus per-byte energy."""
+    lv = arch.levels[level]
+    per_access, per_byte = {"read": (lv.energy_read, lv.byte_energy_read),
+                            "write": (lv.energy_write, lv.byte_energy_write),
+                            "update": (lv.energy_update, lv.byte_energy_update)}[kind]
+    return words / lv.block_size * per_access + words * word_bytes * per_byte
+
+
+def flop_cycles(arch: Arch, flops: float) -> float:
+    """Cycles of elementwise FLOPs at the compute's peak rate, one FLOP per MAC slot (optimistic
+    on a GPU, whose elementwise math runs outside the tensor cores: docs/COST_MODEL.md)."""
+    return flops / arch.peak_macs_per_cycle
+
+
+def from_evaluation(arch: Arch, ev: Evaluation, word_bytes: dict[str, float], flops: float = 0.0,
+                    owner: int = -1) -> KernelPrice:
+    """A kernel priced by the cost model (`ev`), with `flops` elementwise FLOPs on top.
+    `word_bytes`: bytes per word of each tensor (the workload's)."""
+    entries = []
+    for lv, lc in enumerate(ev.levels):
+        rate = lc.cycles / lc.traffic_bytes if lc.traffic_bytes else 0.0
+        for name, tc in lc.tensors.items():
+            bits = arch.levels[lv].word_bits
+            wb = word_bytes[name] if bits is None else bits / 8
+            fill_words = tc.fills * arch.levels[lv].charged_instances(lc.instances)
+            fill_bytes = min(tc.bytes_moved, tc.fills * lc.instances * wb)
+            fill_energy = min(tc.energy_pj, access_energy(arch, lv, fill_words, wb, "write"))
+            if fill_bytes > 0:
+                entries.append(Traffic(lv, name, fill_bytes, fill_energy, fill_bytes * rate, True, owner))
+            entries.append(Traffic(lv, name, tc.bytes_moved - fill_bytes, tc.energy_pj - fill_energy,
+                                   (tc.bytes_moved - fill_bytes) * rate, False, owner))
+    tensor_energy = sum(tc.energy_pj for lc in ev.levels for tc in lc.tensors.values())
+    compute_energy = ev.energy_pj - tensor_energy + flops * arch.compute.energy_per_mac
+    compute_cycles = max(ev.compute_cycles + flop_cycles(arch, flops), 0.0)
+    return KernelPrice(tuple(entries), compute_energy, compute_cycles, len(ev.levels))
+
+
+def owned(kernel: KernelPrice, owner: int) -> KernelPrice:
+    """The same kernel, its entries marked as op `owner`'s."""
+    return replace(kernel, traffic=tuple(replace(t, owner=owner) for t in kernel.traffic))
+
+
+def merged(kernels: list[KernelPrice]) -> KernelPrice:
+    """Several kernels run as one: their traffic and compute together (the fusion accounting
+    then removes what no longer moves)."""
+    return KernelPrice(tuple(t for k in kernels for t in k.traffic),
+                       sum(k.compute_energy_pj for k in kernels), sum(k.compute_cycles for k in kernels),
+                       kernels[0].n_levels)
+
+
+def without(kernel: KernelPrice, tensor: str, owner: int, above: int, fills_at: int | None = None) -> KernelPrice:
+    """`kernel` without the entries op `owner`'s kernel moved of `tensor` at levels above `above`
+    (index < above), nor its fills at level `fills_at` (the read back of an intermediate now
+    produced there)."""
+    keep = tuple(t for t in kernel.traffic if not (t.tensor == tensor and t.owner == owner and (
+        t.level < above or (fills_at is not None and t.level == fills_at and t.fill))))
+    return replace(kernel, traffic=keep)
+
+
+def scaled(kernel: KernelPrice, tensor: str, owner: int, factor: float, above: int,
+           rename: str | None = None) -> KernelPrice:
+    """Op `owner`'s entries of `tensor` above level `above` times `factor` (and renamed: a
+    prologue's input read where its output was)."""
+    out = []
+    for t in kernel.traffic:
+        if t.tensor == tensor and t.owner == owner and t.level < above:
+            t = replace(t, bytes=t.bytes * factor, energy_pj=t.energy_pj * factor, cycles=t.cycles * factor,
+                        tensor=rename or t.tensor)
+        out.append(t)
+    return replace(kernel, traffic=tuple(out))
+
+
+def with_traffic(kernel: KernelPrice, entries: list[Traffic]) -> KernelPrice:
+    return replace(kernel, traffic=kernel.traffic + tuple(entries))
+
+
+def with_flops(arch: Arch, kernel: KernelPrice, flops: float) -> KernelPrice:
+    """`flops` more elementwise FLOPs (a prologue recomputed with every tile it is loaded in)."""
+    return replace(kernel, compute_energy_pj=kernel.compute_energy_pj + flops * arch.compute.energy_per_mac,
+                   compute_cycles=kernel.compute_cycles + flop_cycles(arch, flops))
+
+
+def loads(arch: Arch, tensor: str, words: float, word_bytes: float, down_to: int) -> list[Traffic]:
+    """Entries of `words` words of an input read from the outermost level and passed down to
+    level `down_to` (read at each level above it, filled into each level below the outermost)."""
+    out = []
+    for lv in range(down_to + 1):
+        level = arch.levels[lv]
+        b = words * word_bytes
+        bandwidth = level.bandwidth * level.instances      # spread over every instance
+        if lv > 0:
+            out.append(Traffic(lv, tensor, b, access_energy(arch, lv, words, word_bytes, "write"), b / bandwidth, fill=True))
+        if lv < down_to:
+            out.append(Traffic(lv, tensor, b, access_energy(arch, lv, words, word_bytes, "read"), b / bandwidth))
+    return out
+
+
+def streamed_energy(arch: Arch, level: int, reads, writes, macs, flops):
+    """Energy of a kernel modelled by its words (numpy arrays or floats): each input's words
+    (`reads`: [(words, bytes per word)]) read at every level down to `level` and filled into each
+    level below the outermost on the way; each output's (`writes`) updated at every level above
+    `level`; MACs and FLOPs at the compute's energy per MAC."""
+    energy = (macs + flops) * arch.compute.energy_per_mac
+    for words, word_bytes in reads:
+        for lv in range(level + 1):
+            energy = energy + access_energy(arch, lv, words, word_bytes, "read")
+            if lv > 0:
+                energy = energy + access_energy(arch, lv, words, word_bytes, "write")
+    for words, word_bytes in writes:
+        for lv in range(level):
+            energy = energy + access_energy(arch, lv, words, word_bytes, "update")
+    return energy
+
+
+def streamed_kernel(arch: Arch, level: int, reads, writes, macs: float, flops: float,
+                    compute_cycles: float) -> KernelPrice:
+    """The same kernel as entries (`reads`/`writes`: [(tensor, words, bytes per word)]), each
+    level's time its bytes over its bandwidth (all instances)."""
+    entries = []
+    for name, words, word_bytes in reads:
+        for lv in range(level + 1):
+            bandwidth = arch.levels[lv].bandwidth * arch.levels[lv].instances
+            b = words * word_bytes
+            entries.append(Traffic(lv, name, b, access_energy(arch, lv, words, word_bytes, "read"), b / bandwidth))
+            if lv > 0:
+                entries.append(Traffic(lv, name, b, access_energy(arch, lv, words, word_bytes, "write"),
+                                       b / bandwidth, True))
+    for name, words, word_bytes in writes:
+        for lv in range(level):
+            bandwidth = arch.levels[lv].bandwidth * arch.levels[lv].instances
+            b = words * word_bytes
+            entries.append(Traffic(lv, name, b, access_energy(arch, lv, words, word_bytes, "update"), b / bandwidth))
+    energy = (macs + flops) * arch.compute.energy_per_mac
+    return KernelPrice(tuple(entries), float(energy), float(compute_cycles), len(arch.levels))

@@ -1,0 +1,179 @@
+"""`mapper fuse`'s output: the text report, its JSON form and the per-boundary traffic plot."""
+from __future__ import annotations
+
+from ..errors import clipped
+from ..mapping import level_tiles, mapping_to_dict
+from ..report import mapping_text
+from .grouping import Grouping
+from .run import FuseResult
+
+
+def _table(rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    out = []
+    for k, row in enumerate(rows):
+        out.append("  ".join(cell.rjust(w) if c in right else cell.ljust(w)
+                             for c, (cell, w) in enumerate(zip(row, widths))).rstrip())
+        if k == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
+
+
+def _names(result: FuseResult, ops) -> str:
+    return "+".join(result.graph.ops[i].name for i in ops)
+
+
+def _tile(result: FuseResult, group) -> str:
+    if group.tiling:
+        return group.tiling
+    if group.anchor is None:
+        return "-"
+    wl = result.graph.ops[group.anchor.op].workload
+    tile = level_tiles(group.anchor.mapping, len(wl.dims))[result.searches.level]
+    return "x".join(f"{d}{t}" for d, t in zip(wl.dims, tile))
+
+
+def _percent(before: float, after: float) -> str:
+    return f"{100 * (after - before) / before:+.1f}%" if before else "-"
+
+
+def fuse_text(result: FuseResult) -> str:
+    arch, outer = result.arch, result.arch.levels[0].name
+    level = arch.levels[result.searches.level].name
+    u, f = result.unfused, result.fused
+    lines = [f"{result.graph.name} on {arch.name}: {len(result.graph.ops)} ops, {len(f.groups)} kernels fused "
+             f"against {len(u.groups)} unfused (objective {result.objective}; fusion level {level}; "
+             f"{result.seconds:.1f} s)", ""]
+    rows = [["", "unfused", "fused", "change"],
+            [f"{outer} bytes", f"{_bytes(u, 0):,.0f}", f"{_bytes(f, 0):,.0f}", _percent(_bytes(u, 0), _bytes(f, 0))],
+            ["energy pJ", f"{_energy(u):.4g}", f"{_energy(f):.4g}", _percent(_energy(u), _energy(f))],
+            ["cycles", f"{_cycles(u):,.0f}", f"{_cycles(f):,.0f}", _percent(_cycles(u), _cycles(f))]]
+    lines += _table(rows, {1, 2, 3})
+    bound = result.bound.outer_bytes
+    lines.append(f"lower bound (every input read once, every result written once; Orojenesis-style): "
+                 f"{bound:,.0f} {outer} bytes; fused is {_bytes(f, 0) / bound:.3f}x the bound")
+    lines.append(f"grouping search ({result.objective}): runs of the listed order (dynamic programme) "
+                 f"{result.runs.score:.6g}; any legal connected groups (CP-SAT, "
+                 f"{'proven optimal' if result.cover_proven else 'not proven'}) {result.fused.score:.6g}")
+    lines += ["", "kernels (fused grouping):"]
+    rows = [["group", f"{outer} bytes", f"saved vs its ops unfused", "energy pJ", "cycles", f"tile at {level}",
+             "mapping", "fused intermediates"]]
+    for g in f.groups:
+        apart = sum(u.groups[i].level_bytes(0) for i in g.ops)
+        proof = "exhaustive" if g.tiling else "-" if g.anchor is None else ("proven" if g.anchor.optimal else
+                                              f"gap {g.anchor.gap:.1%}" if g.anchor.gap is not None else "unproven")
+        rows.append([_names(result, g.ops), f"{g.level_bytes(0):,.0f}", f"{apart - g.level_bytes(0):,.0f}",
+                     f"{g.energy_pj:.4g}", f"{g.cycles:,.0f}",
+                     _tile(result, g), proof, ", ".join(g.fused) or "-"])
+    lines += _table(rows, {1, 2, 3, 4})
+    for g in f.groups:
+        for note in g.notes:
+            lines.append("  " + clipped(f"{_names(result, g.ops)}: {note}", 220))
+    for g in f.groups:
+        if g.anchor is not None and len(g.ops) > 1:
+            op = result.graph.ops[g.anchor.op]
+            lines += ["", f"fused mapping of {_names(result, g.ops)} ({op.name}: {op.workload.einsum}; "
+                      f"{'proven optimal' if g.anchor.optimal else 'not proven'} under the group's constraints):"]
+            lines.append(mapping_text(arch, op.workload, g.anchor.mapping, g.anchor.evaluation))
+    lines += ["", "boundaries:"]
+    rows = [["tensor", "from -> to", f"round trip unfused {outer} B", "fused?", "why not"]]
+    for b in result.boundaries:
+        trip = boundary_bytes(result, b)
+        rows.append([b.tensor, f"{result.graph.ops[b.producer].name} -> {result.graph.ops[b.consumer].name}",
+                     f"{trip:,.0f}",
+                     "yes" if b.fused else "no", "" if b.fused else clipped(f"{b.kind}: {b.reason}", 110)])
+    lines += _table(rows, {2})
+    return "\n".join(lines)
+
+
+def boundary_bytes(result: FuseResult, b) -> float:
+    """The intermediate's bytes at the outermost level unfused: the producer's write and the
+    consumer's reads, as each op's own kernel moves them."""
+    free = result.searches.free
+    return (free(b.producer).price.tensor_bytes(b.tensor, 0) + free(b.consumer).price.tensor_bytes(b.tensor, 0))
+
+
+def _bytes(grouping: Grouping, level: int) -> float:
+    return sum(g.level_bytes(level) for g in grouping.groups)
+
+
+def _energy(grouping: Grouping) -> float:
+    return sum(g.energy_pj for g in grouping.groups)
+
+
+def _cycles(grouping: Grouping) -> float:
+    return sum(g.cycles for g in grouping.groups)
+
+
+def fuse_json(result: FuseResult) -> dict:
+    def grouping(gr: Grouping) -> dict:
+        return {"score": gr.score, "outer_bytes": _bytes(gr, 0), "energy_pj": _energy(gr), "cycles": _cycles(gr),
+                "groups": [{"ops": [result.graph.ops[i].name for i in g.ops], "outer_bytes": g.level_bytes(0),
+                            "energy_pj": g.energy_pj, "cycles": g.cycles, "fused": list(g.fused),
+                            "notes": list(g.notes), "spilled": g.spilled,
+                            "tile": _tile(result, g),
+                            "proven": None if g.anchor is None else g.anchor.optimal,
+                            "mapping": None if g.anchor is None else mapping_to_dict(
+                                g.anchor.mapping, result.arch, result.graph.ops[g.anchor.op].workload)}
+                           for g in gr.groups]}
+    return {"arch": result.arch.name, "workload": result.graph.name, "objective": result.objective,
+            "fusion_level": result.arch.levels[result.searches.level].name, "seconds": result.seconds,
+            "unfused": grouping(result.unfused), "fused": grouping(result.fused),
+            "lower_bound_outer_bytes": result.bound.outer_bytes,
+            "runs_score": result.runs.score, "cover_proven": result.cover_proven,
+            "boundaries": [{"tensor": b.tensor, "producer": result.graph.ops[b.producer].name,
+                            "consumer": result.graph.ops[b.consumer].name, "fused": b.fused,
+                            "bytes_unfused": boundary_bytes(result, b),
+                            "kind": b.kind, "reason": b.reason} for b in result.boundaries]}
+
+
+def plot_boundaries(result: FuseResult, directory) -> str:
+    """Two panels at the outermost level: per boundary, the intermediate's round trip unfused
+    against fused (nothing where it stays on chip); per fused group, the bytes of its ops run
+    as separate kernels against the one kernel. Returns the PNG's path."""
+    import pathlib
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    out = pathlib.Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    outer = result.arch.levels[0].name
+    many = len(result.boundaries) > 8
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14 if many else 12, 6 if many else 4.8),
+                                      gridspec_kw={"width_ratios": [3, 2]})
+    labels = [f"{b.tensor}{' ' if many else chr(10)}{result.graph.ops[b.producer].name}->"
+              f"{result.graph.ops[b.consumer].name}" for b in result.boundaries]
+    unfused = [boundary_bytes(result, b) / 1e6 for b in result.boundaries]
+    fused = [0.0 if b.fused else u for b, u in zip(result.boundaries, unfused)]
+    _bars(left, labels, unfused, fused, "unfused: written, read back", "fused grouping")
+    left.set_ylabel(f"{outer} MB")
+    left.set_title("intermediate round trip per boundary", fontsize=10)
+    groups = result.fused.groups
+    labels = [_names(result, g.ops) if many else _names(result, g.ops).replace("+", "+\n") for g in groups]
+    apart = [sum(result.unfused.groups[i].level_bytes(0) for i in g.ops) / 1e6 for g in groups]
+    _bars(right, labels, apart, [g.level_bytes(0) / 1e6 for g in groups], "its ops as separate kernels",
+          "one kernel")
+    right.set_title("kernel traffic per group", fontsize=10)
+    fig.suptitle(f"{result.graph.name} on {result.arch.name}: {outer} traffic, unfused vs fused", fontsize=11)
+    fig.tight_layout()
+    path = out / f"fuse-{result.graph.name}-{result.arch.name}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
+
+
+def _bars(ax, labels, before, after, before_label, after_label) -> None:
+    """Paired bars; values written over them while there are few, labels turned when many."""
+    x = list(range(len(labels)))
+    ax.bar([i - 0.2 for i in x], before, 0.4, label=before_label)
+    ax.bar([i + 0.2 for i in x], after, 0.4, label=after_label)
+    few = len(labels) <= 8
+    for i, (b, a) in enumerate(zip(before, after)):
+        if few:
+            ax.annotate(f"{b:.4g}", (i - 0.2, b), ha="center", va="bottom", fontsize=7)
+        if few or not a:
+            ax.annotate(f"{a:.4g}" if a else "0", (i + 0.2, a), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, fontsize=7, rotation=0 if few else 60, ha="center" if few else "right")
+    ax.legend(fontsize=8)
