@@ -6,7 +6,7 @@ The tile plan (`tile_plan`), outermost first:
 1. per level, from the outermost down to the one above the innermost, the loops over the
    output's (parallel) dims: the level's temporal loops as `tile_using_for` (their order as
    `interchange`), then its spatial loops as `tile_using_forall`; each tiles the epilogue
-   (the consumer) and fuses the producers (the contraction and its zero fill) into the loop,
+   (the consumer) and fuses the producer (the contraction, from a zero splat) into the loop,
    so the epilogue runs per tile on the innermost one;
 2. the reduction dims' loops of those levels, on the fused contraction (`tile_using_for`);
 3. the innermost level's loops down to the compute unit's native shape (tensor cores'
@@ -162,10 +162,10 @@ def payload_text(workload: Workload, epilogue=(), as_f32: bool = False) -> str:
     if "bias" in steps:
         args.append(f"%bias: {bias_type}")
     zero = "0.0" if is_float else "0"
+    # the sums start from a zero splat, not a linalg.fill: a fill fused level after level is
+    # cloned where tile sizes read its shape, and the clone hides the one the next level needs
     lines = [f"func.func @kernel({', '.join(args)}) -> {out_type} {{",
-             f"  %zero = arith.constant {zero} : {acc}",
-             f"  %init = tensor.empty() : {out_type}",
-             f"  %fill = linalg.fill ins(%zero : {acc}) outs(%init : {out_type}) -> {out_type}"]
+             f"  %fill = arith.constant dense<{zero}> : {out_type}"]
     operands = ", ".join(f"%{workload.tensors[t].name.lower()}_in" for t in inputs)
     operand_types = ", ".join(_tensor_type(_shape(workload, t), types[t]) for t in inputs)
     if is_plain_matmul(workload):
@@ -255,13 +255,13 @@ def transform_text(workload: Workload, plan: TilePlan, epilogue=()) -> str:
              "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {",
              f'    %c0 = transform.structured.match ops{{["{op_kind}"]}} attributes {{{CONTRACTION_ATTR}}} in %root '
              ": (!transform.any_op) -> !transform.any_op",
-             '    %f0 = transform.structured.match ops{["linalg.fill"]} in %root : (!transform.any_op) -> !transform.any_op']
+             ]
     fused = bool(epilogue_names(epilogue))
     if fused:
         lines.append(f'    %e0 = transform.structured.match ops{{["linalg.generic"]}} attributes {{{EPILOGUE_ATTR}}} in %root '
                      ": (!transform.any_op) -> !transform.any_op")
     two = "(!transform.any_op, !transform.any_op) -> (!transform.any_op, !transform.any_op)"
-    lead, c, f = ("%e0" if fused else "%c0"), "%c0", "%f0"
+    lead, c = ("%e0" if fused else "%c0"), "%c0"
     for i, step in enumerate(plan.steps):
         on_epilogue = fused and step.parallel
         target = lead if (step.parallel and fused) else c
@@ -284,12 +284,7 @@ def transform_text(workload: Workload, plan: TilePlan, epilogue=()) -> str:
         if step.parallel and fused:
             lead = result
             lines.append(f"    %c{i + 1}, %cl{i} = transform.structured.fuse_into_containing_op {c} into {loop} : {two}")
-            lines.append(f"    %f{i + 1}, %fl{i} = transform.structured.fuse_into_containing_op {f} into %cl{i} : {two}")
-            c, f = f"%c{i + 1}", f"%f{i + 1}"
-        elif step.parallel:
-            c = result
-            lines.append(f"    %f{i + 1}, %fl{i} = transform.structured.fuse_into_containing_op {f} into {loop} : {two}")
-            f = f"%f{i + 1}"
+            c = f"%c{i + 1}"
         else:
             c = result
     lines += ['    %func = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op',
@@ -310,14 +305,20 @@ def _interchange(dims, step: TileStep) -> list[int]:
     return out
 
 
-def executable_plan(plan: TilePlan) -> TilePlan:
-    """`plan` as IREE 3.13's CPU pipeline compiles it: every forall a for loop (iree-compile
-    crashes on a payload already distributed with scf.forall, its own dispatch form) and no
-    fragment level (the fragment loops inside clamped tiles leave `tensor.dim` ops its flow
-    dialect rejects). The same tiles and the same fusion, run sequentially: for numerical checks."""
-    steps = tuple(TileStep(s.level, "for", s.sizes, s.interchange or tuple(d for d, v in enumerate(s.sizes) if v),
-                           s.parallel) for s in plan.steps if not s.level.endswith(" fragments"))
-    return TilePlan(steps, plan.changes)
+def executable_plan(plan: TilePlan, sizes) -> TilePlan:
+    """`plan` as IREE 3.13's CPU pipeline compiles it, for numerical checks: every forall a for
+    loop (iree-compile crashes on a payload already distributed with scf.forall, its own
+    dispatch form), and a dim tiled no further once its tiles clamp (a clamped tile tiled again,
+    as by the warp or fragment levels, leaves `tensor.dim` ops its flow dialect rejects). The
+    same fusion, run sequentially; `sizes`: the workload's dim sizes."""
+    ragged, steps = set(), []
+    for step in plan.steps:
+        kept = tuple(0 if d in ragged else size for d, size in enumerate(step.sizes))
+        if any(kept):
+            steps.append(TileStep(step.level, "for", kept, tuple(d for d in step.interchange if kept[d]) or
+                                  tuple(d for d, v in enumerate(kept) if v), step.parallel))
+        ragged |= {d for d, size in enumerate(kept) if size and sizes[d] % size}
+    return TilePlan(tuple(steps), plan.changes)
 
 
 def mlir_text(arch: Arch, workload: Workload, mapping: Mapping, epilogue=(), as_f32: bool = False) -> tuple[str, TilePlan]:
