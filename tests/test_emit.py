@@ -68,9 +68,10 @@ def test_ragged_mapping_padded_extents_and_power_of_two_blocks():
 
 def test_gemv_block_raised_to_the_dot_minimum():
     arch, wl = load_arch("h100"), load_workload("gemv-4096")
-    mapping, _ = mapping_of_config(arch, wl, BlockConfig(16, 64, 64, 3, 4))
+    mapping, notes = mapping_of_config(arch, wl, BlockConfig(16, 64, 64, 3, 4))
     view = gemm_view(arch, wl, mapping)
-    assert view.block[0] == 16                 # the config's block: the m = 1 row is masked
+    assert view.block[0] == 1 and any(n.startswith("BLOCK_M 16 covers all of m = 1") for n in notes)
+    assert triton_config(view).block_m == 16   # and back: the kernel's 16 rows, 15 masked
     levels = [
         {"level": "HBM", "loops": []},
         {"level": "L2", "loops": [{"dim": "k", "bound": 64}], "spatial": [{"dim": "n", "bound": 64, "axis": "x"}]},

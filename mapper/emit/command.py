@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+import ast
 import itertools
 import sys
 from pathlib import Path
@@ -32,6 +33,7 @@ from .mlir import mlir_text
 from .triton import autotune_text, config_text, kernel_text, triton_config
 
 TIME_LIMIT_DEFAULT = 20.0
+MAX_CONFIG_BYTES = 1 << 20
 BACKENDS = ("triton", "cutlass", "mlir")
 # The Triton configs `--top` ranks: block sides 16..256, K blocks 16..128, 2..5 stages, 2..8 warps
 CONFIG_GRID = MappingProxyType({"block_m": (16, 32, 64, 128, 256), "block_n": (16, 32, 64, 128, 256), "block_k": (16, 32, 64, 128),
@@ -151,8 +153,29 @@ def top_mappings(arch, workload, objective_name: str, count: int, first=None):
 
 
 def read_triton_config(path: str) -> BlockConfig:
+    """A config file: YAML/JSON with triton.Config's keys, or a text whose last
+    `triton.Config({...}, num_stages=S, num_warps=W)` is read (what `emit --to triton` writes)."""
     where = Where(str(path))
-    return config_from_dict(read_yaml(Path(path)), where)
+    if not Path(path).is_file():
+        raise where.error("no such file")
+    text = Path(path).read_bytes()[:MAX_CONFIG_BYTES].decode("utf-8", errors="replace")
+    data = _config_call(text, where) if "triton.Config(" in text else read_yaml(Path(path))
+    return config_from_dict(data, where)
+
+
+def _config_call(text: str, where: Where) -> dict:
+    """The keys of the last `triton.Config(...)` call in `text` (literals only)."""
+    start = text.rindex("triton.Config(")
+    try:
+        call = ast.parse(text[start:].split("\n")[0].rstrip(" ,"), mode="eval").body
+        meta = ast.literal_eval(call.args[0])
+        keywords = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+    except (SyntaxError, ValueError, IndexError, AttributeError):
+        raise where.error("expected `triton.Config({'BLOCK_M': .., 'BLOCK_N': .., 'BLOCK_K': ..}, "
+                          "num_stages=.., num_warps=..)` with literal values") from None
+    if not isinstance(meta, dict):
+        raise where.error("expected a dict of BLOCK_M, BLOCK_N, BLOCK_K (and GROUP_M) in triton.Config")
+    return {**meta, **keywords}
 
 
 def config_evaluation_inputs(arch_arg: str, workload_arg: str, config_path: str) -> EvaluationInputs:

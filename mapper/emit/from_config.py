@@ -19,7 +19,7 @@ Invariant: `emit` of the result gives the config back (tests/test_emit_roundtrip
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..bind import check_fits
 from ..errors import SpecError
@@ -95,9 +95,16 @@ def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig) -> tu
         raise EmitError(f"architecture {arch.name} is no GPU: a Triton config needs thread blocks")
     smem, rf = levels
     (m, n, k), batch = gemm_dims(arch, workload)
+    changes = []
+    # a block longer than its dim is masked down to the dim: its tile is the dim (no padding)
+    clamped = {f: min(getattr(config, f), workload.sizes[d]) for f, d in (("block_m", m), ("block_n", n), ("block_k", k))}
+    for f, d in (("block_m", m), ("block_n", n), ("block_k", k)):
+        if clamped[f] != getattr(config, f):
+            changes.append(f"{f.upper()} {getattr(config, f)} covers all of {workload.dims[d]} = {workload.sizes[d]}: "
+                           f"the mapping's tile is {clamped[f]} (the kernel masks the rest)")
+    config = replace(config, **clamped)
     block = {m: config.block_m, n: config.block_n, k: config.block_k}
     blocks = {d: -(-workload.sizes[d] // block[d]) for d in (m, n, k)}
-    changes = []
     fanout = arch.fanout(smem - 1)[0]          # the SMs, along the mesh axis the blocks take
     if config.group_m:
         rows = _largest_divisor_at_most(blocks[m], min(config.group_m, fanout))
