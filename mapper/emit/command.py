@@ -3,7 +3,8 @@ joint search's best) as a kernel backend's form; and `evaluate --from-triton CON
 
 `--top K` (triton): the search's pick first, then the K - 1 best other configs of a grid of
 Triton configs (`CONFIG_GRID`) read back into mappings (`from_config`) and priced by the cost
-model under the same objective: the K best mappings a Triton config can express.
+model under the same objective: the K best mappings a Triton config can express (configs
+priced alike that differ only in stages or GROUP_M count once).
 What a backend changes is printed to stderr as `mapper: note:` lines and kept as comments.
 """
 from __future__ import annotations
@@ -142,11 +143,15 @@ def top_mappings(arch, workload, objective_name: str, count: int, first=None):
     for row in np.argsort(score, kind="stable"):
         if len(taken) >= count - (first is not None) or not np.isfinite(score[row]):
             break
-        mapping = candidates[row][1]
+        config, mapping = candidates[row]
         text = triton_config(gemm_view(arch, workload, mapping)).kwargs_text()
-        if text in seen:
+        # configs the model prices alike that differ only in stages or GROUP_M count once (the
+        # fewest stages first: the least shared memory)
+        twin = (config.block_m, config.block_n, config.block_k, config.num_warps,
+                float(costs.cycles[row]), float(costs.energy_pj[row]))
+        if text in seen or twin in seen:
             continue
-        seen.add(text)
+        seen |= {text, twin}
         taken.append(mapping)
         figures.append(f"predicted {costs.cycles[row]:,.0f} cycles, {costs.energy_pj[row] / 1e6:,.1f} uJ")
     return taken, figures
