@@ -114,12 +114,31 @@ def test_batched_kernel(tmp_path, monkeypatch):
     np.testing.assert_allclose(out.numpy(), np.maximum(a.astype(np.float64) @ b, 0), rtol=2e-4, atol=2e-4)
 
 
-@pytest.mark.slow
-def test_h100_gemm_4096_full_size(tmp_path, monkeypatch):
+@pytest.mark.slow       # ~30 s in the interpreter
+def test_h100_gemm_4096_first_wave_at_full_size(tmp_path, monkeypatch):
+    """The kernel of the EDP mapping at the full 4096^3 size, its first 64 thread blocks
+    launched (the whole grid is 1,024 blocks of 64 K steps: hours in the interpreter). With
+    GROUP_M = 32 the first 64 program ids are rows 0..31 of block columns 0 and 1: exactly
+    those 32 x 2 blocks of 128 x 128 are written, and right; every other lane stays NaN."""
     arch, wl = load_arch("h100"), load_workload("gemm-4096")
     view = gemm_view(arch, wl, load_mapping("h100-gemm-4096-edp", arch, wl))
-    module = load_kernel(kernel_text([view], []), tmp_path, monkeypatch)
-    run_checked(module, (4096, 4096, 4096), [])
+    module = load_kernel(kernel_text([view], ["relu"]), tmp_path, monkeypatch)
+    size, launched = 4096, 64
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((size, size), dtype=np.float32)
+    b = rng.standard_normal((size, size), dtype=np.float32)
+    out = torch.full((size, size), float("nan"))
+    meta = module._meta(module.CONFIGS[0])
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    module.matmul_kernel[(launched, 1)](ta, tb, out, out, size, size, size, *module._strides(ta),
+                                        *module._strides(tb), *module._strides(out), **meta,
+                                        num_warps=4, num_stages=2)
+    got = out.numpy()
+    rows, cols = 32 * 128, 2 * 128
+    assert not np.isnan(got[:rows, :cols]).any()
+    assert np.isnan(got[:, cols:]).all() and np.isnan(got[rows:, :]).all()
+    want = np.maximum(a[:rows].astype(np.float64) @ b[:, :cols], 0)
+    np.testing.assert_allclose(got[:rows, :cols], want, rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.slow
