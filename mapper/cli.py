@@ -34,6 +34,8 @@ def _print_notes(notes) -> None:
 
 
 def _evaluate(args) -> int:
+    if args.from_triton and args.mapping is not None:
+        raise MapperError("evaluate: give a MAPPING or --from-triton CONFIG, not both")
     if args.from_triton:
         from .emit.command import config_evaluation_inputs
         found = config_evaluation_inputs(args.arch, args.workload, args.from_triton)

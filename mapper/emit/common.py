@@ -19,7 +19,7 @@ wave loops x block per role.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import MapperError
 from ..mapping import Mapping, level_tiles
@@ -116,12 +116,7 @@ def gemm_view(arch: Arch, workload: Workload, mapping: Mapping) -> GemmView:
     group_m, group_change = _group_m(mapping, view, smem)
     if group_change:
         changes.append(group_change)
-    return _replace(view, group_m=group_m, changes=tuple(changes))
-
-
-def _replace(view: GemmView, **fields) -> GemmView:
-    from dataclasses import replace
-    return replace(view, **fields)
+    return replace(view, group_m=group_m, changes=tuple(changes))
 
 
 def _spatial(mapping: Mapping, dims, smem: int):
@@ -201,7 +196,3 @@ def epilogue_names(epilogue) -> tuple[str, ...]:
 
 def power_of_two_at_least(value: int) -> int:
     return 1 << max(0, int(value) - 1).bit_length()
-
-
-def gemm_sizes_text(view: GemmView) -> str:
-    return "x".join(str(s) for s in view.sizes)
