@@ -52,7 +52,7 @@ def triton_config(view: GemmView) -> TritonConfig:
         if block != size:
             why = "a power of two (tl.arange)" if size >= MIN_DOT else f"at least {MIN_DOT} (tl.dot)"
             changes.append(f"BLOCK_{role}: the mapping's {name} tile {size} is not {why}: emitted {block}, "
-                           "the extra rows masked")
+                           "the extra lanes masked")
         blocks.append(block)
     warps = min(MAX_WARPS, power_of_two_at_least(view.num_warps))
     if warps != view.num_warps:
