@@ -34,8 +34,16 @@ def _print_notes(notes) -> None:
 
 
 def _evaluate(args) -> int:
-    found = evaluation_inputs(args.arch, args.workload, args.mapping, ert=args.ert,
-                              timeloop_rules=args.timeloop_rules)
+    if args.from_triton and args.mapping is not None:
+        raise MapperError("evaluate: give a MAPPING or --from-triton CONFIG, not both")
+    if args.from_triton:
+        from .emit.command import config_evaluation_inputs
+        found = config_evaluation_inputs(args.arch, args.workload, args.from_triton)
+    elif args.mapping is None:
+        raise MapperError("evaluate: give a MAPPING or --from-triton CONFIG")
+    else:
+        found = evaluation_inputs(args.arch, args.workload, args.mapping, ert=args.ert,
+                                  timeloop_rules=args.timeloop_rules)
     _print_notes(found.notes)
     arch, workload, mapping = found.arch, found.workload, found.mapping
     ev = evaluate(arch, workload, mapping)
@@ -326,7 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evaluate", help="price one mapping, level by level and tensor by tensor")
     ev.add_argument("arch", help="architecture YAML file or preset name (see `mapper presets`)")
     ev.add_argument("workload", help="workload YAML file or preset name")
-    ev.add_argument("mapping", help="mapping YAML file or preset name")
+    ev.add_argument("mapping", nargs="?", default=None, help="mapping YAML file or preset name")
+    ev.add_argument("--from-triton", metavar="CONFIG", help="price a Triton config instead (YAML/JSON: BLOCK_M, "
+                    "BLOCK_N, BLOCK_K, num_stages, num_warps, optional GROUP_M) as the GEMM mapping it runs")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--ert", default=None, metavar="FILE",
                     help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")
@@ -374,6 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_commands(sub)
     from .fusion.command import add_parser as add_fuse_command    # fuse (mapper/fusion/)
     add_fuse_command(sub)
+    from .emit.command import add_command as add_emit_command       # emit
+    add_emit_command(sub)
     return parser
 
 

@@ -30,6 +30,8 @@ LAYERS = [
     ["mapper.mapping", "mapper.rescale", "mapper.random_mappings"],
     ["mapper.bind", "mapper.load", "mapper.timeloop"],
     ["mapper.cost"],
+    ["mapper.emit.common"], ["mapper.emit.triton", "mapper.emit.cutlass", "mapper.emit.mlir"],
+    ["mapper.emit.from_config"],
     ["mapper.mapspace"],
     # the search, in the order of search/__init__.py's docstring
     ["mapper.search.context"], ["mapper.search.objective"], ["mapper.search.events"], ["mapper.search.result"],
@@ -47,6 +49,7 @@ LAYERS = [
     ["mapper.report", "mapper.compare", "mapper.explain"],
     ["mapper.fusion"],
     ["mapper.inputs"],
+    ["mapper.emit.command", "mapper.emit"],
     ["mapper.sweep"],
     ["mapper.cli", "mapper.__main__", "mapper"],
 ]

@@ -1,0 +1,166 @@
+"""A kernel config read back into a mapping: Triton's five numbers (BLOCK_M/N/K, num_stages,
+num_warps, and GROUP_M) as the GEMM mapping they run, so the model can price the config an
+autotuner picked (`mapper evaluate ARCH WORKLOAD --from-triton CONFIG`).
+
+The mapping of a config on a GPU preset (levels outermost first, the per-SM one SMEM):
+- the outermost level loops over the batch dims, then the waves' m and n loops (m outside:
+  the grouped launch order walks n inside m);
+- the level above SMEM runs the K loop (extent / BLOCK_K) and splits the blocks of one wave
+  over the SMs: GROUP_M rows of blocks (the largest divisor of the blocks along m within it)
+  by as many columns as the SMs take; without GROUP_M, row-major: whole rows of blocks while
+  they fit, else a part of one row;
+- SMEM holds the operands' block tiles with num_stages stages (the accumulator lives in
+  registers) and splits it over the warps (warps_m x
+  warps_n, as square a warp tile as the block allows unless the config says warps_m);
+- the register level holds a warp's tile: BLOCK_M / warps_m x BLOCK_N / warps_n x BLOCK_K.
+Extents are padded to whole blocks (masked tails). Every tensor is kept at every level.
+Invariant: `emit` of the result gives the config back (tests/test_emit_roundtrip.py).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..bind import check_fits
+from ..errors import SpecError
+from ..mapping import LevelMapping, Mapping
+from ..spec import Arch, Workload
+from ..units import Where
+from ..validate import fields
+from .common import EmitError, gemm_dims
+
+KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
+OPTIONAL = ("GROUP_M", "warps_m")
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    block_m: int
+    block_n: int
+    block_k: int
+    num_stages: int
+    num_warps: int
+    group_m: int | None = None
+    warps_m: int | None = None
+
+
+def config_from_dict(data, where: Where) -> BlockConfig:
+    """A config from its YAML/JSON form: the keys of `triton.Config` (BLOCK_M, BLOCK_N,
+    BLOCK_K, num_stages, num_warps; GROUP_M and warps_m optional), positive integers."""
+    if isinstance(data, dict) and "kwargs" in data and isinstance(data["kwargs"], dict):
+        data = {**data["kwargs"], **{k: v for k, v in data.items() if k != "kwargs"}}
+    fields(data, where, KEYS, OPTIONAL)
+    values = {}
+    for key in KEYS + OPTIONAL:
+        if key not in data or (key in OPTIONAL and data[key] is None):
+            continue
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise (where / key).error(f"expected a positive integer, got {value!r}")
+        values[key] = value
+    return BlockConfig(values["BLOCK_M"], values["BLOCK_N"], values["BLOCK_K"], values["num_stages"],
+                       values["num_warps"], values.get("GROUP_M"), values.get("warps_m"))
+
+
+def _largest_divisor_at_most(value: int, cap: int) -> int:
+    return max(d for d in range(1, max(1, min(value, cap)) + 1) if value % d == 0)
+
+
+def warp_split(config: BlockConfig) -> tuple[int, int]:
+    """(warps along m, along n): the config's warps_m, else the split giving the squarest warp
+    tile that divides the block (ties: more warps along m)."""
+    warps = config.num_warps
+    if config.warps_m:
+        if warps % config.warps_m:
+            raise EmitError(f"warps_m {config.warps_m} does not divide num_warps {warps}")
+        return config.warps_m, warps // config.warps_m
+    splits = [(wm, warps // wm) for wm in range(1, warps + 1) if warps % wm == 0
+              and config.block_m % wm == 0 and config.block_n % (warps // wm) == 0]
+    if not splits:
+        raise EmitError(f"num_warps {warps} does not split the block {config.block_m}x{config.block_n}")
+    return min(splits, key=lambda s: (abs(math.log(config.block_m / s[0]) - math.log(config.block_n / s[1])), -s[0]))
+
+
+def _on_cores(wm: int, wn: int, cores: int) -> tuple[int, int]:
+    """(warps along m, along n) side by side on the `cores` tensor cores of an SM: the most
+    that divide the warp split."""
+    return max(((a, b) for a in range(1, wm + 1) if wm % a == 0 for b in range(1, wn + 1)
+                if wn % b == 0 and a * b <= cores), key=lambda s: (s[0] * s[1], s[0]))
+
+
+def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig) -> tuple[Mapping, tuple[str, ...]]:
+    """(the mapping `config` runs on `arch`, lines on what was adjusted to fit the arch)."""
+    levels = arch.per_sm_levels()
+    if levels is None:
+        raise EmitError(f"architecture {arch.name} is no GPU: a Triton config needs thread blocks")
+    smem, rf = levels
+    (m, n, k), batch = gemm_dims(arch, workload)
+    changes = []
+    # a block longer than its dim is masked down to the dim: its tile is the dim (no padding)
+    clamped = {f: min(getattr(config, f), workload.sizes[d]) for f, d in (("block_m", m), ("block_n", n), ("block_k", k))}
+    for f, d in (("block_m", m), ("block_n", n), ("block_k", k)):
+        if clamped[f] != getattr(config, f):
+            changes.append(f"{f.upper()} {getattr(config, f)} covers all of {workload.dims[d]} = {workload.sizes[d]}: "
+                           f"the mapping's tile is {clamped[f]} (the kernel masks the rest)")
+    config = replace(config, **clamped)
+    block = {m: config.block_m, n: config.block_n, k: config.block_k}
+    blocks = {d: -(-workload.sizes[d] // block[d]) for d in (m, n, k)}
+    fanout = arch.fanout(smem - 1)[0]          # the SMs, along the mesh axis the blocks take
+    if config.group_m:
+        rows = _largest_divisor_at_most(blocks[m], min(config.group_m, fanout))
+        if rows != config.group_m and rows != blocks[m]:
+            changes.append(f"GROUP_M {config.group_m}: a wave covers {rows} rows of blocks (the largest divisor of "
+                           f"the {blocks[m]} rows within it and the {fanout} SMs)")
+        cols = _largest_divisor_at_most(blocks[n], fanout // rows)
+    else:
+        cols = _largest_divisor_at_most(blocks[n], fanout)
+        rows = _largest_divisor_at_most(blocks[m], fanout // cols) if cols == blocks[n] else 1
+    wm, wn = warp_split(config)
+    stages = min(config.num_stages, arch.levels[smem].max_stages)
+    if stages != config.num_stages:
+        changes.append(f"num_stages {config.num_stages}: {arch.levels[smem].name} takes at most "
+                       f"{arch.levels[smem].max_stages} stages in this model: priced with {stages}")
+    # the first that fits: registers double-buffered, then not; the caches between the outermost
+    # level and SMEM holding every tensor, then the operands only, then nothing (streaming)
+    tries = [(rf_stages, cached) for cached in ("all", "inputs", "none")
+             for rf_stages in range(min(2, arch.levels[rf].max_stages), 0, -1)]
+    for i, (rf_stages, cached) in enumerate(tries):
+        mapping = _mapping(arch, workload, config, (m, n, k, batch), (rows, cols, wm, wn, stages, rf_stages), blocks,
+                           cached)
+        try:
+            check_fits(mapping, arch, workload, Where("triton config"))
+            break
+        except SpecError:
+            if i == len(tries) - 1:
+                raise
+    return mapping, tuple(changes)
+
+
+def _mapping(arch: Arch, workload: Workload, config: BlockConfig, dims, split, blocks, cached: str) -> Mapping:
+    m, n, k, batch = dims
+    rows, cols, wm, wn, stages, rf_stages = split
+    smem, rf = arch.per_sm_levels()
+    everything = frozenset(range(len(workload.tensors)))
+    out = []
+    for lv, level in enumerate(arch.levels):
+        keep = frozenset(t for t in everything if level.may_keep(workload.tensors[t].name)) if lv else everything
+        if lv == smem:          # the accumulator lives in registers; the stages buffer the operands
+            keep = frozenset(t for t in keep if not workload.tensors[t].is_output)
+        if 0 < lv < smem and cached != "all":
+            keep = frozenset(t for t in keep if cached == "inputs" and not workload.tensors[t].is_output)
+        temporal, spatial, depth = [], [], 1
+        if lv == 0:
+            temporal = [(d, workload.sizes[d]) for d in batch] + [(m, blocks[m] // rows), (n, blocks[n] // cols)]
+        if lv == smem - 1:
+            temporal.append((k, blocks[k]))
+            spatial = [(m, rows, 0), (n, cols, 0)]
+        if lv == smem:          # warps beyond the tensor cores take turns on them (temporal)
+            sm, sn = _on_cores(wm, wn, arch.fanout(smem)[0])
+            temporal = [(m, wm // sm), (n, wn // sn)]
+            spatial, depth = [(m, sm, 0), (n, sn, 0)], stages
+        if lv == rf:
+            temporal = [(m, config.block_m // wm), (n, config.block_n // wn), (k, config.block_k)]
+            depth = rf_stages
+        out.append(LevelMapping(tuple((d, b) for d, b in temporal if b > 1),
+                                tuple((d, b, a) for d, b, a in spatial if b > 1), keep, depth))
+    return Mapping(tuple(out))

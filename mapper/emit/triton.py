@@ -1,0 +1,201 @@
+"""Triton from a mapping: a `triton.Config`, an `@triton.autotune` config list, or a complete
+matmul kernel with masked loads and stores (ragged tails) and a fused elementwise epilogue.
+
+Triton takes five numbers: BLOCK_M/N/K (the thread-block tile, the mapping's SMEM tile),
+num_stages (SMEM's stages) and num_warps (SMEM's spatial split), and GROUP_M for the grouped
+launch order. What it cannot take is said on one line each (`TritonConfig.changes`): blocks
+must be powers of two (`tl.arange`) of at least 16 (`tl.dot`), the warps a power of two, and
+Triton lays its warps over the block itself (the mapping's warp tile is dropped).
+Nothing here imports triton: the text is emitted, the tests run it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .common import GELU_CUBIC, GELU_SCALE, GemmView, epilogue_names, power_of_two_at_least
+
+MIN_DOT = 16          # tl.dot's smallest block side
+MAX_WARPS = 32        # 1,024 threads per block
+
+
+@dataclass(frozen=True)
+class TritonConfig:
+    block_m: int
+    block_n: int
+    block_k: int
+    num_stages: int
+    num_warps: int
+    group_m: int | None = None
+    changes: tuple[str, ...] = ()
+
+    def kwargs_text(self) -> str:
+        meta = {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_K": self.block_k}
+        if self.group_m:
+            meta["GROUP_M"] = self.group_m
+        inner = ", ".join(f"'{k}': {v}" for k, v in meta.items())
+        return f"triton.Config({{{inner}}}, num_stages={self.num_stages}, num_warps={self.num_warps})"
+
+    def as_dict(self) -> dict:
+        out = {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_K": self.block_k,
+               "num_stages": self.num_stages, "num_warps": self.num_warps}
+        if self.group_m:
+            out["GROUP_M"] = self.group_m
+        return out
+
+
+def triton_config(view: GemmView) -> TritonConfig:
+    """The config of `view`, with a line for everything Triton cannot take as the mapping says."""
+    changes = list(view.changes)
+    blocks = []
+    for role, name, size in zip("MNK", view.dim_names, view.block):
+        block = max(MIN_DOT, power_of_two_at_least(size))
+        if block != size:
+            why = "a power of two (tl.arange)" if size >= MIN_DOT else f"at least {MIN_DOT} (tl.dot)"
+            changes.append(f"BLOCK_{role}: the mapping's {name} tile {size} is not {why}: emitted {block}, "
+                           "the extra lanes masked")
+        blocks.append(block)
+    warps = min(MAX_WARPS, power_of_two_at_least(view.num_warps))
+    if warps != view.num_warps:
+        changes.append(f"num_warps: {view.num_warps} warps is no power of two of at most {MAX_WARPS} (1,024 "
+                       f"threads): emitted {warps}")
+    if view.num_warps > 1 or view.warps[2] > 1:
+        split = "x".join(str(w) for w in view.warps)
+        changes.append(f"warp tile: the mapping's {view.warp[0]}x{view.warp[1]}x{view.warp[2]} per warp "
+                       f"({split} warps over m x n x k) is Triton's own choice of warp layout, not a parameter")
+    return TritonConfig(*blocks, num_stages=view.stages, num_warps=warps, group_m=view.group_m,
+                        changes=tuple(changes))
+
+
+def config_text(view: GemmView) -> str:
+    config = triton_config(view)
+    return _comments(view, config.changes) + config.kwargs_text() + "\n"
+
+
+def autotune_text(views: list[GemmView], predicted: list[str]) -> str:
+    """An `@triton.autotune` config list of the mappings `views`, best first; `predicted`: a
+    comment per config (the model's figures)."""
+    lines = [f"# the {len(views)} best mappings of {views[0].workload} on {views[0].arch}, best first "
+             "(emitted by `mapper emit --to triton --top`)", "import triton", "", "CONFIGS = ["]
+    seen = set()
+    for rank, (view, note) in enumerate(zip(views, predicted), 1):
+        config = triton_config(view)
+        text = config.kwargs_text()
+        duplicate = "  (the same config as a better mapping)" if text in seen else ""
+        seen.add(text)
+        lines.append(f"    {text},  # {rank}: {note}{duplicate}")
+    lines += ["]", "", "# use: @triton.autotune(configs=CONFIGS, key=['M', 'N', 'K']) above @triton.jit", ""]
+    return "\n".join(lines)
+
+
+def _comments(view: GemmView, changes) -> str:
+    head = (f"# {view.workload} on {view.arch}: block tile {'x'.join(map(str, view.block))}, warp tile "
+            f"{'x'.join(map(str, view.warp))}, {view.num_warps} warps, {view.stages} stages "
+            f"(m, n, k = {', '.join(view.dim_names)})\n")
+    return head + "".join(f"# mapper: changed: {line}\n" for line in changes)
+
+
+def epilogue_lines(epilogue) -> list[str]:
+    """Triton statements applying the epilogue to `acc` (fp32) inside the kernel."""
+    out = []
+    for step in epilogue_names(epilogue):
+        if step == "bias":
+            out.append("acc = acc + tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]")
+        elif step == "relu":
+            out.append("acc = tl.maximum(acc, 0.0)")
+        elif step == "silu":
+            out.append("acc = acc * tl.sigmoid(acc)")
+        elif step == "gelu":
+            out.append(f"acc = acc * tl.sigmoid({GELU_SCALE!r} * (acc + {GELU_CUBIC!r} * acc * acc * acc))")
+    return out
+
+
+def kernel_text(views: list[GemmView], epilogue=(), notes: list[str] | None = None) -> str:
+    """A complete Python module: CONFIGS (the first the mapping's, the rest `--top`'s), the
+    jit kernel with the epilogue fused, and `matmul(a, b, bias=None, out=None, config=None)`."""
+    configs = [triton_config(view) for view in views]
+    view = views[0]
+    notes = notes or [""] * len(views)
+    config_lines = "\n".join(f"    {c.kwargs_text()},  # {n}" if n else f"    {c.kwargs_text()},"
+                             for c, n in zip(configs, notes))
+    steps = epilogue_names(epilogue)
+    epilogue_code = "\n".join("    " + line for line in epilogue_lines(steps)) or "    pass"
+    return (_comments(view, configs[0].changes)
+            + KERNEL.replace("@CONFIGS@", config_lines).replace("@EPILOGUE@", epilogue_code)
+            .replace("@STEPS@", repr(steps)).replace("@WORKLOAD@", view.workload))
+
+
+KERNEL = '''"""Matmul for @WORKLOAD@ emitted by mapper: C = epilogue(A @ B), A (M x K), B (K x N),
+optionally batched (a leading batch axis on A, B and C). Tails are masked: any M, N, K."""
+import triton
+import triton.language as tl
+
+CONFIGS = [
+@CONFIGS@
+]
+EPILOGUE = @STEPS@
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
+                  stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
+                  stride_cb, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    batch = tl.program_id(1)
+    # grouped launch order: GROUP_M rows of blocks walk n together (GROUP_M = 1: row-major)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    in_group = GROUP_M * num_pid_n
+    first_m = (pid // in_group) * GROUP_M
+    rows = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % rows
+    pid_n = (pid % in_group) // rows
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + batch * stride_ab + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + batch * stride_bb + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for step in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - step * BLOCK_K
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    # the fused epilogue, on the accumulator before the one store
+@EPILOGUE@
+    c_ptrs = c_ptr + batch * stride_cb + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def _meta(config):
+    meta = {"BLOCK_M": config.kwargs["BLOCK_M"], "BLOCK_N": config.kwargs["BLOCK_N"],
+            "BLOCK_K": config.kwargs["BLOCK_K"], "GROUP_M": config.kwargs.get("GROUP_M", 1)}
+    return meta
+
+
+def _strides(x):
+    return (x.stride(0) if x.dim() == 3 else 0,) + tuple(x.stride()[-2:])
+
+
+def matmul(a, b, bias=None, out=None, config=None):
+    """epilogue(a @ b) into `out` (allocated when None): a (.., M, K), b (.., K, N) torch tensors,
+    any strides; `bias` (N,) when the epilogue adds one; `config` a triton.Config (CONFIGS[0])."""
+    config = config or CONFIGS[0]
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    batch = a.shape[0] if a.dim() == 3 else 1
+    if out is None:
+        import torch
+        out = torch.empty(((batch,) if a.dim() == 3 else ()) + (M, N), dtype=torch.float32, device=a.device)
+    if "bias" in EPILOGUE and bias is None:
+        raise ValueError("the epilogue adds a bias: pass bias=")
+    meta = _meta(config)
+    grid = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), batch)
+    matmul_kernel[grid](a, b, out, out if bias is None else bias, M, N, K,
+                        *_strides(a), *_strides(b), *_strides(out), **meta,
+                        num_warps=config.num_warps, num_stages=config.num_stages)
+    return out
+'''
