@@ -312,11 +312,16 @@ class InnermostBound:
             for t, tensor in enumerate(workload.tensors):
                 served = np.full(self.tile.shape[1], macs / below[t] * serve_energy(level, tensor))
                 if tensor.is_output:
-                    # read-modify-write: every update but the first of each word in each copy reads
-                    copies = self.cell_split[:, ~workload.relevance[t]].prod(axis=1) * math.prod(self.unenumerated)
+                    # read-modify-write: every update but the first of each word in each copy
+                    # reads. A copy is an instance holding the word beside others that differ in
+                    # dims it does not index, each over a slice of them at least this cell's
+                    # tile wide: at most prod(size / tile) over those dims
+                    irrelevant = ~workload.relevance[t]
+                    most = np.prod(np.array(workload.sizes, float)[irrelevant, None] / self.tile[irrelevant], axis=0)
+                    copies = np.minimum(self.cell_split[:, irrelevant].prod(axis=1) * math.prod(self.unenumerated), most)
                     served = served + read_back_energy(macs / below[t], workload.tensor_words(t) * copies,
-                                                       math.prod(self.unsplit), read_energy(level, tensor),
-                                                       cheapest_read_above(arch, tensor, j))
+                                                       np.clip(most / copies, 1.0, math.prod(self.unsplit)),
+                                                       read_energy(level, tensor), cheapest_read_above(arch, tensor, j))
                 kept_mac.append(served)
             self.keep_free["kept"] = kept_mac
         kept_mac = self.keep_free["kept"]
