@@ -23,7 +23,7 @@ PACKAGE = pathlib.Path(mapper.__file__).parent
 # the graph of imports has no circle). A module belongs to the longest prefix naming it.
 LAYERS = [
     ["mapper.errors", "mapper.limits", "mapper.units", "mapper.validate", "mapper.factors", "mapper.tiles",
-     "mapper.flags"],
+     "mapper.flags", "mapper.lifetime"],
     ["mapper.einsum", "mapper.spec", "mapper.constraints", "mapper.orders", "mapper.roles"],
     ["mapper.tails"],
     ["mapper.mapping", "mapper.rescale", "mapper.random_mappings"],

@@ -66,8 +66,11 @@ class _Processes:
     def __init__(self, jobs: int):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
-        # spawn: no forking of a parent that holds threads (tqdm) and an open SQLite handle
-        self.pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        from ..lifetime import die_with_parent
+        # spawn: no forking of a parent that holds threads (tqdm) and an open SQLite handle;
+        # each worker dies with this process, even when it is killed with SIGKILL
+        self.pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=die_with_parent, initargs=(os.getpid(),))
         self.slots = jobs
         self.where = f"{jobs} local processes"
 
