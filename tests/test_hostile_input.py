@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import io
 import json
 import os
@@ -288,3 +289,59 @@ def test_mutated_arch_searches(folder, data):
 def test_report_how_many_inputs_were_tried():
     print(f"\nhostile inputs tried: {TRIED['inputs']}")
     assert TRIED["inputs"] > 0 or os.environ.get("PYTEST_XDIST_WORKER")
+
+
+@st.composite
+def mapspaces_leaving_no_option(draw):
+    """Mapspaces valid alone whose constraints leave a level of ARCH no option: a bound no
+    factor meets (empty choices), a stage list beyond the level's max_stages, every loop order
+    of some loops forbidden (at the spatial level, the innermost, or every level), a fixed order
+    forbidden, a stationary tensor whose orders are forbidden, tiles too large to keep."""
+    dims, sizes = list(WORKLOAD["sizes"]), WORKLOAD["sizes"]
+    level = draw(st.sampled_from(["GlobalBuffer", "RegisterFile", "innermost", "every"]))
+    kind = draw(st.sampled_from(["empty", "stages", "forbid-all", "order-forbidden", "stationary-forbidden",
+                                 "tile-too-big"]))
+    if kind == "empty":
+        d = draw(st.sampled_from(dims))
+        lc = {draw(st.sampled_from(["temporal", "spatial", "tile"])): {d: {"min": sizes[d] + draw(st.integers(1, 9))}}}
+    elif kind == "stages":
+        lc = {"stages": draw(st.lists(st.integers(3, 8), min_size=1, max_size=3, unique=True))}
+    elif kind == "forbid-all":
+        chosen = draw(st.lists(st.sampled_from(dims), min_size=1, max_size=3, unique=True))
+        lc = {"forbid": [list(p) for p in itertools.permutations(chosen)]}
+    elif kind == "order-forbidden":
+        order = draw(st.permutations(dims))
+        lc = {"order": order, "forbid": [order]}
+    elif kind == "stationary-forbidden":
+        lc = {"stationary": draw(st.sampled_from(["output", "input", "weight"])),
+              "forbid": draw(st.lists(st.permutations(dims), min_size=1, max_size=6))}
+    else:
+        lc = {"tile": {d: {"min": sizes[d]} for d in dims}, "keep": ["A", "B", "Z"]}
+    return {"name": f"no-option-{kind}", "levels": {level: lc}}
+
+
+@_settings(30)
+@given(mapspace=mapspaces_leaving_no_option(), strategy=st.sampled_from(["greedy", "joint", "exhaustive"]))
+def test_mapspaces_leaving_a_level_no_option(folder, mapspace, strategy):
+    """Refused naming the mapspace file (or why no mapping fits), or searched; never a traceback."""
+    files = dict(zip(KINDS, _base_files(folder)))
+    files["mapspace"] = _write(folder, "no-option.yaml", mapspace)
+    run_cli(["search", str(files["arch"]), str(files["workload"]), "--mapspace", str(files["mapspace"]),
+             "--strategy", strategy, "--time-limit", "2", "--json"], list(files.values()))
+
+
+def test_stages_beyond_max_stages_name_the_mapspace_file(folder, capsys):
+    files = dict(zip(KINDS, _base_files(folder)))
+    path = _write(folder, "stages.yaml", {"name": "s", "levels": {"GlobalBuffer": {"stages": [3, 4]}}})
+    assert main(["mapspace", str(files["arch"]), str(files["workload"]), "--mapspace", str(path)]) == 2
+    assert capsys.readouterr().err.startswith(f"mapper: error: {path}: levels.GlobalBuffer.stages: "
+                                              "allows 3, 4 stage(s), none within level GlobalBuffer's max_stages 2")
+
+
+def test_a_level_with_every_order_forbidden_names_the_file_and_key(folder, capsys):
+    files = dict(zip(KINDS, _base_files(folder)))
+    path = _write(folder, "forbid.yaml", {"name": "f", "levels": {"GlobalBuffer": {
+        "forbid": [list(p) for p in itertools.permutations("mnk")]}}})
+    assert main(["search", str(files["arch"]), str(files["workload"]), "--mapspace", str(path),
+                 "--strategy", "greedy"]) == 2
+    assert f"{path}: levels.GlobalBuffer: its order constraints" in capsys.readouterr().err
