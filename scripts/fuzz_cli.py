@@ -224,13 +224,16 @@ def command_for(rng: random.Random, kind: str, files: dict[str, Path], has_mappi
     space = ["--mapspace", str(files["mapspace"])] if kind == "mapspace" or rng.random() < 0.5 else []
     if roll < 0.45:
         return ["mapspace", a, w, *space, "--json"]
+    # searches mostly under an evaluation budget: what they do then does not depend on the
+    # machine's load (other users share it), and a run ends after a bounded amount of work
+    budget = ["--max-evaluations", "3000"] if rng.random() < 0.7 else ["--time-limit", "0.5"]
     if roll < 0.9:
         strategy = rng.choice(["greedy", "greedy", "joint", "joint", "random", "exhaustive"])
         extra = ["--samples", "500"] if strategy == "random" else []
-        return ["search", a, w, *space, "--strategy", strategy, "--time-limit", "1", "--json", *extra]
+        return ["search", a, w, *space, "--strategy", strategy, *budget, "--json", *extra]
     if roll < 0.95:
-        return ["compare", a, w, *space, "--time-limit", "1", "--json"]
-    return ["explain", a, w, *space, "--time-limit", "1", "--cpsat-seconds", "0.2", "--json"]
+        return ["compare", a, w, *space, *budget, "--json"]
+    return ["explain", a, w, *space, "--time-limit", "0.5", "--cpsat-seconds", "0.2", "--json"]
 
 
 class _Hang(Exception):
@@ -242,10 +245,13 @@ def _on_alarm(signum, frame):
 
 
 def run_once(argv: list[str], files: list[Path], seconds: float) -> tuple[str, str]:
-    """(outcome, detail): detail is the traceback's last frame and exception, or the message."""
+    """(outcome, detail): detail is the traceback's last frame and exception, or the message.
+    A hang is `seconds` of CPU time (a starved process on a shared machine is no hang), or ten
+    times that of wall clock (a run blocked without computing)."""
     out, err = io.StringIO(), io.StringIO()
-    previous = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = signal.signal(signal.SIGALRM, _on_alarm), signal.signal(signal.SIGPROF, _on_alarm)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, 10 * seconds)
     try:
         with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), \
                 contextlib.redirect_stderr(err):
@@ -263,7 +269,9 @@ def run_once(argv: list[str], files: list[Path], seconds: float) -> tuple[str, s
         return "traceback", f"{type(exc).__name__} at {Path(frame.filename).name}:{frame.lineno} ({frame.name})"
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGALRM, previous[0])
+        signal.signal(signal.SIGPROF, previous[1])
     lines = err.getvalue().splitlines()
     if caught:
         return "error without the file", f"warning: {caught[0].message}"[:200]
@@ -302,7 +310,7 @@ def main_fuzz(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per run before it counts as a hang")
+    parser.add_argument("--time-limit", type=float, default=10.0, help="CPU seconds per run before it counts as a hang")
     parser.add_argument("--memory-gib", type=float, default=6.0, help="address-space limit of this process")
     parser.add_argument("--out", type=Path, default=Path("fuzz-out"), help="examples of each failure class")
     args = parser.parse_args(argv)
@@ -327,6 +335,7 @@ def main_fuzz(argv=None) -> int:
                 keep = args.out / f"example-{len(examples)}"
                 shutil.copytree(work, keep, dirs_exist_ok=True)
                 examples[key] = (run, " ".join(argv_run).replace(str(work), str(keep)), detail)
+                (keep / "command.txt").write_text(f"mapper {examples[key][1]}\n{outcome}: {detail}\n")
         if (run + 1) % 250 == 0:
             print(f"{run + 1} runs, {time.monotonic() - started:.0f} s: {dict(outcomes)}", file=sys.stderr, flush=True)
     print(f"fuzz_cli: {args.runs} runs, seed {args.seed}, {time.monotonic() - started:.0f} s\n")

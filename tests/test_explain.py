@@ -6,7 +6,6 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
 
 from mapper.cost import evaluate
 from mapper.explain import explain
@@ -20,6 +19,7 @@ from mapper.search import Joint, SearchContext, parse_objective
 from mapper.units import Where
 
 from strategies import problems
+from scaled import quick_and_full
 
 
 def gemm(m, n, k, name=None):
@@ -55,8 +55,7 @@ def h100_gemm_mapping(arch, workload, block=(128, 128, 64), warps=(2, 2), rf_k=6
 
 # ----------------------------------------------------------------------------- bounds
 
-@settings(max_examples=300, deadline=None)
-@given(problems())
+@quick_and_full(50, 300, problems())
 def test_traffic_is_never_below_the_bound(problem):
     """Any mapping, any level: traffic >= max(compulsory, Smith et al.) (capacity ignored: a
     mapping that does not fit only makes S look smaller than what it uses, so capacities are

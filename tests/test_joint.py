@@ -19,6 +19,7 @@ from mapper.search.warm import admit
 
 from strategies import archs, workloads
 from test_mapspace import gemm, small_arch
+from scaled import quick_and_full
 
 BYPASS_EVERYWHERE = (("every", LevelConstraints(bypass=True)),)
 
@@ -34,8 +35,7 @@ def _walk(space, objective, tree):
 NEVER_BEATEN = (np.inf, np.inf, np.inf)      # a ranking key no bound exceeds: every node refined
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.data())
+@quick_and_full(2, 40, st.data())
 def test_joint_equals_exhaustive_on_four_level_spaces(data):
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "conv1d-strided", "batched"), max_macs=24))
     arch = data.draw(archs(min_levels=4, max_levels=4, capacity=data.draw(st.booleans()), native=True))
@@ -220,8 +220,7 @@ def test_bounds_stay_below_sliding_windows(capacities, p, r):
         assert (bound <= energy * (1 + 1e-9)).all(), depth
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.data())
+@quick_and_full(6, 30, st.data())
 def test_every_node_bound_is_below_every_mapping_under_it(data):
     """The bounds of a mapping's prefixes (every depth) never exceed its cost, on random spaces
     with bypass at every level: what the pruning's soundness rests on, checked node by node

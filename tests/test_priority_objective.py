@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import strategies as st
 
 from mapper.cli import main
 from mapper.constraints import Constraints, LevelConstraints
@@ -18,6 +18,7 @@ from mapper.search.objective import beaten
 
 from strategies import archs, workloads
 from test_mapspace import gemm, small_arch
+from scaled import quick_and_full
 
 
 def test_spellings_and_name():
@@ -74,8 +75,7 @@ def test_every_strategy_minimises_cycles_then_energy(capacity, rf):
         assert found.score == ev.cycles and (ev.cycles, ev.energy_pj) >= (want[0], want[1] * (1 - 1e-12))
 
 
-@settings(max_examples=12, deadline=None)
-@given(st.data())
+@quick_and_full(3, 12, st.data())
 def test_joint_equals_exhaustive_under_delay_energy(data):
     workload = data.draw(workloads(kinds=("gemm", "conv1d"), max_macs=24))
     arch = data.draw(archs(min_levels=3, max_levels=3))

@@ -265,7 +265,11 @@ def _answers(db) -> dict:
         return {r["key"]: tuple(str(r[c]) for c in SAME) for r in store.rows()}
 
 
-def test_local_processes_and_a_dask_cluster_give_the_same_rows(tmp_path):
+# the Dask cluster's workers as threads of this process in the default run (the same client,
+# submissions and waits), as worker processes in the slow run (their start-up takes seconds)
+@pytest.mark.parametrize("processes", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["dask-threads", "dask-processes"])
+def test_local_processes_and_a_dask_cluster_give_the_same_rows(tmp_path, processes):
     distributed = pytest.importorskip("distributed")
     path = sweep_file(tmp_path, sizes="m: [2, 4, 8], n: [2, 4], k: 4")
     points = expand_points(load_sweep(str(path)))
@@ -273,7 +277,7 @@ def test_local_processes_and_a_dask_cluster_give_the_same_rows(tmp_path):
         run_points(points, store, jobs=1, progress=False)
     with Store(tmp_path / "cold.sqlite") as store:
         run_points(points, store, jobs=1, progress=False, warm_start=False)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
                                   dashboard_address=None) as cluster:
         with Store(tmp_path / "dask.sqlite") as store:
             run = run_points(points, store, scheduler=cluster.scheduler_address, progress=False)

@@ -1,0 +1,27 @@
+"""Property tests in two sizes, from one body: a few examples in the default run (README's
+`python3 -m pytest`, which leaves out tests marked slow: pyproject.toml's addopts) and many in
+the slow run (`python3 -m pytest -m slow`; `.ci/run` runs both).
+
+    @quick_and_full(4, 40, st.data())
+    def test_joint_equals_exhaustive(data): ...
+
+defines `test_joint_equals_exhaustive` (4 examples) and, in the same module,
+`test_joint_equals_exhaustive_full` (40, marked slow). Both draw from the same strategies, so
+the default run checks every behaviour the full one does, on fewer draws.
+"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+from hypothesis import given, settings
+
+
+def quick_and_full(quick: int, full: int, *given_args, **given_kwargs):
+    def decorate(body):
+        def build(examples: int):
+            return settings(max_examples=examples, deadline=None)(given(*given_args, **given_kwargs)(body))
+        module = sys.modules[body.__module__]
+        setattr(module, body.__name__ + "_full", pytest.mark.slow(build(full)))
+        return build(quick)
+    return decorate
