@@ -17,10 +17,14 @@ import pytest
 from hypothesis import given, settings
 
 
-def quick_and_full(quick: int, full: int, *given_args, **given_kwargs):
+def quick_and_full(quick: int, full: int, *given_args, hypothesis_settings: dict | None = None, **given_kwargs):
+    """`hypothesis_settings`: more settings for both (deadline None unless given). A
+    `pytest.mark.parametrize` goes below this decorator (on the body), so both get it."""
+    options = {"deadline": None, **(hypothesis_settings or {})}
+
     def decorate(body):
         def build(examples: int):
-            return settings(max_examples=examples, deadline=None)(given(*given_args, **given_kwargs)(body))
+            return settings(max_examples=examples, **options)(given(*given_args, **given_kwargs)(body))
         module = sys.modules[body.__module__]
         setattr(module, body.__name__ + "_full", pytest.mark.slow(build(full)))
         return build(quick)

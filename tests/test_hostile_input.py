@@ -10,8 +10,8 @@ JSON on stdout (no NaN, no Infinity), or exit status 2 with exactly one stderr l
 `mapper: error: FILE: ...` naming one of the input files; never a traceback, a Python warning
 or a hang.
 
-The default run tries about 700 inputs in well under a minute; set HOSTILE_EXAMPLES=N to run N
-per test (the larger run by hand).
+The default run tries about 230 inputs, the slow run (`-m slow`) about 900; set HOSTILE_EXAMPLES=N
+to run N per test (the larger run by hand; scripts/fuzz_cli.py runs thousands through every command).
 """
 from __future__ import annotations
 
@@ -29,10 +29,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
 from hypothesis import strategies as st
 
 from mapper.cli import main
+from scaled import quick_and_full
 
 EXAMPLES = int(os.environ.get("HOSTILE_EXAMPLES", "0"))
 TIME_LIMIT_S = 20           # per input: far above what a refusal takes (milliseconds)
@@ -40,9 +41,12 @@ TRIED = {"inputs": 0}
 NOT_ABOUT_A_FILE = r"^mapper: error: (no mapping of .* fits|exhaustive search refuses|\w+ search found no valid)"
 
 
-def _settings(default: int):
-    return settings(max_examples=EXAMPLES or default, deadline=None, derandomize=not EXAMPLES,
-                    suppress_health_check=list(HealthCheck), database=None)
+def _scaled(quick: int, full: int, *given_args, **given_kwargs):
+    """`quick` inputs in the default run, `full` in the slow run (`tests/scaled.py`);
+    HOSTILE_EXAMPLES=N runs N in both, drawn at random instead of derandomized."""
+    return quick_and_full(EXAMPLES or quick, EXAMPLES or full, *given_args, **given_kwargs,
+                          hypothesis_settings={"derandomize": not EXAMPLES,
+                                               "suppress_health_check": list(HealthCheck), "database": None})
 
 
 ARCH = {
@@ -237,18 +241,16 @@ def _argv(kind: str, files: dict[str, Path]) -> list[str]:
     return ["evaluate", str(files["arch"]), str(files["workload"]), str(files["mapping"]), "--json"]
 
 
+@_scaled(25, 100, data=st.data())
 @pytest.mark.parametrize("kind", KINDS)
-@_settings(100)
-@given(data=st.data())
 def test_mutated_specs(folder, kind, data):
     files = dict(zip(KINDS, _base_files(folder)))
     files[kind] = _write(folder, f"bad-{kind}.yaml", data.draw(mutated(BASES[kind]), label=kind))
     run_cli(_argv(kind, files), list(files.values()))
 
 
+@_scaled(12, 40, raw=raw_files())
 @pytest.mark.parametrize("kind", KINDS)
-@_settings(40)
-@given(raw=raw_files())
 def test_broken_files(folder, kind, raw):
     files = dict(zip(KINDS, _base_files(folder)))
     files[kind] = _write(folder, f"raw-{kind}.yaml", raw if isinstance(raw, bytes) else raw.encode())
@@ -258,8 +260,7 @@ def test_broken_files(folder, kind, raw):
 EINSUM_ALPHABET = "ZABmnkpqrs[],+*= 0123456789_-()"
 
 
-@_settings(120)
-@given(einsum=st.one_of(st.text(EINSUM_ALPHABET, max_size=40),
+@_scaled(30, 120, einsum=st.one_of(st.text(EINSUM_ALPHABET, max_size=40),
                         st.sampled_from(["Z[m,n] += A[m,k] * B[k,n] * C[n]", "Z[] += A[m]", "Z[m] += Z[m]",
                                          "Z[m] += A[m] * ", "Z[m,m] += A[m,m]", "Z[0*m] += A[m]",
                                          "Z[m+m] += A[m]", "Z[a,b,c,d,e,f,g,h,i] += A[a,b,c,d,e,f,g,h,i]",
@@ -274,8 +275,7 @@ def test_einsum_garbage(folder, einsum, sizes):
     run_cli(["mapspace", str(files["arch"]), str(files["workload"]), "--json"], list(files.values()))
 
 
-@_settings(25)
-@given(data=st.data())
+@_scaled(10, 25, data=st.data())
 def test_mutated_arch_searches(folder, data):
     """A search (not only a load) on a mutated architecture: refused, or a result in time."""
     files = dict(zip(KINDS, _base_files(folder)))
@@ -320,14 +320,13 @@ def mapspaces_leaving_no_option(draw):
     return {"name": f"no-option-{kind}", "levels": {level: lc}}
 
 
-@_settings(30)
-@given(mapspace=mapspaces_leaving_no_option(), strategy=st.sampled_from(["greedy", "joint", "exhaustive"]))
+@_scaled(5, 60, mapspace=mapspaces_leaving_no_option(), strategy=st.sampled_from(["greedy", "joint", "exhaustive"]))
 def test_mapspaces_leaving_a_level_no_option(folder, mapspace, strategy):
     """Refused naming the mapspace file (or why no mapping fits), or searched; never a traceback."""
     files = dict(zip(KINDS, _base_files(folder)))
     files["mapspace"] = _write(folder, "no-option.yaml", mapspace)
     run_cli(["search", str(files["arch"]), str(files["workload"]), "--mapspace", str(files["mapspace"]),
-             "--strategy", strategy, "--time-limit", "2", "--json"], list(files.values()))
+             "--strategy", strategy, "--max-evaluations", "3000", "--json"], list(files.values()))
 
 
 def test_stages_beyond_max_stages_name_the_mapspace_file(folder, capsys):

@@ -101,7 +101,7 @@ def test_the_command_line_refuses_an_option_the_strategy_ignores(capsys):
 def test_the_joint_seed_varies_the_path_never_a_finished_result():
     space = _space()
     objective = parse_objective("energy", space.arch)
-    results = [Joint(seed=seed, parts_above=0).run(space, objective) for seed in (0, 1, 2)]
+    results = [Joint(seed=seed, parts_above=0).run(space, objective) for seed in (0, 1)]
     assert all(r.optimal and r.mapping == results[0].mapping for r in results)
     # stopped early: CP-SAT's seed (and the dives' draws) set what it proposes on the way
     space = _space("toy", load_workload("gemm-256"))
