@@ -223,8 +223,12 @@ def test_infeasible_points_are_stored_with_their_reason(tmp_path, capsys):
     path = sweep_file(tmp_path, sizes="m: [3, 4], n: 3, k: 3",
                       extra=f"mapspaces: [{full}]\n")
     db = tmp_path / "r.sqlite"
-    assert main(["sweep", str(path), "--db", str(db), "--jobs", "1", "--quiet"]) == 0
-    out = capsys.readouterr().out
+    assert main(["sweep", str(path), "--db", str(db), "--jobs", "1", "--quiet"]) == 1
+    captured = capsys.readouterr()
+    out = captured.out
+    # said first, and the status says so too (a script sees it) unless --keep-going
+    assert out.startswith("FAILED: 2 of 4 searches found no mapping (2 infeasible)")
+    assert "2 sweep point(s) found no mapping" in captured.err
     with Store(db) as store:
         rows = {(r["sizes"]["m"], r["strategy"]): r for r in store.rows()}
     assert len(rows) == 4
@@ -236,6 +240,9 @@ def test_infeasible_points_are_stored_with_their_reason(tmp_path, capsys):
     for strategy in ("greedy", "joint"):
         assert rows[(4, strategy)]["status"] == "ok" and rows[(4, strategy)]["utilization"] > 0
     assert "points without a mapping" in out and "infeasible" in out
+    # run again (every point stored): the failures are still the sweep's
+    assert main(["sweep", str(path), "--db", str(db), "--jobs", "1", "--quiet", "--keep-going"]) == 0
+    assert capsys.readouterr().out.startswith("FAILED: 2 of 4 searches")
 
 
 def test_results_csv_has_one_row_per_point_with_sizes_as_columns(tmp_path, capsys):
@@ -347,3 +354,18 @@ def test_retry_failed_searches_failed_points_again(tmp_path):
         again = run_points(points, store, jobs=1, progress=False, retry_failed=True)
         assert [r["key"] for r in again.computed] == [row["key"]] and again.computed[0]["status"] == "ok"
         assert len(store.rows()) == 2
+
+
+def test_an_unreachable_dask_scheduler_says_so(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("distributed")
+    import socket
+    from mapper.sweep import runner
+    monkeypatch.setattr(runner, "CONNECT_SECONDS", 1)
+    with socket.socket() as sock:       # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert main(["sweep", "toy", "--gemm", "m=8 n=8 k=8", "--scheduler", f"tcp://127.0.0.1:{port}",
+                 "--db", str(tmp_path / "r.sqlite"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"mapper: error: --scheduler tcp://127.0.0.1:{port}: cannot reach the Dask scheduler "
+                          "within 1 s") and len(err.splitlines()) == 1, err

@@ -24,6 +24,7 @@ from .execute import Task, run_task
 from .points import Point
 from .store import Store
 
+CONNECT_SECONDS = 10      # a Dask scheduler that has not answered by then is unreachable
 NEIGHBOURS = 3            # other shapes' mappings handed to a joint point (besides its own shape's)
 REDO = ("failed", "timeout")      # statuses `retry_failed` searches again
 
@@ -93,7 +94,12 @@ class _Dask:
         except ImportError:
             from ..errors import MapperError
             raise MapperError("--scheduler needs dask.distributed: pip install 'mapper[dist]'") from None
-        self.client = Client(scheduler)
+        try:
+            self.client = Client(scheduler, timeout=f"{CONNECT_SECONDS}s")
+        except (OSError, ValueError, TypeError) as exc:     # unreachable (a timeout is an OSError), or no address
+            from ..errors import MapperError
+            raise MapperError(f"--scheduler {scheduler}: cannot reach the Dask scheduler within "
+                              f"{CONNECT_SECONDS} s ({type(exc).__name__}: {exc})") from None
         threads = sum(self.client.nthreads().values())
         self.slots = max(1, threads)
         self.where = f"Dask cluster {self.client.scheduler.address} ({threads} worker threads)"
