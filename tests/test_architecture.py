@@ -45,7 +45,7 @@ LAYERS = [
     ["mapper.report", "mapper.compare", "mapper.explain"],
     ["mapper.inputs"],
     ["mapper.sweep"],
-    ["mapper.cli", "mapper.__main__", "mapper"],
+    ["mapper.api", "mapper.cli", "mapper.__main__", "mapper"],
 ]
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 500, 80
 

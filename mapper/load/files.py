@@ -50,6 +50,19 @@ def resolve(kind: str, name_or_path: str | Path) -> Path:
                     f"(presets: {known})")
 
 
+def spec_data(kind: str, spec) -> tuple[object, str]:
+    """What a loader reads for `spec`: a preset name or a file's path (str or Path), read
+    safely, or the dict such a file holds (checked as a file is, its errors naming
+    `<KIND dict>`). Returns (data, the name errors give it); a TypeError for anything else."""
+    if isinstance(spec, dict):
+        return spec, f"<{kind[:-1]} dict>"
+    if isinstance(spec, (str, Path)):
+        path = resolve(kind, spec)
+        return read_yaml(path), str(path)
+    raise TypeError(f"expected a {kind[:-1]} preset name, a YAML file's path or a dict, got "
+                    f"{type(spec).__name__}")
+
+
 class StrictLoader(yaml.SafeLoader):
     """PyYAML's safe loader (no python tags) that refuses a key given twice in one mapping,
     where plain YAML keeps the last one silently."""
