@@ -326,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evaluate", help="price one mapping, level by level and tensor by tensor")
     ev.add_argument("arch", help="architecture YAML file or preset name (see `mapper presets`)")
     ev.add_argument("workload", help="workload YAML file or preset name")
-    ev.add_argument("mapping", help="mapping YAML file or preset name")
+    ev.add_argument("mapping", help="mapping YAML file or preset name ('-': standard input)")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--ert", default=None, metavar="FILE",
                     help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")
