@@ -7,7 +7,9 @@ the slow run (`python3 -m pytest -m slow`; `.ci/run` runs both).
 
 defines `test_joint_equals_exhaustive` (4 examples) and, in the same module,
 `test_joint_equals_exhaustive_full` (40, marked slow). Both draw from the same strategies, so
-the default run checks every behaviour the full one does, on fewer draws.
+the default run checks every behaviour the full one does, on fewer draws. The quick one is
+derandomized (the same draws every run: its time is steady and a failure repeats); the full
+one draws afresh each run and keeps what fails in hypothesis's database.
 """
 from __future__ import annotations
 
@@ -23,9 +25,10 @@ def quick_and_full(quick: int, full: int, *given_args, hypothesis_settings: dict
     options = {"deadline": None, **(hypothesis_settings or {})}
 
     def decorate(body):
-        def build(examples: int):
-            return settings(max_examples=examples, **options)(given(*given_args, **given_kwargs)(body))
+        def build(examples: int, derandomize: bool):
+            chosen = {"derandomize": derandomize, **options}
+            return settings(max_examples=examples, **chosen)(given(*given_args, **given_kwargs)(body))
         module = sys.modules[body.__module__]
-        setattr(module, body.__name__ + "_full", pytest.mark.slow(build(full)))
-        return build(quick)
+        setattr(module, body.__name__ + "_full", pytest.mark.slow(build(full, derandomize=False)))
+        return build(quick, derandomize=True)
     return decorate

@@ -320,7 +320,7 @@ def mapspaces_leaving_no_option(draw):
     return {"name": f"no-option-{kind}", "levels": {level: lc}}
 
 
-@_scaled(5, 60, mapspace=mapspaces_leaving_no_option(), strategy=st.sampled_from(["greedy", "joint", "exhaustive"]))
+@_scaled(3, 60, mapspace=mapspaces_leaving_no_option(), strategy=st.sampled_from(["greedy", "joint", "exhaustive"]))
 def test_mapspaces_leaving_a_level_no_option(folder, mapspace, strategy):
     """Refused naming the mapspace file (or why no mapping fits), or searched; never a traceback."""
     files = dict(zip(KINDS, _base_files(folder)))

@@ -297,7 +297,7 @@ def test_cli_warm_start_of_another_shape_is_carried_over(capsys, tmp_path):
     import json
     from mapper.cli import main
     assert main(["search", "pe-array", "gemm-1024-int8", "--objective", "energy", "--warm-start", "toy-gemm-256-os",
-                 "--time-limit", "10", "--json"]) == 0
+                 "--max-evaluations", "5000", "--json"]) == 0
     notes = json.loads(capsys.readouterr().out)["search"]["notes"]
     assert any("1 of 1 given incumbent" in note for note in notes)
     # 256 -> 1000 is not a whole ratio: refused, naming the file and the sizes
@@ -310,8 +310,7 @@ def test_cli_warm_start_of_another_shape_is_carried_over(capsys, tmp_path):
     assert "odd.yaml" in error and "m=256->1000" in error
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.data())
+@quick_and_full(8, 30, st.data())
 def test_fitting_children_are_exactly_the_children_that_fit(data):
     """The walk's children, built dim by dim with what cannot fit dropped early
     (`fitting_children`), are the rows `LevelTree.children` gives (it crosses every factor

@@ -88,7 +88,7 @@ def _candidates(key, lv, workload, space):
     return itertools.permutations(nonunit)
 
 
-@quick_and_full(5, 25, st.data())
+@quick_and_full(3, 25, st.data())
 def test_joint_equals_exhaustive_with_partial_orders(data):
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=24))
     arch = data.draw(archs(min_levels=3, max_levels=4))
