@@ -369,3 +369,11 @@ def test_an_unreachable_dask_scheduler_says_so(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"mapper: error: --scheduler tcp://127.0.0.1:{port}: cannot reach the Dask scheduler "
                           "within 1 s") and len(err.splitlines()) == 1, err
+
+
+def test_the_progress_bar_goes_to_a_terminal_only(tmp_path, capsys):
+    """A sweep's stderr captured (a log, a pipe, CI) gets no bar redraws."""
+    path = sweep_file(tmp_path, sizes="m: [2, 4], n: 2, k: 2", strategies=("greedy",))
+    with Store(tmp_path / "r.sqlite") as store:
+        run_points(expand_points(load_sweep(str(path))), store, jobs=1, progress=True)
+    assert "sweep" not in capsys.readouterr().err

@@ -116,6 +116,11 @@ class _Dask:
         self.client.close()
 
 
+def _is_terminal(stream) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
 def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -138,8 +143,9 @@ def run_points(points: list[Point], store: Store, jobs: int | None = None, sched
     run.workers, run.where = executor.slots, executor.where
     neighbours = _Neighbours(store) if warm_start else None
     from tqdm import tqdm
-    bar = tqdm(total=len(todo), desc="sweep", unit=" points", file=sys.stderr, disable=not progress,
-               dynamic_ncols=True)
+    # on a terminal only: a log or a pipe that captures stderr would keep every redraw
+    bar = tqdm(total=len(todo), desc="sweep", unit=" points", file=sys.stderr, dynamic_ncols=True,
+               disable=not progress or not _is_terminal(sys.stderr))
     pending: set = set()
     queue = list(todo)
     # a joint point waits (while other work is ready) for the other strategies' points of its
