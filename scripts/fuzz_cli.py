@@ -222,16 +222,16 @@ def command_for(rng: random.Random, kind: str, files: dict[str, Path], has_mappi
         return ["evaluate", a, w, str(files["mapping"]), "--json"]
     roll = rng.random()
     space = ["--mapspace", str(files["mapspace"])] if kind == "mapspace" or rng.random() < 0.5 else []
-    if roll < 0.45:
-        return ["mapspace", a, w, *space, "--json"]
+    if roll < 0.55:         # counted exactly up to 100,000 factor combinations, else estimated
+        return ["mapspace", a, w, *space, "--exact-limit", "100000", "--json"]
     # searches mostly under an evaluation budget: what they do then does not depend on the
     # machine's load (other users share it), and a run ends after a bounded amount of work
-    budget = ["--max-evaluations", "3000"] if rng.random() < 0.7 else ["--time-limit", "0.5"]
-    if roll < 0.9:
+    budget = ["--max-evaluations", "1500"] if rng.random() < 0.7 else ["--time-limit", "0.5"]
+    if roll < 0.88:
         strategy = rng.choice(["greedy", "greedy", "joint", "joint", "random", "exhaustive"])
         extra = ["--samples", "500"] if strategy == "random" else []
         return ["search", a, w, *space, "--strategy", strategy, *budget, "--json", *extra]
-    if roll < 0.95:
+    if roll < 0.94:
         return ["compare", a, w, *space, *budget, "--json"]
     return ["explain", a, w, *space, "--time-limit", "0.5", "--cpsat-seconds", "0.2", "--json"]
 
