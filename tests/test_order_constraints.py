@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import strategies as st
 
 from mapper.constraints import Constraints, LevelConstraints
 from mapper.errors import InfeasibleError
@@ -14,6 +14,7 @@ from mapper.mapspace import Mapspace
 from mapper.search import Exhaustive, Greedy, Joint, parse_objective
 
 from test_mapspace import gemm, small_arch
+from scaled import quick_and_full
 
 
 @st.composite
@@ -50,14 +51,6 @@ def test_every_order_of_two_dims_forbidden_at_the_innermost_level():
     _check(Constraints(levels=(("RF", LevelConstraints(forbid=forbid, stationary="weight")),)), "edp")
 
 
-@settings(max_examples=8, deadline=None)
-@given(constraints=order_constraints(), objective=st.sampled_from(["edp", "energy"]))
+@quick_and_full(4, 60, constraints=order_constraints(), objective=st.sampled_from(["edp", "energy", "cycles"]))
 def test_joint_equals_exhaustive_under_forbidding_order_constraints(constraints, objective):
-    _check(constraints, objective)
-
-
-@pytest.mark.slow
-@settings(max_examples=60, deadline=None)
-@given(constraints=order_constraints(), objective=st.sampled_from(["edp", "energy", "cycles"]))
-def test_joint_equals_exhaustive_under_forbidding_order_constraints_many(constraints, objective):
     _check(constraints, objective)

@@ -75,7 +75,7 @@ def test_every_strategy_minimises_cycles_then_energy(capacity, rf):
         assert found.score == ev.cycles and (ev.cycles, ev.energy_pj) >= (want[0], want[1] * (1 - 1e-12))
 
 
-@quick_and_full(3, 12, st.data())
+@quick_and_full(2, 12, st.data())
 def test_joint_equals_exhaustive_under_delay_energy(data):
     workload = data.draw(workloads(kinds=("gemm", "conv1d"), max_macs=24))
     arch = data.draw(archs(min_levels=3, max_levels=3))

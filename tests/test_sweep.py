@@ -170,9 +170,9 @@ def test_keys_hash_contents_not_paths_or_descriptions(tmp_path):
 def test_kill_9_mid_sweep_loses_nothing_and_duplicates_nothing(tmp_path):
     """A real `mapper sweep` process (with its worker processes) is killed while it runs; the
     store is intact, and the resumed sweep searches exactly the points that were missing."""
-    path = sweep_file(tmp_path, sizes="m: '1..32:x2', n: [2, 4], k: 4")
+    path = sweep_file(tmp_path, sizes="m: '1..16:x2', n: [2, 4], k: 4")
     db = tmp_path / "r.sqlite"
-    total = 6 * 2 * 2
+    total = 5 * 2 * 2
     proc = subprocess.Popen([sys.executable, "-m", "mapper", "sweep", str(path), "--db", str(db), "--jobs", "2",
                              "--quiet"], cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
