@@ -133,3 +133,16 @@ def test_unsupported_timeloop_metrics_are_one_line(tmp_path, capsys):
     err = err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert str(mapper) in err and "optimization-metrics" in err and "[delay, energy]" in err
+
+
+def test_timeloop_mapper_metric_in_exercise_05s_spelling_is_honoured(tmp_path, capsys):
+    """`optimization_metric: [energy]` (singular, underscore) sets the objective, not a note."""
+    mapper = tmp_path / "mapper.yaml"
+    mapper.write_text("mapper:\n  algorithm: linear-pruned\n  optimization_metric: [ energy ]\n")
+    code, out, err = _search(["toy", "gemm-256", "--timeloop-mapper", str(mapper)], capsys)
+    assert code == 0 and out["search"]["objective"] == "energy", err
+    assert "objective energy from Timeloop's optimization-metrics" in err
+    assert "optimization_metric" not in err.split("not read")[-1]
+    mapper.write_text("mapper:\n  optimization_metric: [ energy ]\n  optimization-metrics: [ edp ]\n")
+    code, _, err = _search(["toy", "gemm-256", "--timeloop-mapper", str(mapper)], capsys)
+    assert code == 2 and "optimization_metric: given twice" in err
