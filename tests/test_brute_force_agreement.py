@@ -24,7 +24,7 @@ def as_plain(arch, workload, mapping):
     return problem, nest, arch.fanout(len(arch.levels) - 1)
 
 
-@quick_and_full(150, 2000, problems())
+@quick_and_full(60, 2000, problems())
 def test_cost_model_matches_brute_force(problem):
     arch, workload, mapping = problem
     truth = simulate(*as_plain(arch, workload, mapping))

@@ -55,7 +55,7 @@ def h100_gemm_mapping(arch, workload, block=(128, 128, 64), warps=(2, 2), rf_k=6
 
 # ----------------------------------------------------------------------------- bounds
 
-@quick_and_full(50, 300, problems())
+@quick_and_full(20, 300, problems())
 def test_traffic_is_never_below_the_bound(problem):
     """Any mapping, any level: traffic >= max(compulsory, Smith et al.) (capacity ignored: a
     mapping that does not fit only makes S look smaller than what it uses, so capacities are

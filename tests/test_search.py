@@ -113,7 +113,7 @@ def test_exhaustive_refuses_a_huge_space():
         Exhaustive().run(space, parse_objective("edp", space.arch))
 
 
-@quick_and_full(4, 25, st.data())
+@quick_and_full(2, 25, st.data())
 def test_joint_equals_exhaustive_on_random_small_spaces(data):
     workload = data.draw(workloads(max_macs=48))
     arch = data.draw(archs(max_levels=3, native=True))      # native shapes: roles by name or inferred
