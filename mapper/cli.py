@@ -17,7 +17,7 @@ from types import MappingProxyType
 from . import flags
 from .cost import evaluate
 from .errors import MapperError
-from .inputs import (evaluation_inputs, native_evaluation_inputs, native_search_inputs,
+from .inputs import (evaluation_inputs, native_search_inputs,
                      search_inputs, with_warm_starts)
 from .load import PRESET_KINDS, preset_names
 from .mapspace import Mapspace
@@ -279,8 +279,9 @@ def _import_timeloop(args) -> int:
 def _explain(args) -> int:
     from .explain import explain
     from .explain.report import explain_json, explain_text
-    if args.mapping is not None:
-        given = native_evaluation_inputs(args.arch, args.workload, args.mapping)
+    if args.mapping is not None:      # Timeloop's files too, with their ERT (--ert), as evaluate reads them
+        given = evaluation_inputs(args.arch, args.workload, args.mapping, ert=args.ert)
+        _print_notes(given.notes)
         arch, workload, mapping = given.arch, given.workload, given.mapping
         found = None
     else:
@@ -367,6 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--time-limit", type=flags.seconds, default=20.0, help="search seconds (default 20)")
     ex.add_argument("--cpsat-seconds", type=flags.seconds_or_zero, default=2.0,
                     help="CP-SAT seconds within the search")
+    ex.add_argument("--ert", default=None, metavar="FILE",
+                    help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")
     ex.set_defaults(run=_explain)
     pr = sub.add_parser("presets", help="list the bundled architectures, workloads, mapspace constraints, mappings and models")
     pr.set_defaults(run=_presets)

@@ -2,6 +2,7 @@
 import json
 import math
 import subprocess
+from pathlib import Path
 import sys
 
 import numpy as np
@@ -244,3 +245,18 @@ def test_roofline_labels_keep_their_digits_and_levels_without_bandwidth_get_poin
     assert saved["labels"][0].startswith("compute peak 256 GMAC/s (256 MACs/cycle x 1 GHz)")
     assert sum("no bandwidth declared, no roof" in label for label in saved["labels"]) == 3
     assert saved["points"] == 3          # DRAM, GlobalBuffer, RegisterFile
+
+
+def test_explain_reads_timeloop_files_with_their_ert(capsys, tmp_path):
+    """`explain` takes Timeloop's arch, problem and mapping files and `--ert`, as `evaluate` does,
+    and prices the same mapping the same way."""
+    from mapper.cli import main
+    design = Path(__file__).parent / "data" / "timeloop_format" / "simple_weight_stationary"
+    files = [str(design / n) for n in ("arch.yaml", "problem.yaml", "map.yaml")]
+    assert main(["explain", *files, "--ert", str(design / "ERT.yaml"), "--json"]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", *files, "--ert", str(design / "ERT.yaml"), "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert explained["cycles"] == evaluated["cost"]["cycles"]
+    assert main(["explain", *files, "--ert", str(tmp_path / "missing.yaml")]) == 2
+    assert "missing.yaml" in capsys.readouterr().err
