@@ -38,7 +38,10 @@ from scaled import quick_and_full
 EXAMPLES = int(os.environ.get("HOSTILE_EXAMPLES", "0"))
 TIME_LIMIT_S = 20           # per input: far above what a refusal takes (milliseconds)
 TRIED = {"inputs": 0}
-NOT_ABOUT_A_FILE = r"^mapper: error: (no mapping of .* fits|exhaustive search refuses|\w+ search found no valid)"
+# a valid spec may still leave no mapping, a space too large for exhaustive search, or greedy's
+# top-down descent at a dead end where other strategies find a mapping (it says so)
+NOT_ABOUT_A_FILE = (r"^mapper: error: (no mapping of .* fits|exhaustive search refuses|\w+ search found no valid"
+                    r"|greedy: after fixing .* no choice at level)")
 
 
 def _scaled(quick: int, full: int, *given_args, **given_kwargs):
