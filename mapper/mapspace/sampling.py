@@ -58,7 +58,9 @@ class SamplingMixin:
             if stop is not None and stop():
                 return
             factors = self._factors(index)
-            factors = along_last(factors, self.coupled_mask(factors))
+            # rows whose loops some level's order constraints leave no order expand to nothing:
+            # dropped before their groups of order classes are built (one each, in Python)
+            factors = along_last(factors, self.coupled_mask(factors) & self.orders_allowed(factors))
             if factors.shape[-1]:
                 table = self.expand(factors)
                 if len(table):
