@@ -1,14 +1,34 @@
 """mapper: find how to tile a tensor computation across a memory hierarchy.
 
-Public API: load specs with `load_arch`, `load_workload`, `load_mapping`; price one mapping
-with `evaluate` (full breakdown) or many with `evaluate_many` (numpy, vectorised).
+Public API (docs/API.md): load specs with `load_arch`, `load_workload`, `load_constraints`
+(a mapspace), `load_mapping` (each from a preset name, a file's path or a dict); build a
+`Mapspace`; price one mapping with `evaluate` (full breakdown) or many with `evaluate_many`
+(numpy, vectorised); search with `run_search` (a time limit or an evaluation budget), sweep
+a grid with `run_sweep` (rows of a results store; `load_sweep` reads a sweep file or dict).
+`run_search`, `run_sweep`, `load_sweep`, `SweepResults` and `parse_objective` are imported on
+first use: the search and the sweep are not loaded by commands that do not need them.
 """
+from .constraints import Constraints
 from .cost import Costs, Evaluation, evaluate, evaluate_many
 from .errors import InfeasibleError, MapperError, SpecError
-from .load import load_arch, load_mapping, load_workload
+from .load import load_arch, load_constraints, load_mapping, load_workload
 from .mapping import Mapping, MappingTable, from_table, mapping_to_dict, to_table
+from .mapspace import Mapspace
 from .spec import Arch, Workload
 
-__all__ = ["Arch", "Costs", "Evaluation", "InfeasibleError", "Mapping", "MappingTable",
-           "MapperError", "SpecError", "Workload", "evaluate", "evaluate_many", "from_table",
-           "load_arch", "load_mapping", "load_workload", "mapping_to_dict", "to_table"]
+_LAZY = frozenset({"run_search", "run_sweep", "load_sweep", "SweepResults"})
+
+__all__ = ["Arch", "Constraints", "Costs", "Evaluation", "InfeasibleError", "Mapping", "MappingTable",
+           "MapperError", "Mapspace", "SpecError", "SweepResults", "Workload", "evaluate", "evaluate_many",
+           "from_table", "load_arch", "load_constraints", "load_mapping", "load_sweep", "load_workload",
+           "mapping_to_dict", "parse_objective", "run_search", "run_sweep", "to_table"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from . import api
+        return getattr(api, name)
+    if name == "parse_objective":
+        from .search import parse_objective
+        return parse_objective
+    raise AttributeError(f"module 'mapper' has no attribute {name!r}")

@@ -108,6 +108,20 @@ def _check_constraints(arch: Arch, workload: Workload, constraints: Constraints)
             tensor(name, "keep")
         if lc.stationary is not None:
             tensor(lc.stationary, "stationary")
+    _check_stages(arch, constraints)
+
+
+def _check_stages(arch: Arch, constraints: Constraints) -> None:
+    """Each level a `stages` list applies to allows one of its counts (the outermost level is
+    never buffered: its stages are always 1, whatever the file says)."""
+    for lv in range(1, len(arch.levels)):
+        lc = constraints.for_level(arch.level_names, lv)
+        level = arch.levels[lv]
+        if lc.stages and min(lc.stages) > level.max_stages:
+            key = next(k for k, c in constraints.levels if c is lc)
+            raise SpecError(_mapspace_file(constraints), f"levels.{key}.stages",
+                            f"allows {', '.join(map(str, lc.stages))} stage(s), none within level "
+                            f"{level.name}'s max_stages {level.max_stages} in {_arch_file(arch)}")
 
 
 def _check_splits(arch: Arch, workload: Workload, constraints: Constraints, roles: Roles | None) -> None:

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from . import flags
 from .cost import evaluate
 from .errors import MapperError
-from .inputs import (evaluation_inputs, native_evaluation_inputs, native_search_inputs,
+from .inputs import (evaluation_inputs, native_search_inputs,
                      search_inputs, with_warm_starts)
 from .load import PRESET_KINDS, preset_names
 from .mapspace import Mapspace
@@ -287,8 +287,9 @@ def _import_timeloop(args) -> int:
 def _explain(args) -> int:
     from .explain import explain
     from .explain.report import explain_json, explain_text
-    if args.mapping is not None:
-        given = native_evaluation_inputs(args.arch, args.workload, args.mapping)
+    if args.mapping is not None:      # Timeloop's files too, with their ERT (--ert), as evaluate reads them
+        given = evaluation_inputs(args.arch, args.workload, args.mapping, ert=args.ert)
+        _print_notes(given.notes)
         arch, workload, mapping = given.arch, given.workload, given.mapping
         found = None
     else:
@@ -334,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evaluate", help="price one mapping, level by level and tensor by tensor")
     ev.add_argument("arch", help="architecture YAML file or preset name (see `mapper presets`)")
     ev.add_argument("workload", help="workload YAML file or preset name")
-    ev.add_argument("mapping", nargs="?", default=None, help="mapping YAML file or preset name")
+    ev.add_argument("mapping", nargs="?", default=None, help="mapping YAML file or preset name ('-': standard input)")
     ev.add_argument("--from-triton", metavar="CONFIG", help="price a Triton config instead (YAML/JSON: BLOCK_M, "
                     "BLOCK_N, BLOCK_K, num_stages, num_warps, optional GROUP_M) as the GEMM mapping it runs")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
@@ -377,6 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--time-limit", type=flags.seconds, default=20.0, help="search seconds (default 20)")
     ex.add_argument("--cpsat-seconds", type=flags.seconds_or_zero, default=2.0,
                     help="CP-SAT seconds within the search")
+    ex.add_argument("--ert", default=None, metavar="FILE",
+                    help="Timeloop inputs: Accelergy ERT.yaml / ERT_summary.yaml (default: one beside the arch)")
     ex.set_defaults(run=_explain)
     pr = sub.add_parser("presets", help="list the bundled architectures, workloads, mapspace constraints, mappings and models")
     pr.set_defaults(run=_presets)

@@ -23,7 +23,7 @@ PACKAGE = pathlib.Path(mapper.__file__).parent
 # the graph of imports has no circle). A module belongs to the longest prefix naming it.
 LAYERS = [
     ["mapper.errors", "mapper.limits", "mapper.units", "mapper.validate", "mapper.factors", "mapper.tiles",
-     "mapper.flags"],
+     "mapper.flags", "mapper.lifetime"],
     ["mapper.einsum", "mapper.spec", "mapper.constraints", "mapper.orders", "mapper.roles"],
     ["mapper.opgraph"],
     ["mapper.tails"],
@@ -51,7 +51,7 @@ LAYERS = [
     ["mapper.inputs"],
     ["mapper.emit.command", "mapper.emit"],
     ["mapper.sweep"],
-    ["mapper.cli", "mapper.__main__", "mapper"],
+    ["mapper.api", "mapper.cli", "mapper.__main__", "mapper"],
 ]
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 500, 80
 

@@ -1,13 +1,13 @@
 """The cost model agrees with the literal loop-nest simulator on random small mappings,
 with spatial fanout over both mesh axes, fanout networks with and without multicast and
 reduction, bypass and sliding (and strided) windows."""
-from hypothesis import given, settings
 
 from mapper.cost import evaluate
 from mapper.mapping import AXES
 
 from brute_force import simulate
 from strategies import problems
+from scaled import quick_and_full
 
 
 def as_plain(arch, workload, mapping):
@@ -24,8 +24,7 @@ def as_plain(arch, workload, mapping):
     return problem, nest, arch.fanout(len(arch.levels) - 1)
 
 
-@settings(max_examples=2000, deadline=None)
-@given(problems())
+@quick_and_full(60, 2000, problems())
 def test_cost_model_matches_brute_force(problem):
     arch, workload, mapping = problem
     truth = simulate(*as_plain(arch, workload, mapping))

@@ -87,7 +87,12 @@ def simulated_counts(result):
     return counts
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+SLOW_MACS = 10**6      # a brute-force run of more MACs takes tens of seconds: the slow run only
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(case, id=case["id"], marks=[pytest.mark.slow] * (
+        case["stats_per_level_inner_to_outer"][0]["computes_total"] > SLOW_MACS)) for case in CASES])
 def test_matches_timeloop(case):
     problem, nest, fanout = convert(case)
     result = simulate(problem, nest, fanout)

@@ -1,11 +1,12 @@
 """The scalar path (one mapping, full breakdown) and the vectorised path agree exactly."""
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import strategies as st
 
 from mapper.cost import evaluate, evaluate_many
 from mapper.mapping import from_table, to_table
 
 from strategies import mappings, problems, archs, workloads
+from scaled import quick_and_full
 
 
 def assert_same(arch, workload, mapping, costs, row=0):
@@ -29,8 +30,7 @@ def assert_same(arch, workload, mapping, costs, row=0):
         assert np.isclose(costs.level_latency_exposed[lv, row], lc.latency_exposed, rtol=1e-12)
 
 
-@settings(max_examples=400, deadline=None)
-@given(problems(latency=True))
+@quick_and_full(40, 400, problems(latency=True))
 def test_agree_with_latency_and_occupancy(problem):
     """Levels with an access latency, on GPU-like archs with occupancy limits too."""
     arch, workload, mapping = problem
@@ -38,8 +38,7 @@ def test_agree_with_latency_and_occupancy(problem):
     assert_same(arch, workload, mapping, costs)
 
 
-@settings(max_examples=300, deadline=None)
-@given(problems(latency=True))
+@quick_and_full(30, 300, problems(latency=True))
 def test_latency_never_lowers_cycles(problem):
     """Latency only adds time: the same mapping without any latency is never slower (the
     joint search's lower bounds rely on this)."""
@@ -53,16 +52,14 @@ def test_latency_never_lowers_cycles(problem):
     assert with_latency.cycles[0] >= without.cycles[0]
 
 
-@settings(max_examples=1000, deadline=None)
-@given(problems())
+@quick_and_full(40, 1000, problems())
 def test_scalar_and_vectorised_agree(problem):
     arch, workload, mapping = problem
     costs = evaluate_many(arch, workload, to_table([mapping], len(workload.dims), len(workload.tensors)))
     assert_same(arch, workload, mapping, costs)
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.data())
+@quick_and_full(12, 40, st.data())
 def test_agree_row_by_row_in_one_table(data):
     """Many different mappings in one table: no row leaks into another."""
     workload = data.draw(workloads())
@@ -73,8 +70,7 @@ def test_agree_row_by_row_in_one_table(data):
         assert_same(arch, workload, mapping, costs, row)
 
 
-@settings(max_examples=100, deadline=None)
-@given(problems())
+@quick_and_full(30, 100, problems())
 def test_table_round_trip(problem):
     arch, workload, mapping = problem
     table = to_table([mapping], len(workload.dims), len(workload.tensors))

@@ -26,7 +26,10 @@ dtype: int8
 """
 
 
-@pytest.mark.parametrize("strategy", ["exhaustive", "random", "greedy", "joint"])
+# joint (CP-SAT, dives, the walk) and random (seeded draws) in the default run; exhaustive and
+# greedy, whose order depends on no seed, in the slow run (two interpreters each: seconds)
+@pytest.mark.parametrize("strategy", [pytest.param("exhaustive", marks=pytest.mark.slow), "random",
+                                      pytest.param("greedy", marks=pytest.mark.slow), "joint"])
 def test_two_processes_print_byte_identical_json(strategy, tmp_path):
     (tmp_path / "gemm.yaml").write_text(GEMM)
     argv = ["toy", str(tmp_path / "gemm.yaml"), "--strategy", strategy, "--max-evaluations", "3000"]

@@ -2,11 +2,11 @@
 import json
 import math
 import subprocess
+from pathlib import Path
 import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
 
 from mapper.cost import evaluate
 from mapper.explain import explain
@@ -20,6 +20,7 @@ from mapper.search import Joint, SearchContext, parse_objective
 from mapper.units import Where
 
 from strategies import problems
+from scaled import quick_and_full
 
 
 def gemm(m, n, k, name=None):
@@ -55,8 +56,7 @@ def h100_gemm_mapping(arch, workload, block=(128, 128, 64), warps=(2, 2), rf_k=6
 
 # ----------------------------------------------------------------------------- bounds
 
-@settings(max_examples=300, deadline=None)
-@given(problems())
+@quick_and_full(20, 300, problems())
 def test_traffic_is_never_below_the_bound(problem):
     """Any mapping, any level: traffic >= max(compulsory, Smith et al.) (capacity ignored: a
     mapping that does not fit only makes S look smaller than what it uses, so capacities are
@@ -215,3 +215,48 @@ def test_cli_explain_bad_level():
     done = subprocess.run([sys.executable, "-m", "mapper", "explain", "toy", "gemm-256", "toy-gemm-256-os",
                            "--level", "nope"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--level" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_roofline_labels_keep_their_digits_and_levels_without_bandwidth_get_points(tmp_path):
+    """0.256 TMAC/s read '256 GMAC/s', not '0 TMAC/s'; a design whose levels declare no bandwidth
+    (Timeloop's examples) still gets every level's point, and the legend says why no roof."""
+    from mapper.explain import explain
+    from mapper.explain.plots import _rate, plot_roofline
+    assert _rate(2.56e11, "MAC/s") == "256 GMAC/s" and _rate(4.95e14, "MAC/s") == "495 TMAC/s"
+    assert _rate(480e6, "B/s") == "480 MB/s" and _rate(12.0, "B/s") == "12 B/s"
+    arch, workload = load_arch("pe-array"), load_workload("gemm-256")
+    mapping = load_mapping("toy-gemm-256-os", arch, workload)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    saved = {}
+    original = plt.Figure.savefig
+
+    def keep(fig, path, **kwargs):
+        saved["labels"] = fig.axes[0].get_legend_handles_labels()[1]
+        saved["points"] = sum(len(line.get_xdata()) == 1 for line in fig.axes[0].lines)
+        return original(fig, path, **kwargs)
+    plt.Figure.savefig = keep
+    try:
+        plot_roofline(explain(arch, workload, mapping, None), tmp_path / "r.png")
+    finally:
+        plt.Figure.savefig = original
+    assert (tmp_path / "r.png").stat().st_size > 0
+    assert saved["labels"][0].startswith("compute peak 256 GMAC/s (256 MACs/cycle x 1 GHz)")
+    assert sum("no bandwidth declared, no roof" in label for label in saved["labels"]) == 3
+    assert saved["points"] == 3          # DRAM, GlobalBuffer, RegisterFile
+
+
+def test_explain_reads_timeloop_files_with_their_ert(capsys, tmp_path):
+    """`explain` takes Timeloop's arch, problem and mapping files and `--ert`, as `evaluate` does,
+    and prices the same mapping the same way."""
+    from mapper.cli import main
+    design = Path(__file__).parent / "data" / "timeloop_format" / "simple_weight_stationary"
+    files = [str(design / n) for n in ("arch.yaml", "problem.yaml", "map.yaml")]
+    assert main(["explain", *files, "--ert", str(design / "ERT.yaml"), "--json"]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", *files, "--ert", str(design / "ERT.yaml"), "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert explained["cycles"] == evaluated["cost"]["cycles"]
+    assert main(["explain", *files, "--ert", str(tmp_path / "missing.yaml")]) == 2
+    assert "missing.yaml" in capsys.readouterr().err

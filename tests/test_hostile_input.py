@@ -10,13 +10,14 @@ JSON on stdout (no NaN, no Infinity), or exit status 2 with exactly one stderr l
 `mapper: error: FILE: ...` naming one of the input files; never a traceback, a Python warning
 or a hang.
 
-The default run tries about 700 inputs in well under a minute; set HOSTILE_EXAMPLES=N to run N
-per test (the larger run by hand).
+The default run tries about 190 inputs, the slow run (`-m slow`) about 900; set HOSTILE_EXAMPLES=N
+to run N per test (the larger run by hand; scripts/fuzz_cli.py runs thousands through every command).
 """
 from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import io
 import json
 import os
@@ -28,20 +29,27 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
 from hypothesis import strategies as st
 
 from mapper.cli import main
+from scaled import quick_and_full
 
 EXAMPLES = int(os.environ.get("HOSTILE_EXAMPLES", "0"))
 TIME_LIMIT_S = 20           # per input: far above what a refusal takes (milliseconds)
 TRIED = {"inputs": 0}
-NOT_ABOUT_A_FILE = r"^mapper: error: (no mapping of .* fits|exhaustive search refuses|\w+ search found no valid)"
+# a valid spec may still leave no mapping, a space too large for exhaustive search, or greedy's
+# top-down descent at a dead end where other strategies find a mapping (it says so)
+NOT_ABOUT_A_FILE = (r"^mapper: error: (no mapping of .* fits|exhaustive search refuses|\w+ search found no valid"
+                    r"|greedy: after fixing .* no choice at level)")
 
 
-def _settings(default: int):
-    return settings(max_examples=EXAMPLES or default, deadline=None, derandomize=not EXAMPLES,
-                    suppress_health_check=list(HealthCheck), database=None)
+def _scaled(quick: int, full: int, *given_args, **given_kwargs):
+    """`quick` inputs in the default run, `full` in the slow run (`tests/scaled.py`);
+    HOSTILE_EXAMPLES=N runs N in both, drawn at random instead of derandomized."""
+    return quick_and_full(EXAMPLES or quick, EXAMPLES or full, *given_args, **given_kwargs,
+                          hypothesis_settings={"derandomize": not EXAMPLES,
+                                               "suppress_health_check": list(HealthCheck), "database": None})
 
 
 ARCH = {
@@ -236,18 +244,16 @@ def _argv(kind: str, files: dict[str, Path]) -> list[str]:
     return ["evaluate", str(files["arch"]), str(files["workload"]), str(files["mapping"]), "--json"]
 
 
+@_scaled(15, 100, data=st.data())
 @pytest.mark.parametrize("kind", KINDS)
-@_settings(100)
-@given(data=st.data())
 def test_mutated_specs(folder, kind, data):
     files = dict(zip(KINDS, _base_files(folder)))
     files[kind] = _write(folder, f"bad-{kind}.yaml", data.draw(mutated(BASES[kind]), label=kind))
     run_cli(_argv(kind, files), list(files.values()))
 
 
+@_scaled(12, 40, raw=raw_files())
 @pytest.mark.parametrize("kind", KINDS)
-@_settings(40)
-@given(raw=raw_files())
 def test_broken_files(folder, kind, raw):
     files = dict(zip(KINDS, _base_files(folder)))
     files[kind] = _write(folder, f"raw-{kind}.yaml", raw if isinstance(raw, bytes) else raw.encode())
@@ -257,8 +263,7 @@ def test_broken_files(folder, kind, raw):
 EINSUM_ALPHABET = "ZABmnkpqrs[],+*= 0123456789_-()"
 
 
-@_settings(120)
-@given(einsum=st.one_of(st.text(EINSUM_ALPHABET, max_size=40),
+@_scaled(30, 120, einsum=st.one_of(st.text(EINSUM_ALPHABET, max_size=40),
                         st.sampled_from(["Z[m,n] += A[m,k] * B[k,n] * C[n]", "Z[] += A[m]", "Z[m] += Z[m]",
                                          "Z[m] += A[m] * ", "Z[m,m] += A[m,m]", "Z[0*m] += A[m]",
                                          "Z[m+m] += A[m]", "Z[a,b,c,d,e,f,g,h,i] += A[a,b,c,d,e,f,g,h,i]",
@@ -273,8 +278,7 @@ def test_einsum_garbage(folder, einsum, sizes):
     run_cli(["mapspace", str(files["arch"]), str(files["workload"]), "--json"], list(files.values()))
 
 
-@_settings(25)
-@given(data=st.data())
+@_scaled(10, 25, data=st.data())
 def test_mutated_arch_searches(folder, data):
     """A search (not only a load) on a mutated architecture: refused, or a result in time."""
     files = dict(zip(KINDS, _base_files(folder)))
@@ -288,3 +292,58 @@ def test_mutated_arch_searches(folder, data):
 def test_report_how_many_inputs_were_tried():
     print(f"\nhostile inputs tried: {TRIED['inputs']}")
     assert TRIED["inputs"] > 0 or os.environ.get("PYTEST_XDIST_WORKER")
+
+
+@st.composite
+def mapspaces_leaving_no_option(draw):
+    """Mapspaces valid alone whose constraints leave a level of ARCH no option: a bound no
+    factor meets (empty choices), a stage list beyond the level's max_stages, every loop order
+    of some loops forbidden (at the spatial level, the innermost, or every level), a fixed order
+    forbidden, a stationary tensor whose orders are forbidden, tiles too large to keep."""
+    dims, sizes = list(WORKLOAD["sizes"]), WORKLOAD["sizes"]
+    level = draw(st.sampled_from(["GlobalBuffer", "RegisterFile", "innermost", "every"]))
+    kind = draw(st.sampled_from(["empty", "stages", "forbid-all", "order-forbidden", "stationary-forbidden",
+                                 "tile-too-big"]))
+    if kind == "empty":
+        d = draw(st.sampled_from(dims))
+        lc = {draw(st.sampled_from(["temporal", "spatial", "tile"])): {d: {"min": sizes[d] + draw(st.integers(1, 9))}}}
+    elif kind == "stages":
+        lc = {"stages": draw(st.lists(st.integers(3, 8), min_size=1, max_size=3, unique=True))}
+    elif kind == "forbid-all":
+        chosen = draw(st.lists(st.sampled_from(dims), min_size=1, max_size=3, unique=True))
+        lc = {"forbid": [list(p) for p in itertools.permutations(chosen)]}
+    elif kind == "order-forbidden":
+        order = draw(st.permutations(dims))
+        lc = {"order": order, "forbid": [order]}
+    elif kind == "stationary-forbidden":
+        lc = {"stationary": draw(st.sampled_from(["output", "input", "weight"])),
+              "forbid": draw(st.lists(st.permutations(dims), min_size=1, max_size=6))}
+    else:
+        lc = {"tile": {d: {"min": sizes[d]} for d in dims}, "keep": ["A", "B", "Z"]}
+    return {"name": f"no-option-{kind}", "levels": {level: lc}}
+
+
+@_scaled(2, 60, mapspace=mapspaces_leaving_no_option(), strategy=st.sampled_from(["greedy", "joint", "exhaustive"]))
+def test_mapspaces_leaving_a_level_no_option(folder, mapspace, strategy):
+    """Refused naming the mapspace file (or why no mapping fits), or searched; never a traceback."""
+    files = dict(zip(KINDS, _base_files(folder)))
+    files["mapspace"] = _write(folder, "no-option.yaml", mapspace)
+    run_cli(["search", str(files["arch"]), str(files["workload"]), "--mapspace", str(files["mapspace"]),
+             "--strategy", strategy, "--max-evaluations", "3000", "--json"], list(files.values()))
+
+
+def test_stages_beyond_max_stages_name_the_mapspace_file(folder, capsys):
+    files = dict(zip(KINDS, _base_files(folder)))
+    path = _write(folder, "stages.yaml", {"name": "s", "levels": {"GlobalBuffer": {"stages": [3, 4]}}})
+    assert main(["mapspace", str(files["arch"]), str(files["workload"]), "--mapspace", str(path)]) == 2
+    assert capsys.readouterr().err.startswith(f"mapper: error: {path}: levels.GlobalBuffer.stages: "
+                                              "allows 3, 4 stage(s), none within level GlobalBuffer's max_stages 2")
+
+
+def test_a_level_with_every_order_forbidden_names_the_file_and_key(folder, capsys):
+    files = dict(zip(KINDS, _base_files(folder)))
+    path = _write(folder, "forbid.yaml", {"name": "f", "levels": {"GlobalBuffer": {
+        "forbid": [list(p) for p in itertools.permutations("mnk")]}}})
+    assert main(["search", str(files["arch"]), str(files["workload"]), "--mapspace", str(path),
+                 "--strategy", "greedy"]) == 2
+    assert f"{path}: levels.GlobalBuffer: its order constraints" in capsys.readouterr().err

@@ -19,6 +19,7 @@ from mapper.search.warm import admit
 
 from strategies import archs, workloads
 from test_mapspace import gemm, small_arch
+from scaled import quick_and_full
 
 BYPASS_EVERYWHERE = (("every", LevelConstraints(bypass=True)),)
 
@@ -34,8 +35,7 @@ def _walk(space, objective, tree):
 NEVER_BEATEN = (np.inf, np.inf, np.inf)      # a ranking key no bound exceeds: every node refined
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.data())
+@quick_and_full(2, 40, st.data())
 def test_joint_equals_exhaustive_on_four_level_spaces(data):
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "conv1d-strided", "batched"), max_macs=24))
     arch = data.draw(archs(min_levels=4, max_levels=4, capacity=data.draw(st.booleans()), native=True))
@@ -220,8 +220,7 @@ def test_bounds_stay_below_sliding_windows(capacities, p, r):
         assert (bound <= energy * (1 + 1e-9)).all(), depth
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.data())
+@quick_and_full(6, 30, st.data())
 def test_every_node_bound_is_below_every_mapping_under_it(data):
     """The bounds of a mapping's prefixes (every depth) never exceed its cost, on random spaces
     with bypass at every level: what the pruning's soundness rests on, checked node by node
@@ -298,7 +297,7 @@ def test_cli_warm_start_of_another_shape_is_carried_over(capsys, tmp_path):
     import json
     from mapper.cli import main
     assert main(["search", "pe-array", "gemm-1024-int8", "--objective", "energy", "--warm-start", "toy-gemm-256-os",
-                 "--time-limit", "10", "--json"]) == 0
+                 "--max-evaluations", "5000", "--json"]) == 0
     notes = json.loads(capsys.readouterr().out)["search"]["notes"]
     assert any("1 of 1 given incumbent" in note for note in notes)
     # 256 -> 1000 is not a whole ratio: refused, naming the file and the sizes
@@ -311,8 +310,7 @@ def test_cli_warm_start_of_another_shape_is_carried_over(capsys, tmp_path):
     assert "odd.yaml" in error and "m=256->1000" in error
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.data())
+@quick_and_full(8, 30, st.data())
 def test_fitting_children_are_exactly_the_children_that_fit(data):
     """The walk's children, built dim by dim with what cannot fit dropped early
     (`fitting_children`), are the rows `LevelTree.children` gives (it crosses every factor

@@ -119,9 +119,10 @@ def key_of(ms, table, row):
     return tuple(rows), sigs, keeps, stages
 
 
+BYPASS_BOTH = Constraints(levels=(("Buf", LevelConstraints(bypass=True)), ("RF", LevelConstraints(bypass=True))))
 CASES = {
-    "gemm": (small_arch(), gemm(), Constraints(levels=(("Buf", LevelConstraints(bypass=True)),
-                                                       ("RF", LevelConstraints(bypass=True))))),
+    "gemm": (small_arch(), gemm(), BYPASS_BOTH),
+    "gemm-2x2x1": (small_arch(), gemm(2, 2, 1), BYPASS_BOTH),      # the same, in the default run
     "gemm-stationary-util": (small_arch(), gemm(), Constraints(
         min_utilization=0.5, levels=(("Buf", LevelConstraints(stationary="output")),
                                      ("RF", LevelConstraints(temporal=(("k", Range(1, 1)),)))))),
@@ -132,7 +133,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] * (n == "gemm")) for n in CASES])
 def test_sizes_funnel_and_membership_match_brute_force(name):
     arch, workload, constraints = CASES[name]
     ms = Mapspace(arch, workload, constraints)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import strategies as st
 
 from mapper.constraints import Constraints, LevelConstraints
 from mapper.errors import SpecError
@@ -21,6 +21,7 @@ from mapper.units import Where
 
 from strategies import archs, workloads
 from test_mapspace import conv1d, gemm, small_arch
+from scaled import quick_and_full
 
 TUTORIAL = Path(__file__).parent / "data" / "timeloop_format" / "tutorial_eyeriss_vgg"
 
@@ -87,8 +88,7 @@ def _candidates(key, lv, workload, space):
     return itertools.permutations(nonunit)
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.data())
+@quick_and_full(3, 25, st.data())
 def test_joint_equals_exhaustive_with_partial_orders(data):
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=24))
     arch = data.draw(archs(min_levels=3, max_levels=4))

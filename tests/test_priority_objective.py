@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import strategies as st
 
 from mapper.cli import main
 from mapper.constraints import Constraints, LevelConstraints
@@ -18,6 +18,7 @@ from mapper.search.objective import beaten
 
 from strategies import archs, workloads
 from test_mapspace import gemm, small_arch
+from scaled import quick_and_full
 
 
 def test_spellings_and_name():
@@ -74,8 +75,7 @@ def test_every_strategy_minimises_cycles_then_energy(capacity, rf):
         assert found.score == ev.cycles and (ev.cycles, ev.energy_pj) >= (want[0], want[1] * (1 - 1e-12))
 
 
-@settings(max_examples=12, deadline=None)
-@given(st.data())
+@quick_and_full(2, 12, st.data())
 def test_joint_equals_exhaustive_under_delay_energy(data):
     workload = data.draw(workloads(kinds=("gemm", "conv1d"), max_macs=24))
     arch = data.draw(archs(min_levels=3, max_levels=3))
@@ -133,3 +133,16 @@ def test_unsupported_timeloop_metrics_are_one_line(tmp_path, capsys):
     err = err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert str(mapper) in err and "optimization-metrics" in err and "[delay, energy]" in err
+
+
+def test_timeloop_mapper_metric_in_exercise_05s_spelling_is_honoured(tmp_path, capsys):
+    """`optimization_metric: [energy]` (singular, underscore) sets the objective, not a note."""
+    mapper = tmp_path / "mapper.yaml"
+    mapper.write_text("mapper:\n  algorithm: linear-pruned\n  optimization_metric: [ energy ]\n")
+    code, out, err = _search(["toy", "gemm-256", "--timeloop-mapper", str(mapper)], capsys)
+    assert code == 0 and out["search"]["objective"] == "energy", err
+    assert "objective energy from Timeloop's optimization-metrics" in err
+    assert "optimization_metric" not in err.split("not read")[-1]
+    mapper.write_text("mapper:\n  optimization_metric: [ energy ]\n  optimization-metrics: [ edp ]\n")
+    code, _, err = _search(["toy", "gemm-256", "--timeloop-mapper", str(mapper)], capsys)
+    assert code == 2 and "optimization_metric: given twice" in err

@@ -5,7 +5,7 @@ import time
 
 import pytest
 import yaml
-from hypothesis import given, settings, strategies as st
+from hypothesis import strategies as st
 
 from mapper.cli import main
 from mapper.constraints import Constraints, LevelConstraints
@@ -19,6 +19,7 @@ from mapper.units import Where
 
 from strategies import archs, workloads
 from test_mapspace import conv1d, gemm, small_arch
+from scaled import quick_and_full
 
 SPACES = {
     "gemm-spatial-2x2": (small_arch(capacity="64 B", rf="12 B"), gemm(8, 4, 4), Constraints()),
@@ -54,8 +55,14 @@ def optimum():
     return get
 
 
-@pytest.mark.parametrize("name", SPACES)
-@pytest.mark.parametrize("objective", OBJECTIVES)
+# the default run takes each space once and each objective at least once; the slow run every pair
+QUICK_PAIRS = {("gemm-spatial-2x2", "cycles"), ("gemm-bypass", "energy"), ("conv1d", "edp"),
+               ("conv1d-strided", "bytes:Buf"), ("gemm-imperfect", "edp")}
+
+
+@pytest.mark.parametrize("objective,name", [
+    pytest.param(objective, name, marks=[] if (name, objective) in QUICK_PAIRS else [pytest.mark.slow])
+    for objective in OBJECTIVES for name in SPACES])
 def test_strategies_valid_and_never_beat_exhaustive(name, objective, optimum):
     arch, workload, constraints = SPACES[name]
     space = Mapspace(arch, workload, constraints)
@@ -106,8 +113,7 @@ def test_exhaustive_refuses_a_huge_space():
         Exhaustive().run(space, parse_objective("edp", space.arch))
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.data())
+@quick_and_full(2, 25, st.data())
 def test_joint_equals_exhaustive_on_random_small_spaces(data):
     workload = data.draw(workloads(max_macs=48))
     arch = data.draw(archs(max_levels=3, native=True))      # native shapes: roles by name or inferred

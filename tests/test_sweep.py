@@ -170,9 +170,9 @@ def test_keys_hash_contents_not_paths_or_descriptions(tmp_path):
 def test_kill_9_mid_sweep_loses_nothing_and_duplicates_nothing(tmp_path):
     """A real `mapper sweep` process (with its worker processes) is killed while it runs; the
     store is intact, and the resumed sweep searches exactly the points that were missing."""
-    path = sweep_file(tmp_path, sizes="m: '1..32:x2', n: [2, 4], k: 4")
+    path = sweep_file(tmp_path, sizes="m: '1..16:x2', n: [2, 4], k: 4")
     db = tmp_path / "r.sqlite"
-    total = 6 * 2 * 2
+    total = 5 * 2 * 2
     proc = subprocess.Popen([sys.executable, "-m", "mapper", "sweep", str(path), "--db", str(db), "--jobs", "2",
                              "--quiet"], cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -223,8 +223,12 @@ def test_infeasible_points_are_stored_with_their_reason(tmp_path, capsys):
     path = sweep_file(tmp_path, sizes="m: [3, 4], n: 3, k: 3",
                       extra=f"mapspaces: [{full}]\n")
     db = tmp_path / "r.sqlite"
-    assert main(["sweep", str(path), "--db", str(db), "--jobs", "1", "--quiet"]) == 0
-    out = capsys.readouterr().out
+    assert main(["sweep", str(path), "--db", str(db), "--jobs", "1", "--quiet"]) == 1
+    captured = capsys.readouterr()
+    out = captured.out
+    # said first, and the status says so too (a script sees it) unless --keep-going
+    assert out.startswith("FAILED: 2 of 4 searches found no mapping (2 infeasible)")
+    assert "2 sweep point(s) found no mapping" in captured.err
     with Store(db) as store:
         rows = {(r["sizes"]["m"], r["strategy"]): r for r in store.rows()}
     assert len(rows) == 4
@@ -236,6 +240,9 @@ def test_infeasible_points_are_stored_with_their_reason(tmp_path, capsys):
     for strategy in ("greedy", "joint"):
         assert rows[(4, strategy)]["status"] == "ok" and rows[(4, strategy)]["utilization"] > 0
     assert "points without a mapping" in out and "infeasible" in out
+    # run again (every point stored): the failures are still the sweep's
+    assert main(["sweep", str(path), "--db", str(db), "--jobs", "1", "--quiet", "--keep-going"]) == 0
+    assert capsys.readouterr().out.startswith("FAILED: 2 of 4 searches")
 
 
 def test_results_csv_has_one_row_per_point_with_sizes_as_columns(tmp_path, capsys):
@@ -265,7 +272,11 @@ def _answers(db) -> dict:
         return {r["key"]: tuple(str(r[c]) for c in SAME) for r in store.rows()}
 
 
-def test_local_processes_and_a_dask_cluster_give_the_same_rows(tmp_path):
+# the Dask cluster's workers as threads of this process in the default run (the same client,
+# submissions and waits), as worker processes in the slow run (their start-up takes seconds)
+@pytest.mark.parametrize("processes", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["dask-threads", "dask-processes"])
+def test_local_processes_and_a_dask_cluster_give_the_same_rows(tmp_path, processes):
     distributed = pytest.importorskip("distributed")
     path = sweep_file(tmp_path, sizes="m: [2, 4, 8], n: [2, 4], k: 4")
     points = expand_points(load_sweep(str(path)))
@@ -273,7 +284,7 @@ def test_local_processes_and_a_dask_cluster_give_the_same_rows(tmp_path):
         run_points(points, store, jobs=1, progress=False)
     with Store(tmp_path / "cold.sqlite") as store:
         run_points(points, store, jobs=1, progress=False, warm_start=False)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
                                   dashboard_address=None) as cluster:
         with Store(tmp_path / "dask.sqlite") as store:
             run = run_points(points, store, scheduler=cluster.scheduler_address, progress=False)
@@ -343,3 +354,26 @@ def test_retry_failed_searches_failed_points_again(tmp_path):
         again = run_points(points, store, jobs=1, progress=False, retry_failed=True)
         assert [r["key"] for r in again.computed] == [row["key"]] and again.computed[0]["status"] == "ok"
         assert len(store.rows()) == 2
+
+
+def test_an_unreachable_dask_scheduler_says_so(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("distributed")
+    import socket
+    from mapper.sweep import runner
+    monkeypatch.setattr(runner, "CONNECT_SECONDS", 1)
+    with socket.socket() as sock:       # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert main(["sweep", "toy", "--gemm", "m=8 n=8 k=8", "--scheduler", f"tcp://127.0.0.1:{port}",
+                 "--db", str(tmp_path / "r.sqlite"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"mapper: error: --scheduler tcp://127.0.0.1:{port}: cannot reach the Dask scheduler "
+                          "within 1 s") and len(err.splitlines()) == 1, err
+
+
+def test_the_progress_bar_goes_to_a_terminal_only(tmp_path, capsys):
+    """A sweep's stderr captured (a log, a pipe, CI) gets no bar redraws."""
+    path = sweep_file(tmp_path, sizes="m: [2, 4], n: 2, k: 2", strategies=("greedy",))
+    with Store(tmp_path / "r.sqlite") as store:
+        run_points(expand_points(load_sweep(str(path))), store, jobs=1, progress=True)
+    assert "sweep" not in capsys.readouterr().err

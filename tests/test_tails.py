@@ -3,7 +3,7 @@ of a masked kernel checked against a literal execution of its loop nest with cla
 (compute in whole fragments, bytes of valid elements only)."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import strategies as st
 
 from mapper.constraints import Constraints, LevelConstraints
 from mapper.errors import InfeasibleError, SpecError
@@ -19,6 +19,7 @@ from mapper.units import Where
 from brute_force import fragments, simulate
 from strategies import archs, workloads
 from test_brute_force_agreement import as_plain
+from scaled import quick_and_full
 
 
 @pytest.mark.parametrize("size, grain, expected", [
@@ -130,8 +131,7 @@ def test_no_block_is_all_padding():
     assert (block_tile > 3).all() and len(rows)
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.data())
+@quick_and_full(3, 40, st.data())
 def test_joint_equals_exhaustive_on_masked_gpu_spaces(data):
     """On random GPUs with a native shape and workloads whose dims are no multiple of it (tails
     padded to whole fragments, masked above the per-SM level; a convolution's fused role), the

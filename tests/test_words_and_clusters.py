@@ -140,7 +140,8 @@ def test_each_utilized_cluster_pays_a_whole_access(used, charged):
     assert evaluate(plain, workload, mapping).levels[1].tensors["A"].energy_pj == pytest.approx(per_instance * used)
 
 
-def test_joint_equals_exhaustive_with_level_words_and_clusters():
+@pytest.mark.parametrize("name", ["energy", pytest.param("edp", marks=pytest.mark.slow)])
+def test_joint_equals_exhaustive_with_level_words_and_clusters(name):
     """A small space where the level word decides capacity and clusters change the energy: the
     joint search's bounds stay bounds (per-instance energies never exceed what clusters charge;
     footprints and traffic in each level's word)."""
@@ -155,13 +156,12 @@ def test_joint_equals_exhaustive_with_level_words_and_clusters():
                                    "sizes": {"m": 4, "n": 4, "k": 2}, "dtype": 8}, W)
     space = Mapspace(arch, workload, Constraints(levels=(("Buf", LevelConstraints(bypass=True)),
                                                          ("Regs", LevelConstraints(bypass=True)))))
-    for name in ("energy", "edp"):
-        objective = parse_objective(name, arch)
-        exact = Exhaustive().run(space, objective)
-        joint = Joint().run(space, objective)
-        assert joint.optimal and joint.score == exact.score and joint.mapping == exact.mapping
-        ev = evaluate(arch, workload, exact.mapping)
-        assert all(lc.footprint_bytes <= lc.capacity_bytes for lc in ev.levels)
+    objective = parse_objective(name, arch)
+    exact = Exhaustive().run(space, objective)
+    joint = Joint().run(space, objective)
+    assert joint.optimal and joint.score == exact.score and joint.mapping == exact.mapping
+    ev = evaluate(arch, workload, exact.mapping)
+    assert all(lc.footprint_bytes <= lc.capacity_bytes for lc in ev.levels)
 
 
 def test_timeloop_word_bits_and_clusters_are_imported():

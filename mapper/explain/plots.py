@@ -53,6 +53,11 @@ def plot_traffic_curve(ex: Explanation, path: Path) -> Path:
             i = ref[0]
             ax.plot(caps, minimal[i] * np.sqrt(caps[i] / caps), ":", color="grey",
                     label=r"square-root law $\propto 1/\sqrt{S}$")
+    if not np.isfinite(minimal).any() and not (smith > 0).any():
+        # said on the plot, not left as an empty frame
+        why = ("a sliding window (convolution): single-level tilings are not enumerated"
+               if any(t.has_sliding_axis for t in ex.workload.tensors) else "too many tilings to enumerate")
+        ax.text(0.02, 0.02, f"no minimal-traffic curve: {why}", transform=ax.transAxes, fontsize=8)
     ax.axhline(curve["compulsory_words"], color="black", lw=1, label="compulsory (each tensor once)")
     ax.axvline(curve["threshold_bytes"], color="red", lw=1, ls="-.",
                label=f"threshold {curve['threshold_bytes'] / 2**20:,.3g} MiB: traffic can be compulsory")
@@ -65,7 +70,8 @@ def plot_traffic_curve(ex: Explanation, path: Path) -> Path:
     ax.set_yscale("log")
     ax.set_xlabel("capacity S of the fast memory (bytes)")
     ax.set_ylabel("words moved across its upper boundary")
-    ax.set_title(f"{ex.workload.name}: traffic vs capacity (level {level.name} of {ex.arch.name})")
+    ax.set_xlim(caps[0], caps[-1] * 1.5)
+    ax.set_title(f"{ex.workload.name}: traffic vs capacity\n(level {level.name} of {ex.arch.name})", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="best", framealpha=0.8)
     fig.tight_layout()
@@ -74,10 +80,19 @@ def plot_traffic_curve(ex: Explanation, path: Path) -> Path:
     return path
 
 
+def _rate(value: float, unit: str) -> str:
+    """A rate with the prefix that keeps it readable (0.256 TMAC/s reads 256 GMAC/s)."""
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:,.3g} {prefix}{unit}"
+    return f"{value:,.3g} {unit}"
+
+
 def plot_roofline(ex: Explanation, path: Path) -> Path:
     """Attainable MACs per second against intensity (MACs per byte through a level), one roof
     per level with finite bandwidth (its bandwidth x instances), and the mapping's point at
-    each level: its intensity there and the rate it reaches."""
+    every level that moves bytes: its intensity there and the rate it reaches (a level that
+    declares no bandwidth has its point and no roof, and the legend says so)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -86,31 +101,38 @@ def plot_roofline(ex: Explanation, path: Path) -> Path:
     achieved = ev.macs / (ev.cycles / arch.clock_hz)
     points = []
     for lc, level in zip(ev.levels, arch.levels):
-        if math.isfinite(level.bandwidth) and lc.traffic_bytes > 0:
-            points.append((level.name, ev.macs / lc.traffic_bytes,
-                           level.bandwidth * level.instances * arch.clock_hz))
+        if lc.traffic_bytes > 0:
+            roof = level.bandwidth * level.instances * arch.clock_hz if math.isfinite(level.bandwidth) else None
+            points.append((level.name, ev.macs / lc.traffic_bytes, roof))
     fig, ax = plt.subplots(figsize=(7.5, 5))
     xs = [p[1] for p in points] or [1.0]
-    lo, hi = min(xs + [peak / max((p[2] for p in points), default=peak)]) / 10, max(xs) * 10
+    roofs = [p[2] for p in points if p[2]]
+    lo, hi = min(xs + [peak / max(roofs, default=peak)]) / 10, max(xs) * 10
     x = np.geomspace(lo, hi, 200)
-    ax.axhline(peak, color="black", lw=1.5, label=f"compute peak {peak / 1e12:,.0f} TMAC/s")
+    ax.axhline(peak, color="black", lw=1.5, label=f"compute peak {_rate(peak, 'MAC/s')} "
+               f"({arch.peak_macs_per_cycle:,.0f} MACs/cycle x {_rate(arch.clock_hz, 'Hz')})")
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (name, intensity, bandwidth) in enumerate(points):
         c = colours[i % len(colours)]
-        ax.plot(x, np.minimum(peak, bandwidth * x), color=c, lw=1,
-                label=f"{name} roof {bandwidth / 1e12:,.2f} TB/s (all instances)")
+        if bandwidth:
+            ax.plot(x, np.minimum(peak, bandwidth * x), color=c, lw=1,
+                    label=f"{name} roof {_rate(bandwidth, 'B/s')} (all instances)")
+        else:
+            ax.plot([], [], "o", color=c, label=f"{name}: no bandwidth declared, no roof")
         ax.plot([intensity], [achieved], "o", color=c, ms=8)
         ax.annotate(f"{name}: {intensity:.3g} MAC/B", (intensity, achieved), textcoords="offset points",
                     xytext=(6, -12 - 11 * i), fontsize=7, color=c)
     ax.axhline(achieved, color="grey", ls=":", lw=1,
-               label=f"this mapping {achieved / 1e12:,.1f} TMAC/s ({ev.utilization:.0%} of peak)")
+               label=f"this mapping {_rate(achieved, 'MAC/s')} ({ev.utilization:.0%} of peak)")
+    ax.set_ylim(achieved / 20, peak * 3)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("intensity (MACs per byte moved through the level)")
     ax.set_ylabel("MACs per second")
-    ax.set_title(f"{ex.workload.name} on {arch.name}: roofline (overall: {ex.overall.split(';')[0]})")
+    ax.set_title(f"{ex.workload.name} on {arch.name}: roofline\n(overall: {ex.overall.split(';')[0]})",
+                 fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -14,12 +14,16 @@ from ..spec import Arch, Compute, GpuFacts, Level
 from ..units import (Where, parse_bandwidth, parse_bytes, parse_energy, parse_frequency,
                      parse_latency)
 from ..validate import fields, name_list, name_text, positive_int, text
-from .files import read_yaml, resolve
+from .files import spec_data
 
 
-def load_arch(name_or_path) -> Arch:
-    path = resolve("archs", name_or_path)
-    return arch_from_dict(read_yaml(path), Where(str(path)))
+def load_arch(spec) -> Arch:
+    """An architecture from a preset name, a YAML file's path or the dict such a file holds
+    (`files.spec_data`); an Arch is returned as it is."""
+    if isinstance(spec, Arch):
+        return spec
+    data, name = spec_data("archs", spec)
+    return arch_from_dict(data, Where(name))
 
 
 def _mesh(data, where: Where) -> tuple[int, int]:

@@ -10,15 +10,19 @@ from ..constraints import ROLES, Constraints, LevelConstraints, Range
 from ..errors import shown
 from ..units import Where
 from ..validate import fields, name_list, name_text, positive_int, text
-from .files import read_yaml, resolve
+from .files import spec_data
 
 
-def load_constraints(name_or_path=None):
-    """A mapspace preset (or file); None gives the default constraints."""
-    if name_or_path is None:
+def load_constraints(spec=None) -> Constraints:
+    """Mapspace constraints from a preset name, a YAML file's path or the dict such a file
+    holds (`files.spec_data`); None gives the default constraints, Constraints are returned
+    as they are."""
+    if spec is None:
         return Constraints()
-    path = resolve("constraints", name_or_path)
-    return constraints_from_dict(read_yaml(path), Where(str(path)))
+    if isinstance(spec, Constraints):
+        return spec
+    data, name = spec_data("constraints", spec)
+    return constraints_from_dict(data, Where(name))
 
 
 def _range(value, where: Where):

@@ -32,8 +32,19 @@ def preset_names(kind: str) -> list[str]:
     return sorted({p.stem for d in preset_dirs(kind) for p in d.glob("*.yaml")})
 
 
+STDIN = "-"             # a spec given as `-` is read from standard input (`mapper evaluate ARCH WL -`)
+
+
+def shown_name(path: Path) -> str:
+    """How errors name a spec's source: its path, or `<stdin>`."""
+    return "<stdin>" if str(path) == STDIN else str(path)
+
+
 def resolve(kind: str, name_or_path: str | Path) -> Path:
-    """A path to an existing file, or the name of a bundled preset of this kind."""
+    """A path to an existing file, the name of a bundled preset of this kind, or `-` (standard
+    input, which `read_yaml` reads)."""
+    if str(name_or_path) == STDIN:
+        return Path(STDIN)
     try:
         path = Path(name_or_path)
         if path.is_file():
@@ -48,6 +59,19 @@ def resolve(kind: str, name_or_path: str | Path) -> Path:
     known = ", ".join(preset_names(kind)) or "none"
     raise SpecError(str(name_or_path), "", f"no such file, and no {kind[:-1]} preset of that name "
                     f"(presets: {known})")
+
+
+def spec_data(kind: str, spec) -> tuple[object, str]:
+    """What a loader reads for `spec`: a preset name or a file's path (str or Path), read
+    safely, or the dict such a file holds (checked as a file is, its errors naming
+    `<KIND dict>`). Returns (data, the name errors give it); a TypeError for anything else."""
+    if isinstance(spec, dict):
+        return spec, f"<{kind[:-1]} dict>"
+    if isinstance(spec, (str, Path)):
+        path = resolve(kind, spec)
+        return read_yaml(path), shown_name(path)
+    raise TypeError(f"expected a {kind[:-1]} preset name, a YAML file's path or a dict, got "
+                    f"{type(spec).__name__}")
 
 
 class StrictLoader(yaml.SafeLoader):
@@ -115,24 +139,37 @@ def check_shape(text: str, path: Path) -> None:
                             "followed (the limit)")
 
 
-def read_yaml(path: Path):
-    try:
+def _read_bytes(path: Path) -> bytes:
+    if str(path) == STDIN:
+        import sys
+        data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
+    else:
         if path.stat().st_size > MAX_FILE_BYTES:
-            raise SpecError(str(path), "", f"file larger than {MAX_FILE_BYTES:,} bytes (the limit "
-                            "for a spec)")
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise SpecError(str(path), "", f"cannot read file ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(str(path), "", f"not a UTF-8 text file (byte {exc.start})") from None
+            data = b"x" * (MAX_FILE_BYTES + 1)
+        else:
+            data = path.read_bytes()
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecError(shown_name(path), "", f"file larger than {MAX_FILE_BYTES:,} bytes (the limit for a spec)")
+    return data
+
+
+def read_yaml(path: Path):
+    """The YAML document of a spec file, or of standard input for `-`, read safely."""
+    name = shown_name(path)
     try:
-        check_shape(text, path)
+        text = _read_bytes(path).decode("utf-8")
+    except OSError as exc:
+        raise SpecError(name, "", f"cannot read file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(name, "", f"not a UTF-8 text file (byte {exc.start})") from None
+    try:
+        check_shape(text, Path(name))
         return yaml.load(text, Loader=StrictLoader)
     except DuplicateKey as exc:
-        raise SpecError(str(path), f"line {exc.mark.line + 1}",
+        raise SpecError(name, f"line {exc.mark.line + 1}",
                         f"key {shown(exc.key)} appears twice in one mapping (YAML would keep the "
                         "last silently)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}" if mark else ""
-        raise SpecError(str(path), line, f"invalid YAML ({getattr(exc, 'problem', None) or exc})") from None
+        raise SpecError(name, line, f"invalid YAML ({getattr(exc, 'problem', None) or exc})") from None

@@ -18,13 +18,21 @@ from ..mapping import AXES, LevelMapping, Mapping
 from ..spec import Arch, Level, Workload
 from ..units import Where
 from ..validate import fields, name_list, positive_int
-from .files import read_yaml, resolve
+from .files import spec_data
 
 
-def load_mapping(name_or_path, arch: Arch, workload: Workload) -> Mapping:
-    """Read a mapping file and check it against the arch and workload, capacity included."""
-    path = resolve("mappings", name_or_path)
-    return mapping_from_checked_dict(read_yaml(path), arch, workload, Where(str(path)))
+def load_mapping(spec, arch: Arch, workload: Workload) -> Mapping:
+    """A mapping from a preset name, a YAML file's path or the dict (or list) such a file
+    holds, checked against the arch and workload, capacity included; a Mapping is checked the
+    same way and returned."""
+    if isinstance(spec, Mapping):
+        check_keeps(arch, workload)
+        check_fits(spec, arch, workload, Where("<Mapping>"))
+        return spec
+    if isinstance(spec, list):          # a mapping file may be the list of levels alone
+        spec = {"mapping": spec}
+    data, name = spec_data("mappings", spec)
+    return mapping_from_checked_dict(data, arch, workload, Where(name))
 
 
 def mapping_from_checked_dict(data, arch: Arch, workload: Workload, where: Where) -> Mapping:

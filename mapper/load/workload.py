@@ -15,15 +15,18 @@ from ..limits import MAX_COEFFICIENT, MAX_DIMS, MAX_MACS, MAX_TENSORS
 from ..spec import Tensor, Workload
 from ..units import Where, parse_dtype_bits
 from ..validate import fields, name_text, positive_int, text
-from .files import read_yaml, resolve
+from .files import spec_data
 
 
-def load_workload(name_or_path) -> Workload:
-    path = resolve("workloads", name_or_path)
-    data = read_yaml(path)
+def load_workload(spec) -> Workload:
+    """A workload from a preset name, a YAML file's path or the dict such a file holds
+    (`files.spec_data`); a Workload is returned as it is."""
+    if isinstance(spec, Workload):
+        return spec
+    data, name = spec_data("workloads", spec)
     if isinstance(data, dict) and "ops" in data and "einsum" not in data:
-        raise Where(str(path)).error("an op graph (`ops:`), not one einsum: `mapper fuse` reads it")
-    return workload_from_dict(data, Where(str(path)))
+        raise Where(name).error("an op graph (`ops:`), not one einsum: `mapper fuse` reads it")
+    return workload_from_dict(data, Where(name))
 
 
 def workload_from_dict(data, where: Where) -> Workload:

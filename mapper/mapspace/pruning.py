@@ -99,8 +99,11 @@ class PruningMixin:
         return self.fragment_mask(factors) & self.fanout_mask(factors)
 
     def valid_mask(self, table: MappingTable) -> np.ndarray:
-        """Fragments, fanout, capacity and occupancy hold (per-dim constraints hold by construction)."""
-        ok = self.coupled_mask(table.factors)
+        """Fragments, fanout, capacity and occupancy hold, and every level's loops have an order
+        the constraints allow (per-dim constraints hold by construction; a mapspace may forbid
+        every order of some loop sets, which the search tree, choosing the innermost order
+        after the factors, and sampling meet only here)."""
+        ok = self.coupled_mask(table.factors) & self.orders_allowed(table.factors)
         words = self.tile_words(table.factors)
         footprint = []
         for lv, level in enumerate(self.arch.levels):
@@ -110,6 +113,16 @@ class PruningMixin:
         if self.gpu_levels is not None and self.constraints.min_occupancy > 1:
             smem_lv, rf_lv = self.gpu_levels
             ok &= self.blocks_per_sm(footprint[smem_lv], footprint[rf_lv]) >= self.constraints.min_occupancy
+        return ok
+
+    def orders_allowed(self, factors: np.ndarray) -> np.ndarray:
+        """Per row, whether each level's set of non-unit temporal loops has an order class its
+        constraints allow (every row, where no level's constraints leave a set without one)."""
+        ok = np.ones(factors.shape[-1], bool)
+        for lv, counts in enumerate(self._order_counts_constrained):
+            if not counts.all():
+                masks = ((factors[lv, TEMPORAL] > 1) * (1 << np.arange(self.n_dims))[:, None]).sum(axis=0)
+                ok &= counts[masks] > 0
         return ok
 
     # ------------------------------------------------------------------ why nothing fits
@@ -132,6 +145,8 @@ class PruningMixin:
         if step in ("constraints", "divisibility"):
             key = "constraints" if step == "constraints" else "divisibility"
             empty = [names[d] for d, t in enumerate(self._tables[key]) if len(t) == 0]
+            if step == "constraints" and not empty:
+                return self._why_no_order()
             if step == "constraints":
                 return (f"No factorisation of dim(s) {', '.join(empty)} meets the bounds of mapspace "
                         f"'{self.constraints.name}': widen its temporal/spatial/tile ranges.")
@@ -154,6 +169,21 @@ class PruningMixin:
         blocks = self.blocks_per_sm(np.array([self.smallest_footprint(smem)]), np.array([self.smallest_footprint(rf)]))[0]
         return (f"At most {blocks:.0f} blocks fit per SM with the smallest tiles, below min_occupancy "
                 f"{self.constraints.min_occupancy}: lower min_occupancy or the stages.")
+
+    def _why_no_order(self) -> str:
+        """The levels whose order constraints allow no order of any set of loops, with the
+        mapspace file and key that say so."""
+        names = self.arch.level_names
+        blocked = [lv for lv, counts in enumerate(self._order_counts_constrained) if not counts.any()]
+        parts = []
+        for lv in blocked:
+            lc = self.level_constraints[lv]
+            key = next((k for k, c in self.constraints.levels if c is lc), names[lv])
+            parts.append(f"{self.constraints.file or 'mapspace ' + self.constraints.name}: levels.{key}: "
+                         f"its order constraints (order, innermost_order, stationary, forbid) allow no loop "
+                         f"order at level {names[lv]}, not even for a level without loops")
+        return ("; ".join(parts) or "No combination of the levels' loop orders meets the mapspace's order "
+                "constraints") + ": forbid fewer orders."
 
     def _why_not_aligned(self, empty: list[str]) -> str:
         """Why no innermost tile is a multiple of the native op shape: the dims alone in a role

@@ -58,7 +58,9 @@ class SamplingMixin:
             if stop is not None and stop():
                 return
             factors = self._factors(index)
-            factors = along_last(factors, self.coupled_mask(factors))
+            # rows whose loops some level's order constraints leave no order expand to nothing:
+            # dropped before their groups of order classes are built (one each, in Python)
+            factors = along_last(factors, self.coupled_mask(factors) & self.orders_allowed(factors))
             if factors.shape[-1]:
                 table = self.expand(factors)
                 if len(table):
@@ -69,6 +71,8 @@ class SamplingMixin:
         a uniform order class, keep set and stage count. Rows that break a coupled constraint
         (fanout, capacity, occupancy) are dropped, not redrawn."""
         factors = self._sample_factors(count, rng)
+        factors = along_last(factors, self.orders_allowed(factors))     # loops with no allowed order: not drawn
+        count = factors.shape[-1]
         keep_idx = [rng.integers(0, len(c.keeps), size=count) for c in self.choices]
         stage_idx = [rng.integers(0, len(c.stages), size=count) for c in self.choices]
         table = self._build(factors, keep_idx, stage_idx, rng)

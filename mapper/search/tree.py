@@ -302,7 +302,12 @@ class LevelTree:
             masks = ((factors[k, TEMPORAL] > 1) * (1 << np.arange(self.n_dims))[:, None]).sum(axis=0)
             for m in np.unique(masks):
                 rows = np.flatnonzero(masks == m)
-                order[k][:, rows] = self._orders(k, int(m), True)[0][:, None]
+                allowed = self._orders(k, int(m), True)
+                # a mapspace may forbid every order of these loops at level k (its constraints
+                # allow them only once some move deeper): this row stands for its children
+                # and is priced, never offered, so it keeps the natural order
+                if len(allowed):
+                    order[k][:, rows] = allowed[0][:, None]
         stages = np.ones((self.n_levels, n), np.int64)
         stages[:k + 1] = nodes.stages[:k + 1]
         keep = np.zeros((self.n_levels, len(self.space.workload.tensors), n), bool)

@@ -43,6 +43,8 @@ def add_commands(sub) -> None:
     sw.add_argument("--no-warm-start", action="store_true", help="joint points start cold")
     sw.add_argument("--retry-failed", action="store_true", help="search failed and timed-out points again")
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.add_argument("--keep-going", action="store_true",
+                    help="exit with status 0 even when points found no mapping (default: status 1)")
     sw.set_defaults(run=sweep_command)
     rs = sub.add_parser("results", help="list or export the results store")
     rs.add_argument("--db", default=DEFAULT_DB, help=f"results store (default {DEFAULT_DB})")
@@ -114,7 +116,7 @@ def _apply_flags(spec, args):
 
 def sweep_command(args) -> int:
     from .points import expand_points
-    from .report import sweep_text
+    from .report import failed_rows, sweep_text
     from .runner import run_points
     spec = build_spec(args)
     points = expand_points(spec)
@@ -132,6 +134,11 @@ def sweep_command(args) -> int:
         written, skipped = export_timeloop(points, rows, Path(args.export_timeloop))
         print(f"\nTimeloop mappings: {len(written)} file(s) in {args.export_timeloop}"
               + "".join(f"\n  {line}" for line in skipped))
+    failed = failed_rows(run, rows)
+    if failed and not args.keep_going:
+        print(f"mapper: {len(failed)} sweep point(s) found no mapping (the report lists them; "
+              "--keep-going exits with status 0)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -45,12 +45,30 @@ def sections(run: SweepRun, rows: dict[str, dict]):
     return out, meta
 
 
+def failed_rows(run: SweepRun, rows: dict[str, dict]) -> list[dict]:
+    """The sweep's points without a mapping (infeasible, timed out, invalid, failed), searched
+    now or found so in the store, once each, in the sweep's order."""
+    keys = dict.fromkeys(p.key for p in run.points)
+    return [rows[k] for k in keys if k in rows and rows[k]["status"] != "ok"]
+
+
+def failed_line(failed: list[dict], unique: int) -> str:
+    """The report's first line when points failed: how many, and why (by status)."""
+    by_status = {}
+    for row in failed:
+        by_status[row["status"]] = by_status.get(row["status"], 0) + 1
+    why = ", ".join(f"{n} {status}" for status, n in by_status.items())
+    return (f"FAILED: {len(failed)} of {unique} searches found no mapping ({why}); "
+            "they are listed under 'points without a mapping' below")
+
+
 def sweep_text(run: SweepRun, rows: dict[str, dict], db: str) -> str:
     strategies = list(dict.fromkeys(p.strategy for p in run.points))
     unique = len({p.key for p in run.points})
     head = (f"{len(run.points)} points ({unique} distinct searches): {len(run.computed)} searched in "
             f"{run.seconds:.1f} s on {run.where}, {run.skipped} already in {db}, {run.failures} failed")
-    parts = [head]
+    failed = failed_rows(run, rows)
+    parts = [failed_line(failed, unique) + "\n" + head] if failed else [head]
     grouped, meta = sections(run, rows)
     for (arch, mapspace, objective, expansion), subjects in grouped.items():
         title = f"{expansion or 'workloads'} on {arch}, mapspace {mapspace}, objective {objective}"
@@ -58,10 +76,9 @@ def sweep_text(run: SweepRun, rows: dict[str, dict], db: str) -> str:
                                                    (arch, mapspace, objective, expansion), bool(expansion)))
         if expansion:
             parts.append(_model_totals(subjects, strategies, meta, (arch, mapspace, objective, expansion)))
-    failures = [row for row in run.computed if row["status"] != "ok"]
-    if failures:
+    if failed:
         parts.append("points without a mapping:\n" + "\n".join(
-            f"  {row['slot']}: {row['status']}: {row['reason']}" for row in failures))
+            f"  {row['slot']}: {row['status']}: {row['reason']}" for row in failed))
     warm = warm_text(run.computed)
     if warm:
         parts.append(warm)

@@ -24,6 +24,7 @@ from .execute import Task, run_task
 from .points import Point
 from .store import Store
 
+CONNECT_SECONDS = 10      # a Dask scheduler that has not answered by then is unreachable
 NEIGHBOURS = 3            # other shapes' mappings handed to a joint point (besides its own shape's)
 REDO = ("failed", "timeout")      # statuses `retry_failed` searches again
 
@@ -66,8 +67,11 @@ class _Processes:
     def __init__(self, jobs: int):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
-        # spawn: no forking of a parent that holds threads (tqdm) and an open SQLite handle
-        self.pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        from ..lifetime import die_with_parent
+        # spawn: no forking of a parent that holds threads (tqdm) and an open SQLite handle;
+        # each worker dies with this process, even when it is killed with SIGKILL
+        self.pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=die_with_parent, initargs=(os.getpid(),))
         self.slots = jobs
         self.where = f"{jobs} local processes"
 
@@ -90,7 +94,12 @@ class _Dask:
         except ImportError:
             from ..errors import MapperError
             raise MapperError("--scheduler needs dask.distributed: pip install 'mapper[dist]'") from None
-        self.client = Client(scheduler)
+        try:
+            self.client = Client(scheduler, timeout=f"{CONNECT_SECONDS}s")
+        except (OSError, ValueError, TypeError) as exc:     # unreachable (a timeout is an OSError), or no address
+            from ..errors import MapperError
+            raise MapperError(f"--scheduler {scheduler}: cannot reach the Dask scheduler within "
+                              f"{CONNECT_SECONDS} s ({type(exc).__name__}: {exc})") from None
         threads = sum(self.client.nthreads().values())
         self.slots = max(1, threads)
         self.where = f"Dask cluster {self.client.scheduler.address} ({threads} worker threads)"
@@ -105,6 +114,11 @@ class _Dask:
 
     def close(self):
         self.client.close()
+
+
+def _is_terminal(stream) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def default_jobs() -> int:
@@ -129,8 +143,9 @@ def run_points(points: list[Point], store: Store, jobs: int | None = None, sched
     run.workers, run.where = executor.slots, executor.where
     neighbours = _Neighbours(store) if warm_start else None
     from tqdm import tqdm
-    bar = tqdm(total=len(todo), desc="sweep", unit=" points", file=sys.stderr, disable=not progress,
-               dynamic_ncols=True)
+    # on a terminal only: a log or a pipe that captures stderr would keep every redraw
+    bar = tqdm(total=len(todo), desc="sweep", unit=" points", file=sys.stderr, dynamic_ncols=True,
+               disable=not progress or not _is_terminal(sys.stderr))
     pending: set = set()
     queue = list(todo)
     # a joint point waits (while other work is ready) for the other strategies' points of its

@@ -226,8 +226,13 @@ METRICS = MappingProxyType({("delay", "energy"): "delay,energy", ("edp",): "edp"
 def mapper_objective(body, where: Where, notes: list[str]) -> str | None:
     """The objective Timeloop's mapper settings ask for; the search settings (algorithm,
     timeout, threads, ...) are this tool's own and are noted as not read."""
-    key = next((k for k in ("optimization-metrics", "optimization_metrics", "optimization-metric")
-                if k in body), None)
+    # every spelling Timeloop's files use (exercise 05's mapper file: `optimization_metric`):
+    # one not recognised would be noted as not read while the user believes it was honoured
+    spellings = [k for k in ("optimization-metrics", "optimization_metrics", "optimization-metric",
+                             "optimization_metric") if k in body]
+    if len(spellings) > 1:
+        raise (where / spellings[1]).error(f"given twice (also as {spellings[0]}): keep one")
+    key = spellings[0] if spellings else None
     others = sorted(str(k) for k in body if k != key)
     if others:
         notes.append(f"{where.file}: mapper settings not read (this tool's search has its own): "

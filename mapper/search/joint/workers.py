@@ -8,6 +8,7 @@ import os
 import signal
 from dataclasses import replace
 
+from ...lifetime import die_with_parent
 from ..events import Event, FromWorker, InParallel, WorkerFailed
 from .parallel import Claims, SharedKey
 from .walk import Walk
@@ -32,8 +33,8 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
     previous = signal.signal(signal.SIGUSR1, lambda signum, frame: setup.context.interrupt())
     for worker in range(1, workers):
         receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=_child, args=(setup_of(worker), incumbent, job, shared, events, send),
-                                daemon=True)
+        child = context.Process(target=_child, args=(setup_of(worker), incumbent, job, shared, events, send,
+                                                     os.getpid()), daemon=True)
         child.start()
         send.close()
         children.append((worker, child, receive))
@@ -72,8 +73,10 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
     return complete, walk.open_bounds
 
 
-def _child(setup, incumbent, job, shared, events, send) -> None:
-    """A worker: its own walk of the shared tree, its best mapping and what it priced sent back."""
+def _child(setup, incumbent, job, shared, events, send, parent_pid: int) -> None:
+    """A worker: its own walk of the shared tree, its best mapping and what it priced sent back.
+    It dies with the parent (a SIGKILL of the parent leaves no worker behind)."""
+    die_with_parent(parent_pid)
     context = setup.context
     # a first Ctrl-C (sent to the whole process group) winds this worker down as it does the
     # parent; the second aborts, as the parent does; the parent alone says so

@@ -1,0 +1,77 @@
+"""The Python API's two entry points that run work: `run_search` (one search, with a time
+limit or an evaluation budget) and `run_sweep` (a grid of searches into a results store,
+read back as rows). Both take what the loaders take (preset names, file paths, dicts, or
+spec objects), so a script needs nothing but `import mapper`; docs/API.md shows them at work.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .load import load_arch, load_constraints, load_workload
+from .mapspace import Mapspace
+from .units import Where
+
+
+def run_search(arch, workload, mapspace=None, *, strategy: str = "joint", objective: str = "edp",
+               time_limit: float | None = 60.0, max_evaluations: int | None = None, **options):
+    """The best mapping of `workload` on `arch` the strategy finds within its budget: a
+    `SearchResult` (`.mapping`, `.evaluation`, `.score`, `.optimal`, `.gap`, `.notes`).
+
+    `time_limit` (seconds of wall clock; None: none) or `max_evaluations` (mappings priced:
+    a reproducible budget, which then replaces the time limit) bound it; `options` are the
+    strategy's own (`seed`, `samples`, `cpsat_seconds`, `incumbents`, ...: `strategy_options`).
+    A spec error raises `SpecError`, an empty space `InfeasibleError`."""
+    from .search import SearchContext, make_strategy, parse_objective
+    context = SearchContext.for_command(time_limit, max_evaluations)
+    space = Mapspace(load_arch(arch), load_workload(workload), load_constraints(mapspace))
+    space.stop = context.stopped
+    chosen = make_strategy(strategy, options, where="run_search")
+    return chosen.run(space, parse_objective(objective, space.arch), context)
+
+
+@dataclass
+class SweepResults:
+    """What `run_sweep` did (`run`: points searched now, skipped, seconds, failures) and every
+    point's row as the results store holds it (`rows`: dicts with `arch`, `workload`, `sizes`,
+    `strategy`, `objective`, `status`, `score`, `optimal`, `mapping`, ...; `mapper results`
+    lists the same)."""
+    run: object
+    rows: list[dict]
+
+    @property
+    def failed(self) -> list[dict]:
+        return [row for row in self.rows if row["status"] != "ok"]
+
+
+def load_sweep(spec):
+    """A sweep (`SweepSpec`) from a sweep file's path or the dict such a file holds (its
+    archs, mapspaces and workloads by preset name or path, a file's relative to it)."""
+    from .sweep.spec import SweepSpec, load_sweep as load_sweep_file, sweep_from_dict
+    if isinstance(spec, SweepSpec):
+        return spec
+    if isinstance(spec, dict):
+        return sweep_from_dict(spec, Where("<sweep dict>"))
+    if isinstance(spec, (str, Path)):
+        return load_sweep_file(str(spec))
+    raise TypeError(f"expected a sweep file's path or a dict, got {type(spec).__name__}")
+
+
+def run_sweep(sweep, db="mapper-results.sqlite", *, jobs: int | None = 1, time_limit: float | None = None,
+              scheduler=None, progress: bool = False, retry_failed: bool = False) -> SweepResults:
+    """Search every point of `sweep` (`load_sweep` takes it) not yet in the store `db`, on
+    `jobs` local processes (1: in this process) or a Dask `scheduler`; `time_limit` per point
+    overrides the sweep's. Points already stored are skipped (a sweep resumes)."""
+    from .sweep.points import expand_points
+    from .sweep.runner import run_points
+    from .sweep.store import Store
+    spec = load_sweep(sweep)
+    if time_limit is not None:
+        spec = replace(spec, settings=replace(spec.settings, time_limit=float(time_limit)))
+    points = expand_points(spec)
+    with Store(db) as store:
+        run = run_points(points, store, jobs=jobs, scheduler=scheduler, warm_start=spec.warm_start,
+                         progress=progress, retry_failed=retry_failed)
+        stored = {row["key"]: row for row in store.rows({p.key for p in points})}
+    rows = [stored[key] for key in dict.fromkeys(p.key for p in points) if key in stored]
+    return SweepResults(run, rows)
