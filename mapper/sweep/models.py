@@ -6,6 +6,9 @@ The layers form a graph (networkx: each layer after the ones it reads from), whi
 order of reports and plots and must be acyclic. Layers with the same einsum, sizes and element
 types are one *group*: it is searched once and counted with the sum of their multiplicities,
 so a model's totals are the weighted sums over its groups.
+
+A model may also hold `chains` (`sweep.chains`): its layers again with their non-GEMM ops as op
+graphs, expanded with the same names; each chain must count as the layers it stands for.
 """
 from __future__ import annotations
 
