@@ -4,7 +4,6 @@ nothing is altered silently. MLIR is applied by `iree-opt` (the `test` extra) wh
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
