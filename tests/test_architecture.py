@@ -30,7 +30,7 @@ LAYERS = [
     ["mapper.mapping", "mapper.rescale", "mapper.random_mappings"],
     ["mapper.bind", "mapper.load", "mapper.timeloop"],
     ["mapper.cost"],
-    ["mapper.emit.common"], ["mapper.emit.triton", "mapper.emit.cutlass", "mapper.emit.mlir"],
+    ["mapper.emit.common"], ["mapper.emit.triton", "mapper.emit.cutlass", "mapper.emit.mlir", "mapper.emit.chain"],
     ["mapper.emit.from_config"],
     ["mapper.mapspace"],
     # the search, in the order of search/__init__.py's docstring
@@ -49,7 +49,7 @@ LAYERS = [
     ["mapper.report", "mapper.compare", "mapper.explain"],
     ["mapper.fusion"],
     ["mapper.inputs"],
-    ["mapper.emit.command", "mapper.emit"],
+    ["mapper.emit.command", "mapper.emit.chain_command", "mapper.emit"],
     ["mapper.sweep"],
     ["mapper.api", "mapper.cli", "mapper.__main__", "mapper"],
 ]

@@ -45,7 +45,8 @@ def add_command(sub) -> None:
     em = sub.add_parser("emit", help="the mapping as a Triton config or kernel, CUTLASS shapes or an MLIR "
                                      "transform-dialect script")
     em.add_argument("arch", help="architecture YAML file or preset name")
-    em.add_argument("workload", help="workload YAML file or preset name")
+    em.add_argument("workload", help="workload YAML file or preset name; an op graph (`ops:`) emits each "
+                                     "fused group of `mapper fuse` with its epilogue")
     em.add_argument("mapping", nargs="?", default=None,
                     help="mapping YAML file or preset (default: the joint search's best)")
     em.add_argument("--to", required=True, choices=BACKENDS, help="the backend")
@@ -55,6 +56,8 @@ def add_command(sub) -> None:
     em.add_argument("--kernel", action="store_true", help="triton: a complete matmul kernel, not just its config")
     em.add_argument("--epilogue", action="append", default=[], metavar="OP",
                     help="fused elementwise epilogue, applied in order (repeatable): bias, gelu, silu, relu")
+    em.add_argument("--fused", default=None, metavar="JSON",
+                    help="op graph: the groups of this `mapper fuse --json` output (default: run the fusion study)")
     em.add_argument("--mapspace", default=None, help="mapspace of the search (default: default)")
     em.add_argument("--objective", default="edp", help="objective of the search and of --top (default edp)")
     em.add_argument("--time-limit", type=flags.seconds, default=TIME_LIMIT_DEFAULT,
@@ -66,7 +69,35 @@ def run_emit(args) -> int:
     epilogue = epilogue_names(args.epilogue)
     if (args.top > 1 or args.kernel) and args.to != "triton":
         raise EmitError("--top and --kernel are for --to triton")
-    arch, workload, mapping, found_by = _inputs(args)
+    if _is_opgraph(args.workload):
+        from .chain_command import emit_chain
+        text, notes = emit_chain(args, _emit_text)
+    else:
+        if args.fused:
+            raise EmitError("--fused is for an op-graph workload (`ops:`)")
+        arch, workload, mapping, found_by = _inputs(args)
+        text, notes = _emit_text(args, arch, workload, mapping, epilogue)
+        header = {"triton": "#", "cutlass": "//", "mlir": "//"}[args.to]
+        text = f"{header} {found_by}\n{text}"
+    for note in notes:
+        print(f"mapper: note: {note}", file=sys.stderr)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _is_opgraph(name: str) -> bool:
+    from ..load import is_opgraph, resolve
+    try:
+        return is_opgraph(read_yaml(resolve("workloads", name)))
+    except SpecError:               # reported by the loader the plain path uses
+        return False
+
+
+def _emit_text(args, arch, workload, mapping, epilogue) -> tuple[str, list[str]]:
+    """One mapping in the backend's form, and the lines on what the backend changed."""
     notes = []
     if args.to == "mlir":
         text, plan = mlir_text(arch, workload, mapping, epilogue)
@@ -79,15 +110,7 @@ def run_emit(args) -> int:
         else:
             text, triton_notes = _triton(args, arch, workload, view, epilogue)
             notes += triton_notes
-    header = {"triton": "#", "cutlass": "//", "mlir": "//"}[args.to]
-    text = f"{header} {found_by}\n{text}"
-    for note in notes:
-        print(f"mapper: note: {note}", file=sys.stderr)
-    if args.output:
-        Path(args.output).write_text(text)
-    else:
-        sys.stdout.write(text)
-    return 0
+    return text, notes
 
 
 def _inputs(args):

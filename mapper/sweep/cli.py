@@ -24,6 +24,9 @@ def add_commands(sub) -> None:
     sw.add_argument("--phase", help="model phase(s), comma-separated (e.g. prefill, decode)")
     sw.add_argument("--seq", help="model input: sequence length(s) (value, list or range)")
     sw.add_argument("--batch", help="model input: batch size(s) (value, list or range)")
+    sw.add_argument("--fuse", action="store_true",
+                    help="also each model's chains (its layers with their norms, activations, residuals, softmax) "
+                         "as fusion studies: fused against unfused totals per chain and per model")
     sw.add_argument("--workload", action="append", help="a workload preset or file; repeatable")
     sw.add_argument("--strategy", default=None, help="comma-separated strategies (default greedy,joint)")
     sw.add_argument("--objective", default=None, help="comma-separated objectives (default edp)")
@@ -60,14 +63,15 @@ def _split(text: str | None) -> list[str] | None:
 
 def build_spec(args):
     from ..load import load_arch
-    from .spec import SweepSpec, _load, gemm_subjects, load_sweep, model_subjects, workload_entry
+    from .spec import SweepSpec, _load, gemm_subjects, load_sweep, model_chains, model_subjects, workload_entry
     flag_mode = bool(args.gemm or args.model or args.workload)
     if not flag_mode:
-        if args.phase or args.seq or args.batch:
-            raise SpecError("--phase/--seq/--batch", "", "apply to --model; give --model NAME")
+        if args.phase or args.seq or args.batch or args.fuse:
+            raise SpecError("--phase/--seq/--batch/--fuse", "", "apply to --model; give --model NAME "
+                            "(in a sweep file: `fuse: true`)")
         spec = load_sweep(args.target)
     else:
-        subjects = []
+        subjects, chains = [], []
         for grid in args.gemm or []:
             subjects += gemm_subjects(grid)
         for name in args.workload or []:
@@ -80,11 +84,14 @@ def build_spec(args):
                 if getattr(args, key):
                     entry[key] = getattr(args, key)
             subjects += model_subjects(entry, Where(f"--model {name}"))
+            chains += model_chains(entry, Where(f"--model {name}")) if args.fuse else []
+        if args.fuse and not chains:
+            raise SpecError("--fuse", "", "no --model with chains to fuse (see `chains:` in models/*.yaml)")
         if not subjects:
             raise SpecError("mapper sweep", "", "nothing to search")
         archs = tuple(_load(load_arch, name, Where("mapper sweep") / "ARCH") for name in _split(args.target))
         spec = SweepSpec(name="sweep", archs=archs, mapspaces=(), strategies=("greedy", "joint"),
-                         objectives=("edp",), subjects=tuple(subjects))
+                         objectives=("edp",), subjects=tuple(subjects), chains=tuple(chains))
     return _apply_flags(spec, args)
 
 
@@ -124,7 +131,8 @@ def sweep_command(args) -> int:
         run = run_points(points, store, jobs=args.jobs, scheduler=args.scheduler, warm_start=spec.warm_start,
                          progress=not args.quiet, retry_failed=args.retry_failed)
         rows = {row["key"]: row for row in store.rows({p.key for p in points})}
-    print(sweep_text(run, rows, args.db))
+        fused = _run_chains(spec, store, args) if spec.chains else ""
+    print(sweep_text(run, rows, args.db) + fused)
     if args.plot:
         from .plots import write_plots
         written = write_plots(points, rows, Path(args.plot))
@@ -140,6 +148,24 @@ def sweep_command(args) -> int:
               "--keep-going exits with status 0)", file=sys.stderr)
         return 1
     return 0
+
+
+def _run_chains(spec, store, args) -> str:
+    """`--fuse`: the chain points (after the layer points) and their report."""
+    import time
+    from .fused import chain_points, run_chain_points
+    from .fused_report import fused_text
+    from .points import expand_points
+    started = time.perf_counter()
+    cps = chain_points(spec)
+    computed, skipped = run_chain_points(cps, store, args.retry_failed)
+    chain_rows = {row["key"]: row for row in store.rows({p.key for p in cps})}
+    layer_points = expand_points(spec)
+    rows = {row["key"]: row for row in store.rows({p.key for p in layer_points})}
+    head = (f"\n\n{len(cps)} chain point(s) (fusion studies): {len(computed)} studied in "
+            f"{time.perf_counter() - started:.1f} s, {skipped} already in {args.db}, "
+            f"{sum(r['status'] != 'ok' for r in computed)} failed\n\n")
+    return head + fused_text(cps, chain_rows, layer_points, rows)
 
 
 SCALARS = tuple(n for n in NAMES if n not in ("sizes", "mapping", "tiles", "cost", "notes", "settings",

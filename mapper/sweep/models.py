@@ -6,53 +6,21 @@ The layers form a graph (networkx: each layer after the ones it reads from), whi
 order of reports and plots and must be acyclic. Layers with the same einsum, sizes and element
 types are one *group*: it is searched once and counted with the sum of their multiplicities,
 so a model's totals are the weighted sums over its groups.
+
+A model may also hold `chains` (`sweep.chains`): its layers again with their non-GEMM ops as op
+graphs, expanded with the same names; each chain must count as the layers it stands for.
 """
 from __future__ import annotations
 
-import ast
-import operator
 from dataclasses import dataclass
-from types import MappingProxyType
 
 import networkx as nx
 
 from ..load import fields, read_yaml, resolve, text, workload_from_dict
 from ..spec import Workload
 from ..units import Where
-
-_OPS = MappingProxyType({ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-                         ast.FloorDiv: operator.floordiv})
-_NAME = "a name of letters, digits, '_' and '-'"
-
-
-def integer_expr(raw, env: dict[str, int], where: Where) -> int:
-    """A positive integer from an int or an expression of +, -, *, // over names in `env`."""
-    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
-        raise where.error(f"expected an integer or an expression such as '3 * hidden', got {raw!r}")
-    if isinstance(raw, int):
-        value = raw
-    else:
-        try:
-            tree = ast.parse(raw, mode="eval")
-        except SyntaxError:
-            raise where.error(f"expected an expression such as '3 * hidden', got {raw!r}") from None
-        value = _eval(tree.body, env, where, raw)
-    if value <= 0:
-        raise where.error(f"{raw!r} evaluates to {value}; expected a positive integer")
-    return value
-
-
-def _eval(node, env, where, raw) -> int:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.Name):
-        if node.id not in env:
-            raise where.error(f"{raw!r}: unknown name {node.id!r} (known: {', '.join(sorted(env))})")
-        return env[node.id]
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        return _OPS[type(node.op)](_eval(node.left, env, where, raw), _eval(node.right, env, where, raw))
-    raise where.error(f"{raw!r}: only integers, names and + - * // are allowed")
-
+from .chains import Chain, ChainGroup, chains_from_list, expand_chain
+from .expr import integer_expr
 
 @dataclass(frozen=True)
 class Layer:
@@ -78,6 +46,7 @@ class Model:
     output_dtype: str | None
     layers: tuple[Layer, ...]
     where: Where
+    chains: tuple[Chain, ...] = ()               # the layers again with their non-GEMM ops (`--fuse`)
 
     @property
     def phase_names(self) -> tuple[str, ...]:
@@ -119,6 +88,7 @@ class Expansion:
     phase: str
     inputs: tuple[tuple[str, int], ...]
     groups: tuple[Group, ...]                    # in dataflow order of their first layer
+    chains: tuple[ChainGroup, ...] = ()          # in file order
 
     @property
     def label(self) -> str:
@@ -141,7 +111,7 @@ def _int_map(raw, where: Where) -> tuple[tuple[str, int], ...]:
 
 def model_from_dict(data, where: Where) -> Model:
     fields(data, where, ("name", "layers"), ("description", "source", "params", "inputs", "phases",
-                                              "dtype", "output_dtype"))
+                                              "dtype", "output_dtype", "chains"))
     params, inputs = _int_map(data.get("params"), where / "params"), _int_map(data.get("inputs"), where / "inputs")
     clash = set(dict(params)) & set(dict(inputs))
     if clash:
@@ -182,7 +152,8 @@ def model_from_dict(data, where: Where) -> Model:
                   params=params, inputs=inputs, phases=tuple(phases),
                   dtype=text(data.get("dtype", "bf16"), where / "dtype"),
                   output_dtype=None if data.get("output_dtype") is None else text(data["output_dtype"], where / "output_dtype"),
-                  layers=tuple(layers), where=where)
+                  layers=tuple(layers), where=where,
+                  chains=chains_from_list(data.get("chains"), where / "chains", seen))
     model.graph()                     # unknown `after` names and cycles fail here, at load time
     for phase in model.phase_names:   # and so does every size, with the default inputs
         expand(model, phase, {})
@@ -209,10 +180,12 @@ def expand(model: Model, phase: str | None, inputs: dict[str, int], where: Where
         env[name] = integer_expr(expr, env, model.where / "phases" / phase / name)
     prefix = Expansion(model.name, phase, tuple(values.items()), ()).label
     groups: dict[tuple, list] = {}
+    counts: dict[str, int] = {}
     for name in model.layer_order():
         layer = next(lay for lay in model.layers if lay.name == name)
         sizes = {dim: integer_expr(expr, env, layer.where / "sizes" / dim) for dim, expr in layer.sizes}
         count = integer_expr(layer.count, env, layer.where / "count")
+        counts[name] = count
         output = layer.einsum.split("[", 1)[0].strip()
         dtypes = {**({output: model.output_dtype} if model.output_dtype else {}), **dict(layer.dtypes)}
         spec = {"name": f"{prefix}-{name}", "einsum": layer.einsum, "sizes": sizes,
@@ -229,5 +202,11 @@ def expand(model: Model, phase: str | None, inputs: dict[str, int], where: Where
             from dataclasses import replace
             workload = replace(workload, name=f"{prefix}-{'+'.join(names)}")
         out.append(Group(workload, names, sum(c for _, c, _ in members)))
-    return Expansion(model.name, phase, tuple(values.items()), tuple(out))
+    chains = tuple(expand_chain(chain, env, prefix, model.dtype) for chain in model.chains)
+    for chain, group in zip(model.chains, chains):
+        for name in chain.layers:       # a chain stands for its layers: it must count as they do
+            if counts[name] != group.count:
+                raise (chain.where / "count").error(
+                    f"chain {chain.name} counts {group.count} but its layer {name} counts {counts[name]}")
+    return Expansion(model.name, phase, tuple(values.items()), tuple(out), chains)
 

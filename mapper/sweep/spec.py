@@ -16,6 +16,7 @@ workloads:
   - model: llama-7b              # the layers of a model preset
     phase: prefill
     seq: 2048                    # the model's inputs: a value, a list or a range
+fuse: false                      # optional: also each model's chains, fused and unfused (`--fuse`)
 ```
 
 Validated like every other spec: an error names the file and the key path. Files named in a
@@ -33,6 +34,7 @@ from ..search import STRATEGIES
 from ..spec import Arch, Workload
 from ..units import Where
 from .grid import combinations, parse_dim_grid, size_values
+from .chains import ChainGroup
 from .models import expand, load_model
 
 DEFAULT_TIME_LIMIT = 10.0
@@ -78,6 +80,13 @@ class Subject:
 
 
 @dataclass(frozen=True)
+class ChainSubject:
+    """A model chain of one expansion (`--fuse`): one fusion study, counted `layer.count` times."""
+    chain: ChainGroup
+    layer: LayerOf
+
+
+@dataclass(frozen=True)
 class SweepSpec:
     name: str
     archs: tuple[Arch, ...]
@@ -87,6 +96,7 @@ class SweepSpec:
     subjects: tuple[Subject, ...]
     settings: Settings = field(default_factory=Settings)
     warm_start: bool = True
+    chains: tuple[ChainSubject, ...] = ()         # `fuse: true`: every model entry's chains
 
 
 def _names(raw, where: Where, default=None) -> list:
@@ -146,7 +156,7 @@ def load_sweep(path_str: str) -> SweepSpec:
 def sweep_from_dict(data, where: Where, base: Path | None = None) -> SweepSpec:
     fields(data, where, ("archs", "workloads"), ("name", "description", "mapspaces", "strategies",
                                                  "objectives", "time_limit", "seed", "samples",
-                                                 "cpsat_seconds", "warm_start"))
+                                                 "cpsat_seconds", "warm_start", "fuse"))
     archs = tuple(_load(load_arch, _beside(base, n), where / "archs" / i)
                   for i, n in enumerate(_names(data["archs"], where / "archs")))
     mapspaces = tuple(_load(load_constraints, _beside(base, n), where / "mapspaces" / i)
@@ -165,11 +175,20 @@ def sweep_from_dict(data, where: Where, base: Path | None = None) -> SweepSpec:
     subjects = []
     for i, entry in enumerate(raw):
         subjects.extend(workload_entry(entry, where / "workloads" / i, base))
+    fuse = data.get("fuse", False)
+    if not isinstance(fuse, bool):
+        raise (where / "fuse").error(f"expected true or false, got {fuse!r}")
+    chains = []
+    if fuse:
+        for i, entry in enumerate(raw):
+            chains.extend(model_chains(entry, where / "workloads" / i) if "model" in entry else [])
+        if not chains:
+            raise (where / "fuse").error("no model entry with chains to fuse (`fuse` applies to `model:` entries)")
     return SweepSpec(name=text(data.get("name", Path(where.file).stem), where / "name"),
                      archs=archs, mapspaces=mapspaces,
                      strategies=_strategies(data.get("strategies", ["greedy", "joint"]), where / "strategies"),
                      objectives=objectives(data.get("objectives"), archs, where / "objectives"),
-                     subjects=tuple(subjects), settings=settings, warm_start=warm)
+                     subjects=tuple(subjects), settings=settings, warm_start=warm, chains=tuple(chains))
 
 
 def _load(loader, name: str, where: Where):
@@ -214,20 +233,33 @@ def template_subjects(entry: dict, grid: dict[str, tuple[int, ...]], where: Wher
     return out
 
 
-def model_subjects(entry: dict, where: Where) -> list[Subject]:
+def _expansions(entry: dict, where: Where):
+    """A model entry's expansions (each phase at each combination of its inputs' values)."""
     if not isinstance(entry.get("model"), str):
         raise (where / "model").error("expected the name of a model preset or a file")
     model = _load(load_model, entry["model"], where / "model")
     fields(entry, where, ("model",), ("phase",) + tuple(k for k, _ in model.inputs))
     phases = _names(entry.get("phase"), where / "phase", model.phase_names[:1])
     grid = {k: size_values(entry[k], where / k) for k, _ in model.inputs if k in entry}
+    return [(model, expand(model, phase, combo, where)) for phase in phases for combo in combinations(grid)]
+
+
+def model_subjects(entry: dict, where: Where) -> list[Subject]:
     out = []
-    for phase in phases:
-        for combo in combinations(grid):
-            expansion = expand(model, phase, combo, where)
-            for position, group in enumerate(expansion.groups):
-                out.append(Subject(group.workload, LayerOf(
-                    model.name, phase, expansion.inputs, expansion.label, group.layers, group.count, position)))
+    for model, expansion in _expansions(entry, where):
+        for position, group in enumerate(expansion.groups):
+            out.append(Subject(group.workload, LayerOf(
+                model.name, expansion.phase, expansion.inputs, expansion.label, group.layers, group.count, position)))
+    return out
+
+
+def model_chains(entry: dict, where: Where) -> list[ChainSubject]:
+    """The chains of a model entry's expansions (`--fuse`); a model without chains has none."""
+    out = []
+    for model, expansion in _expansions(entry, where):
+        for position, chain in enumerate(expansion.chains):
+            out.append(ChainSubject(chain, LayerOf(model.name, expansion.phase, expansion.inputs, expansion.label,
+                                                   chain.layers, chain.count, position)))
     return out
 
 
