@@ -22,15 +22,13 @@ result is proven over that space; `TILES` is the space.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.occupancy import blocks_per_sm
 from ..opgraph import OpGraph
 from ..spec import Arch
-from .price import KernelPrice, flop_cycles, streamed_energy, streamed_kernel
+from .price import KernelPrice, block_slots, flop_cycles, streamed_energy, streamed_kernel
 
 TILES = (16, 32, 64, 128, 256)
 ACCUMULATOR_BYTES = 4               # fp32 scores, accumulator and row state
@@ -97,14 +95,8 @@ def flash_price(arch: Arch, graph: OpGraph, found: AttentionOps, level: int,
     regs = (bi * bj + bi * d_v + 2 * bi) * ACCUMULATOR_BYTES
     fits = smem <= arch.levels[level].capacity
     blocks = heads * i_tiles
-    if arch.gpu is not None and arch.per_sm_levels() is not None:
-        rf_per_sm = arch.levels[arch.per_sm_levels()[1]].instances // arch.gpu.sms
-        per_sm = blocks_per_sm(arch, smem, regs / rf_per_sm)
-        fits &= per_sm >= 1
-        slots = arch.gpu.sms * np.maximum(per_sm, 1)
-    else:
-        per_sm = np.ones_like(bi, dtype=float)
-        slots = np.full(bi.shape, float(arch.levels[level].instances))
+    resident, per_sm, slots = block_slots(arch, level, smem * np.ones(bi.shape), regs)
+    fits &= resident
     waves = np.ceil(blocks / slots)
     macs = heads * rows * keys * (d + d_v)
     scores = heads * rows * keys

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.occupancy import blocks_per_sm
 from ..opgraph import OpGraph
 from ..spec import Arch
-from .price import KernelPrice, flop_cycles, streamed_energy, streamed_kernel
+from .price import KernelPrice, block_slots, flop_cycles, streamed_energy, streamed_kernel
 
 ROWS = (16, 32, 64, 128, 256)
 HIDDEN = (16, 32, 64, 128)
@@ -87,13 +86,8 @@ def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: 
     regs = (bm * bf + bm * bn) * ACCUMULATOR_BYTES
     row_tiles, col_tiles = np.ceil(rows / bm), np.ceil(cols / bn)
     fits = smem <= arch.levels[level].capacity
-    if arch.gpu is not None and arch.per_sm_levels() is not None:
-        rf_per_sm = arch.levels[arch.per_sm_levels()[1]].instances // arch.gpu.sms
-        per_sm = blocks_per_sm(arch, smem, regs / rf_per_sm)
-        fits &= per_sm >= 1
-        slots = arch.gpu.sms * np.maximum(per_sm, 1)
-    else:
-        slots = np.full(bm.shape, float(arch.levels[level].instances))
+    resident, _, slots = block_slots(arch, level, smem * np.ones(bm.shape), regs)
+    fits &= resident
     if not fits.any():
         return None
     words_x = col_tiles * x.elements

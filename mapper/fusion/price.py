@@ -25,7 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ..cost import Evaluation
+from ..cost.occupancy import blocks_per_sm
 from ..spec import Arch
 
 
@@ -201,3 +204,15 @@ def streamed_kernel(arch: Arch, level: int, reads, writes, macs: float, flops: f
             entries.append(Traffic(lv, name, b, access_energy(arch, lv, words, word_bytes, "update"), b / bandwidth))
     energy = (macs + flops) * arch.compute.energy_per_mac
     return KernelPrice(tuple(entries), float(energy), float(compute_cycles), len(arch.levels))
+
+
+def block_slots(arch: Arch, level: int, smem, regs):
+    """For streamed kernels' tilings (numpy arrays of their shared-memory and register bytes
+    per block): whether a block fits an SM at all, the blocks resident per SM and the blocks
+    run at once (on a GPU, SMs x resident blocks; elsewhere the level's instances)."""
+    if arch.gpu is not None and arch.per_sm_levels() is not None:
+        rf_per_sm = arch.levels[arch.per_sm_levels()[1]].instances // arch.gpu.sms
+        per_sm = blocks_per_sm(arch, smem, regs / rf_per_sm)
+        return per_sm >= 1, per_sm, arch.gpu.sms * np.maximum(per_sm, 1)
+    ones = np.ones(np.shape(smem))
+    return ones > 0, ones, ones * float(arch.levels[level].instances)

@@ -56,7 +56,7 @@ def fuse_text(result: FuseResult) -> str:
                  f"{result.runs.score:.6g}; any legal connected groups (CP-SAT, "
                  f"{'proven optimal' if result.cover_proven else 'not proven'}) {result.fused.score:.6g}")
     lines += ["", "kernels (fused grouping):"]
-    rows = [["group", f"{outer} bytes", f"saved vs its ops unfused", "energy pJ", "cycles", f"tile at {level}",
+    rows = [["group", f"{outer} bytes", "saved vs its ops unfused", "energy pJ", "cycles", f"tile at {level}",
              "mapping", "fused intermediates"]]
     for g in f.groups:
         apart = sum(u.groups[i].level_bytes(0) for i in g.ops)

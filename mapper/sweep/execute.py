@@ -55,13 +55,11 @@ def base_row(point: Point) -> dict:
     }
 
 
-def run_task(task: Task) -> dict:
-    """Search one point; a bad point comes back as a row with its status and reason."""
-    point = task.point
-    row = base_row(point)
-    started = time.perf_counter()
+def recorded(row: dict, work) -> None:
+    """Runs `work()` and records in `row` what it returned and its status: ok, or why not
+    (timeout, invalid input, infeasible, or a bug, with where it happened: the sweep goes on)."""
     try:
-        row.update(_search(point, task.incumbents, task.cores))
+        row.update(work())
         row["status"] = "ok"
     except BudgetExhausted as exc:
         row.update(status="timeout", reason=str(exc))
@@ -73,6 +71,14 @@ def run_task(task: Task) -> dict:
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         row.update(status="failed", reason=f"{type(exc).__name__}: {exc} "
                    f"({os.path.basename(frame.filename)}:{frame.lineno})")
+
+
+def run_task(task: Task) -> dict:
+    """Search one point; a bad point comes back as a row with its status and reason."""
+    point = task.point
+    row = base_row(point)
+    started = time.perf_counter()
+    recorded(row, lambda: _search(point, task.incumbents, task.cores))
     row["search_seconds"] = row.get("search_seconds") or time.perf_counter() - started
     row["finished_at"] = time.time()
     return row

@@ -15,12 +15,10 @@ from __future__ import annotations
 import os
 import socket
 import time
-import traceback
 from dataclasses import dataclass
 
-from ..errors import BudgetExhausted, MapperError, SpecError
 from ..spec import Arch
-from .execute import package_version
+from .execute import package_version, recorded
 from .points import digest
 from .spec import ChainSubject, SweepSpec
 from .store import Store
@@ -85,19 +83,7 @@ def chain_row(point: ChainPoint) -> dict:
            "outer_bytes_per_s": arch.levels[0].bandwidth * arch.clock_hz,
            "version": package_version(), "worker": f"{socket.gethostname()}:{os.getpid()}"}
     started = time.perf_counter()
-    try:
-        row.update(_study(point))
-        row["status"] = "ok"
-    except BudgetExhausted as exc:
-        row.update(status="timeout", reason=str(exc))
-    except SpecError as exc:
-        row.update(status="invalid", reason=str(exc))
-    except MapperError as exc:
-        row.update(status="infeasible", reason=str(exc))
-    except Exception as exc:          # a bug: recorded with where it happened, the sweep goes on
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        row.update(status="failed", reason=f"{type(exc).__name__}: {exc} "
-                   f"({os.path.basename(frame.filename)}:{frame.lineno})")
+    recorded(row, lambda: _study(point))
     row["search_seconds"] = time.perf_counter() - started
     row["finished_at"] = time.time()
     return row
