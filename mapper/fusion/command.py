@@ -17,13 +17,16 @@ def add_parser(sub) -> None:
     p.add_argument("--objective", default="energy", choices=["energy", "cycles", "bytes"],
                    help="what the grouping minimises, summed over kernels (bytes: at the outermost level); "
                         "each kernel's mapping is the joint search's best by EDP")
+    p.add_argument("--mapspace", default=None, metavar="NAME",
+                   help="a constraints preset or file whose `levels` are added to every op's space "
+                        "(e.g. tpu-v4i-roles: keeps by role)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", default=None, metavar="DIR", help="write the per-boundary traffic plot (PNG) to DIR")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from ..load import load_arch, load_opgraph
+    from ..load import load_arch, load_constraints, load_opgraph
     from ..report import strict_json
     from ..search import SearchContext
     from .report import fuse_json, fuse_text, plot_boundaries
@@ -31,7 +34,8 @@ def run(args) -> int:
     time_limit = args.time_limit or TIME_LIMIT_DEFAULT
     context = SearchContext.for_command(time_limit)
     arch, graph = load_arch(args.arch), load_opgraph(args.workload)
-    result = fuse(arch, graph, context, time_limit, args.objective)
+    extra = load_constraints(args.mapspace).levels if args.mapspace else ()
+    result = fuse(arch, graph, context, time_limit, args.objective, extra)
     if args.json:
         print(strict_json(fuse_json(result)))
     else:
