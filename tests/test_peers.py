@@ -69,3 +69,13 @@ def test_keeps_by_role_reach_every_op_and_the_layer_fuses_on_tpu_v4i():
     grouper = Grouper(arch, graph, roles, "energy")
     n = len(graph.ops)
     assert best_grouping(grouper, n).score <= unfused(grouper, n).score
+
+
+def test_a_mapspace_naming_a_level_the_arch_lacks_is_refused_in_one_line():
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "mapper", "fuse", "h100", "chain-gemm-bias-relu", "--mapspace",
+                           "tpu-v4i-roles", "--time-limit", "1"], capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == ("mapper: error: mapspace tpu-v4i-roles: levels.LocalBuffer: no level "
+                                   "'LocalBuffer' in arch h100 (levels: HBM, L2, SMEM, RF)")

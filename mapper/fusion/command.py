@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..load import load_arch, load_constraints, load_opgraph
+    from ..load import load_arch, load_opgraph
     from ..report import strict_json
     from ..search import SearchContext
     from .report import fuse_json, fuse_text, plot_boundaries
@@ -34,7 +34,7 @@ def run(args) -> int:
     time_limit = args.time_limit or TIME_LIMIT_DEFAULT
     context = SearchContext.for_command(time_limit)
     arch, graph = load_arch(args.arch), load_opgraph(args.workload)
-    extra = load_constraints(args.mapspace).levels if args.mapspace else ()
+    extra = _extra_levels(arch, args.mapspace) if args.mapspace else ()
     result = fuse(arch, graph, context, time_limit, args.objective, extra)
     if args.json:
         print(strict_json(fuse_json(result)))
@@ -43,3 +43,17 @@ def run(args) -> int:
     if args.plot:
         print(f"plot: {plot_boundaries(result, args.plot)}", file=sys.stderr)
     return 0
+
+
+def _extra_levels(arch, name: str) -> tuple:
+    """The `levels` of the constraints `name`, each naming a level of `arch` (else the error
+    names that file, not the op's own mapspace)."""
+    from ..bind import LEVEL_ALIASES
+    from ..errors import SpecError
+    from ..load import load_constraints
+    constraints = load_constraints(name)
+    for key, _ in constraints.levels:
+        if key not in arch.level_names and key not in LEVEL_ALIASES:
+            raise SpecError(f"mapspace {constraints.name}", f"levels.{key}", f"no level {key!r} in arch "
+                            f"{arch.name} (levels: {', '.join(arch.level_names)})")
+    return constraints.levels
