@@ -17,6 +17,9 @@ def add_parser(sub) -> None:
     p.add_argument("--objective", default="energy", choices=["energy", "cycles", "bytes"],
                    help="what the grouping minimises, summed over kernels (bytes: at the outermost level); "
                         "each kernel's mapping is the joint search's best by EDP")
+    p.add_argument("--mapspace", default=None, metavar="NAME",
+                   help="a constraints preset or file whose `levels` are added to every op's space "
+                        "(e.g. tpu-v4i-roles: keeps by role)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", default=None, metavar="DIR", help="write the per-boundary traffic plot (PNG) to DIR")
     p.set_defaults(run=run)
@@ -31,7 +34,8 @@ def run(args) -> int:
     time_limit = args.time_limit or TIME_LIMIT_DEFAULT
     context = SearchContext.for_command(time_limit)
     arch, graph = load_arch(args.arch), load_opgraph(args.workload)
-    result = fuse(arch, graph, context, time_limit, args.objective)
+    extra = _extra_levels(arch, args.mapspace) if args.mapspace else ()
+    result = fuse(arch, graph, context, time_limit, args.objective, extra)
     if args.json:
         print(strict_json(fuse_json(result)))
     else:
@@ -39,3 +43,17 @@ def run(args) -> int:
     if args.plot:
         print(f"plot: {plot_boundaries(result, args.plot)}", file=sys.stderr)
     return 0
+
+
+def _extra_levels(arch, name: str) -> tuple:
+    """The `levels` of the constraints `name`, each naming a level of `arch` (else the error
+    names that file, not the op's own mapspace)."""
+    from ..bind import LEVEL_ALIASES
+    from ..errors import SpecError
+    from ..load import load_constraints
+    constraints = load_constraints(name)
+    for key, _ in constraints.levels:
+        if key not in arch.level_names and key not in LEVEL_ALIASES:
+            raise SpecError(f"mapspace {constraints.name}", f"levels.{key}", f"no level {key!r} in arch "
+                            f"{arch.name} (levels: {', '.join(arch.level_names)})")
+    return constraints.levels

@@ -59,8 +59,9 @@ class OpSearches:
     """The searches of one fuse command, each run once (kept per op and constraint)."""
 
     def __init__(self, arch: Arch, graph: OpGraph, context: SearchContext, seconds_einsum: float,
-                 seconds_stream: float, objective: str = "edp"):
+                 seconds_stream: float, objective: str = "edp", extra_levels: tuple = ()):
         self.arch, self.graph, self.context = arch, graph, context
+        self.extra_levels = extra_levels     # (level key, LevelConstraints) added to every op's space
         self.seconds_einsum, self.seconds_stream = seconds_einsum, seconds_stream
         self.objective = parse_objective(objective, arch)
         self.level = fusion_level(arch)
@@ -102,6 +103,8 @@ class OpSearches:
         seconds = self.seconds_einsum if op.family == "einsum" else self.seconds_stream
         if whole is not None:
             constraints = dataclasses.replace(constraints, levels=self._fusable_levels(wl, whole))
+        if self.extra_levels:
+            constraints = dataclasses.replace(constraints, levels=self._with_extra(constraints.levels))
         try:
             space = Mapspace(arch, wl, constraints)
             space.stop = self.context.stopped
@@ -117,6 +120,12 @@ class OpSearches:
         price = from_evaluation(self.arch, ev, word_bytes, op.flops, owner=i)
         return Mapped(i, whole, result.mapping, ev, price, bool(result.optimal),
                       result.gap, result.seconds, result.evaluated)
+
+    def _with_extra(self, levels: tuple) -> tuple:
+        """`levels` and the extra levels (a `--mapspace` preset's) for the keys it does not set:
+        fusion's own constraints win where both constrain a level."""
+        taken = {key for key, _ in levels}
+        return tuple(levels) + tuple((key, lc) for key, lc in self.extra_levels if key not in taken)
 
     def _fusable_levels(self, wl, whole) -> tuple:
         """Constraints under which the output tile is final at the fusion level: no reduction

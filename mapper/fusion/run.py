@@ -38,19 +38,22 @@ class FuseResult:
     cover_proven: bool              # CP-SAT proved its choice over every connected group
 
 
-def searches_for(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float) -> OpSearches:
+def searches_for(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
+                 extra_levels: tuple = ()) -> OpSearches:
     n_einsum = sum(op.family == "einsum" for op in graph.ops)
     n_stream = len(graph.ops) - n_einsum
     # each einsum: on its own, completing its tile, and perhaps with a row whole
     per_einsum = EINSUM_SHARE * time_limit / max(1, 2.5 * n_einsum) if n_einsum else 0.0
     per_stream = (1 - EINSUM_SHARE if n_einsum else 1.0) * time_limit / max(1, n_stream)
-    return OpSearches(arch, graph, context, per_einsum, per_stream)
+    return OpSearches(arch, graph, context, per_einsum, per_stream, extra_levels=extra_levels)
 
 
 def fuse(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
-         objective: str = "energy") -> FuseResult:
+         objective: str = "energy", extra_levels: tuple = ()) -> FuseResult:
+    """`extra_levels`: per-level constraints (a mapspace preset's `levels`, e.g. keeps by role)
+    added to every op's space."""
     started = time.perf_counter()
-    searches = searches_for(arch, graph, context, time_limit)
+    searches = searches_for(arch, graph, context, time_limit, extra_levels)
     grouper = Grouper(arch, graph, searches, objective)
     n = len(graph.ops)
     base = unfused(grouper, n)
