@@ -51,7 +51,9 @@ def _read_directives(entries: list, where: Where, arch: Arch, workload: Workload
                 raise (w / key).error("unsupported mapping key (read: target, type, factors, "
                                       "permutation, split, keep, bypass)")
         target = entry["target"]
-        if target not in fold:
+        if ctx is not None:
+            target = ctx.target(target, w / "target")     # a v0.4 container: its fanout's level
+        elif target not in fold:
             raise (w / "target").error(f"no storage level {target!r} in the architecture "
                                        f"(levels: {', '.join(fold)})")
         level = fold[target]
