@@ -82,5 +82,6 @@ def test_the_command_line_bar_shows_best_gap_and_count_on_two_cores(monkeypatch,
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     assert main(["search", "h100", "gemm-4096", "--time-limit", "2.5", "--json"]) in (0, 3)
+    assert "searched on 2 cores" in capsys.readouterr().out       # the search did fork
     text = terminal.getvalue()
     assert "mappings" in text and "best " in text and "gap <= " in text, text[-500:]
