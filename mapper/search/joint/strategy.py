@@ -181,7 +181,6 @@ def _random_draws(space: Mapspace, incumbent: Incumbent) -> None:
             break
 
 
-
 def _with_figures(progress, incumbent: Incumbent, lowest: float):
     """`progress(evaluated)`, told also the best score any worker holds (`best`) and the space's
     smallest root bound (`lower`: no mapping scores below it) where it takes those keywords (the
