@@ -84,3 +84,12 @@ def test_an_ert_lacking_a_level_names_it(tmp_path, capsys):
     code, err = run_cli(capsys, HERE / "arch.yaml", HERE / "problem.yaml", ert, HERE / "map_container.yaml")
     assert code == 2 and "\n" not in err
     assert str(ert) in err and "ERT.tables" in err and "no table for 'GlobalBuffer'" in err
+
+
+def test_temporal_loops_on_a_fanout_container_are_refused_naming_it(tmp_path, capsys):
+    bad = tmp_path / "map.yaml"
+    bad.write_text((HERE / "map_container.yaml").read_text()
+                   + "- {target: PE, type: temporal, factors: C=1 K=2 R=1 P=1, permutation: KCRP}\n")
+    code, err = run_cli(capsys, HERE / "arch.yaml", HERE / "problem.yaml", HERE / "ERT.yaml", bad)
+    assert code == 2 and "\n" not in err
+    assert str(bad) in err and "mapping[3].factors" in err and "temporal loops at PE" in err

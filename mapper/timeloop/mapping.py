@@ -72,7 +72,7 @@ def _read_directives(entries: list, where: Where, arch: Arch, workload: Workload
         if kind == "temporal":
             if target in folded:
                 if any(f > 1 for f in factors.values()):
-                    raise (w / "factors").error(f"unsupported: temporal loops at {target}, a fanout "
+                    raise (w / "factors").error(f"unsupported: temporal loops at {entry['target']}, a fanout "
                                                 "level folded into the level above")
                 continue
             if per_level[level]["temporal"] is not None:
