@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import math
 import os
 import signal
 import sys
@@ -110,8 +111,11 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False):
         strategy = make_strategy(strategy_name, _strategy_options(args, strategy_name, found.warm_starts),
                                  where="command line", label=FLAG_OF_OPTION.get)
         with _progress_bar(strategy_name) as bar:
-            def progress(evaluated):
+            def progress(evaluated, best=None, lower=None):      # the joint search gives all three
                 bar.update(evaluated - bar.n)
+                if best is not None and math.isfinite(best):
+                    gap = f", gap <= {(best - lower) / best:.1%}" if lower is not None and best > 0 else ""
+                    bar.set_postfix_str(f"best {best:.4g}{gap}", refresh=False)
             try:
                 result = strategy.run(space, objective, context, progress)
             except MapperError:
@@ -160,6 +164,9 @@ class _NoBar:
 
     def update(self, count) -> None:
         self.n += count
+
+    def set_postfix_str(self, text, refresh=True) -> None:
+        self.postfix = text
 
 
 class _keep_best_on_ctrl_c:

@@ -8,6 +8,7 @@ import math
 import re
 from collections import defaultdict
 from pathlib import Path
+from types import MappingProxyType
 
 from .points import Point
 from .report import gap
@@ -141,54 +142,100 @@ def _tiles(plt, by_shape, dims, section, path: Path):
     return path
 
 
+STRATEGY_MARKERS = MappingProxyType({"joint": "o", "greedy": "s"})    # any other strategy: "^"
+
+
+def _level_roofs(arch) -> list[tuple[str, float | None]]:
+    """(level, bytes per second through all its instances) of each level with a bandwidth, as
+    explain's roofline draws them; the outermost level without a roof when none has one."""
+    roofs = [(lv.name, lv.bandwidth * lv.instances * arch.clock_hz) for lv in arch.levels
+             if math.isfinite(lv.bandwidth)]
+    return roofs or [(arch.levels[0].name, None)]
+
+
+def _level_bytes(row: dict, level: str, outermost: bool) -> float:
+    """A row's traffic through `level` (its cost's level details; a fused row has the outer
+    level's bytes only)."""
+    details = (row.get("cost") or {}).get("level_details") or {}
+    if level in details:
+        return details[level]["traffic_bytes"]
+    return row["outer_bytes"] if outermost else 0.0
+
+
 def _rooflines(plt, points, rows, out: Path) -> list[Path]:
-    """Achieved MAC throughput against arithmetic intensity (MACs per byte from the outermost
-    level), under the compute peak and the outermost level's bandwidth."""
-    by_arch = defaultdict(list)
+    """A hierarchical roofline per architecture: achieved MACs per second against intensity
+    (MACs per byte through a level), one roof per level with a bandwidth and each point once per
+    such level, in the level's colour; the marker's shape says the strategy, a filled one a
+    proven optimum, a hollow one a point not proven optimal."""
+    by_arch = defaultdict(dict)
+    archs = {}
     for p in points:
         row = rows.get(p.key)
         if row and row["status"] == "ok" and row["outer_bytes"]:
-            by_arch[p.arch.name].append(row)
+            by_arch[p.arch.name][row["key"]] = row
+            archs[p.arch.name] = p.arch
     written = []
-    for arch, arch_rows in by_arch.items():
-        fig, ax = plt.subplots(figsize=(6, 4.2))
-        peak = arch_rows[0]["peak_macs_per_s"]
-        bandwidth = arch_rows[0]["outer_bytes_per_s"]
-        seen = {}
-        for row in {r["key"]: r for r in arch_rows}.values():
-            intensity = row["macs"] / row["outer_bytes"]
-            achieved = row["macs"] / row["seconds_kernel"]
-            colour = {"joint": "C0", "greedy": "C3"}.get(row["strategy"], "C2")
-            if row["strategy"] == "joint":      # hollow, so a greedy point at the same place shows
-                seen["joint"] = ax.scatter(intensity, achieved, marker="o", s=30, facecolors="none",
-                                           edgecolors=colour, zorder=2)
-            else:
-                seen[row["strategy"]] = ax.scatter(intensity, achieved, marker="x", s=20, color=colour, zorder=3)
-        xs = [r["macs"] / r["outer_bytes"] for r in arch_rows]
-        low, high = min(xs) / 4, max(xs) * 4
-        if math.isfinite(bandwidth):
-            ridge = peak / bandwidth
-            low, high = min(low, ridge / 8), max(high, ridge * 8)
-            grid = [low * (high / low) ** (i / 200) for i in range(201)]
-            ax.plot(grid, [min(peak, bandwidth * x) for x in grid], color="k", lw=1, label="roofline")
-        else:
-            ax.axhline(peak, color="k", lw=1, label="compute peak")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        from matplotlib.ticker import NullFormatter
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("MACs per byte from the outermost level")
+    for name, arch_rows in by_arch.items():
+        arch = archs[name]
+        fig, ax = plt.subplots(figsize=(6.5, 4.5))
+        peak = arch.peak_macs_per_cycle * arch.clock_hz
+        xs = []
+        for i, (level, bandwidth) in enumerate(_level_roofs(arch)):
+            for row in arch_rows.values():
+                traffic = _level_bytes(row, level, level == arch.levels[0].name)
+                if traffic <= 0:
+                    continue
+                xs.append(row["macs"] / traffic)
+                marker = STRATEGY_MARKERS.get(row["strategy"], "^")
+                proven = bool(row.get("optimal"))
+                # hollow ones larger and on top: one around a proven point at the same place shows
+                ax.scatter(xs[-1], row["macs"] / row["seconds_kernel"], marker=marker, s=22 if proven else 60,
+                           facecolors=f"C{i}" if proven else "none", edgecolors=f"C{i}",
+                           zorder=3 if proven else 4)
+        _draw_roofs(ax, arch, peak, xs)
+        _roofline_legend(ax, {row["strategy"] for row in arch_rows.values()})
+        ax.set_xlabel("MACs per byte through the level")
         ax.set_ylabel("achieved MACs per second")
-        ax.legend(list(seen.values()) + ax.get_lines(), list(seen) + [ln.get_label() for ln in ax.get_lines()],
-                  fontsize=8)
         ax.grid(alpha=0.3, which="both")
-        ax.set_title(f"{arch}: every point against its roofline", fontsize=9)
-        path = out / f"roofline-{_safe(arch)}.png"
+        ax.set_title(f"{name}: every point against every level's roof", fontsize=9)
+        path = out / f"roofline-{_safe(name)}.png"
         fig.savefig(path, dpi=110, bbox_inches="tight")
         plt.close(fig)
         written.append(path)
     return written
+
+
+def _draw_roofs(ax, arch, peak: float, xs: list[float]) -> None:
+    """The compute peak, and each level's roof (bandwidth x intensity) up to it, on log axes
+    wide enough for every point and every ridge."""
+    roofs = [(i, level, bw) for i, (level, bw) in enumerate(_level_roofs(arch)) if bw]
+    ridges = [peak / bw for _, _, bw in roofs]
+    low = min([x / 4 for x in xs] + [r / 8 for r in ridges] + [1.0])
+    high = max([x * 4 for x in xs] + [r * 8 for r in ridges] + [2.0])
+    grid = [low * (high / low) ** (k / 200) for k in range(201)]
+    ax.axhline(peak, color="k", lw=1, label=f"compute peak {peak:.3g} MAC/s")
+    for i, level, bw in roofs:
+        ax.plot(grid, [min(peak, bw * x) for x in grid], color=f"C{i}", lw=1,
+                label=f"{level} roof {bw:.3g} B/s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    from matplotlib.ticker import NullFormatter
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _roofline_legend(ax, strategies: set[str]) -> None:
+    """The roofs (by colour), the strategies (by shape) and proven vs not proven (filled vs hollow)."""
+    from matplotlib.lines import Line2D
+    handles = list(ax.get_lines())
+    for strategy in sorted(strategies):
+        handles.append(Line2D([], [], ls="", marker=STRATEGY_MARKERS.get(strategy, "^"), color="0.3",
+                              markerfacecolor="0.3", label=strategy))
+    handles.append(Line2D([], [], ls="", marker="o", color="0.3", markerfacecolor="0.3",
+                          label="filled: proven optimal"))
+    handles.append(Line2D([], [], ls="", marker="o", color="0.3", markerfacecolor="none",
+                          label="hollow: not proven"))
+    ax.legend(handles=handles, fontsize=7, loc="lower right")
 
 
 def _model_bars(plt, points, rows, out: Path) -> list[Path]:

@@ -62,6 +62,21 @@ class ArchImport:
     stages: dict[str, int]                # our level -> Timeloop's multiple_buffering
     word_bits: int
     constraints: list[dict] = field(default_factory=list)   # per-component constraints, as targets
+    containers: dict[str, str | None] = field(default_factory=dict)  # v0.4 container -> its fanout's dummy (None: none)
+
+    def target(self, name, where: Where) -> str:
+        """The Timeloop storage or dummy level a directive's or constraint's `target` names. A v0.4
+        container names its fanout's dummy level (`inter_<container>_spatial`), as Timeloop's
+        front end reads it; a container without a fanout has no level of its own: refused."""
+        if name in self.fold:
+            return name
+        if name in self.containers:
+            dummy = self.containers[name]
+            if dummy is None:
+                raise where.error(f"{name!r} is a container without a spatial fanout, not a level: "
+                                  f"target a storage level (levels: {', '.join(self.fold)})")
+            return dummy
+        raise where.error(f"no storage level {name!r} in the architecture (levels: {', '.join(self.fold)})")
 
 
 def is_arch(data) -> bool:
@@ -70,14 +85,16 @@ def is_arch(data) -> bool:
 
 # ----------------------------------------------------------------------------- flattening
 
-def flatten(arch, where: Where) -> tuple[list[Component], dict]:
-    """Timeloop's components outermost first, and the top-level attributes."""
+def flatten(arch, where: Where, containers: dict | None = None) -> tuple[list[Component], dict]:
+    """Timeloop's components outermost first, and the top-level attributes; `containers`, when
+    given, gets each v0.4 container's name -> its fanout's dummy level (None: no fanout)."""
+    containers = {} if containers is None else containers
     if not isinstance(arch, dict):
         raise where.error("expected a mapping with `nodes` (v0.4) or `subtree` (v0.3)")
     if "nodes" in arch:
         out: list[Component] = []
         top: dict = {}
-        _walk_nodes(arch["nodes"], where / "nodes", {}, [1, 1], out, top)
+        _walk_nodes(arch["nodes"], where / "nodes", {}, [1, 1], out, top, containers)
         return out, top
     if "subtree" in arch:
         out = []
@@ -128,7 +145,8 @@ def _node_constraints(node: dict, name: str, where: Where) -> list[dict]:
     return out
 
 
-def _walk_nodes(nodes, where: Where, inherited: dict, mesh: list[int], out: list, top: dict):
+def _walk_nodes(nodes, where: Where, inherited: dict, mesh: list[int], out: list, top: dict,
+                containers: dict):
     for i, node in enumerate(_list(nodes, where)):
         w = where / i
         if not isinstance(node, dict):
@@ -139,7 +157,7 @@ def _walk_nodes(nodes, where: Where, inherited: dict, mesh: list[int], out: list
         if tag in ("Parallel", "Hierarchical"):
             inner = node.get("nodes", [])
             state = list(mesh) if tag == "Parallel" else mesh
-            _walk_nodes(inner, w / "nodes", dict(inherited), state, out, top)
+            _walk_nodes(inner, w / "nodes", dict(inherited), state, out, top, containers)
             continue
         if tag not in ("Container", "Component"):
             raise w.error(f"unsupported node tag {tag!r} (read: !Container, !Component, !Parallel, "
@@ -156,6 +174,7 @@ def _walk_nodes(nodes, where: Where, inherited: dict, mesh: list[int], out: list
                 top.update(attrs)
             inherited.clear()
             inherited.update(attrs)
+            containers[name] = f"inter_{name}_spatial" if sx * sy > 1 else None
             if sx * sy > 1:
                 # Timeloop's front end turns a container's fanout into a dummy storage level.
                 dummy = f"inter_{name}_spatial"
@@ -274,7 +293,8 @@ def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str
     """Build this project's arch dict from a Timeloop `architecture` section; what is assumed
     or not read is appended to `notes` (clock, word size, energies, Accelergy-only attributes,
     the cycle rule bandwidths imply), in that order."""
-    components, top = flatten(arch_data, where)
+    containers: dict[str, str | None] = {}
+    components, top = flatten(arch_data, where, containers)
     _classify(components, where)
     targets = [c for comp in components for c in comp.constraints] + list(extra_constraints)
     ert = ert or {}
@@ -311,7 +331,7 @@ def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str
         notes.append(f"{where.file}: bandwidths of {', '.join(limited)} applied with Timeloop's cycle rule "
                      "(model: {cycles: timeloop}: traffic overlapped with compute)")
     return ArchImport(data, components, chain.fold, chain.folded, chain.spatial_target, chain.stages,
-                      word_bits, targets)
+                      word_bits, targets, containers)
 
 
 def _clock(top: dict, components: list[Component], where: Where, notes: list[str]) -> float:
@@ -368,8 +388,8 @@ def _chain(storage: list[Component], ert: dict, word_bits: int, targets, tensors
 
 
 def _compute_energy(compute: Component, ert: dict, where: Where, notes: list[str]) -> float:
-    """pJ per MAC from the ERT's `compute` action (else mac_random / mac_reused, noted); 0,
-    noted when an ERT was given, without one."""
+    """pJ per MAC from the ERT's `compute` action (else mac_random / mac_reused, noted); 0
+    without an ERT (an ERT without one is refused by ert.check_matches)."""
     cert = ert.get(compute.name, {})
     energy = cert.get("compute")
     if energy is None:
@@ -377,9 +397,7 @@ def _compute_energy(compute: Component, ert: dict, where: Where, notes: list[str
         if energy is not None:
             notes.append(f"{where.file}: {compute.name}: no `compute` action in the ERT; took mac_random")
     if energy is None:
-        energy = 0.0
-        if ert:
-            notes.append(f"{where.file}: {compute.name}: no compute energy in the ERT; MACs cost 0 pJ")
+        energy = 0.0                  # no ERT given (an ERT lacking it is refused: ert.check_matches)
     return energy
 
 
@@ -425,9 +443,7 @@ def _storage_level(comp: Component, ert: dict, word_bits: int, targets, tensors,
         level["max_stages"] = int(stages)
     energies = ert.get(comp.name)
     if energies is None:
-        if ert:
-            notes.append(f"{comp.where.file}: {comp.name}: no ERT table; its accesses cost 0 pJ")
-        energies = {}
+        energies = {}                 # no ERT given (an ERT lacking it is refused: ert.check_matches)
     read = energies.get("read", 0.0)
     write = energies.get("write", 0.0)
     update = energies.get("update", write)

@@ -23,9 +23,7 @@ def translate(ctx: ArchImport, arch: Arch, workload: Workload, notes: list[str],
     constrained_keep: set[str] = set()
     for t in ctx.constraints:
         w = t["_where"]
-        target, kind = t["target"], t["type"]
-        if target not in ctx.fold:
-            raise (w / "target").error(f"no storage level {target!r} (levels: {', '.join(ctx.fold)})")
+        target, kind = ctx.target(t["target"], w / "target"), t["type"]
         if kind not in KINDS:
             raise (w / "type").error(f"unsupported constraint type {kind!r} (read: {', '.join(KINDS)})")
         for key in t:

@@ -200,6 +200,8 @@ def build(parts: Parts, arch=None, workload=None, check_mapping: bool = True,
         raw, aw = parts.architecture
         ctx = tl_arch.translate(raw, aw, ert, tensors, constraint_targets(parts), notes,
                                 design_name(parts.arch_path, "timeloop-arch"))
+        if parts.ert is not None:
+            tl_ert.check_matches(parts.ert[0], parts.ert[1], ctx.components)
         arch_dict = ctx.data
         if timeloop_rules:
             arch_dict["model"] = {**arch_dict.get("model", {}), **TIMELOOP_RULES}

@@ -57,3 +57,32 @@ def read_ert(data, where: Where, notes: list[str]) -> dict[str, dict[str, float]
             energies[action["name"]] = max(value, previous or value)
         out[name] = energies
     return out
+
+
+def check_matches(data, where: Where, components) -> None:
+    """The ERT prices the architecture it came with: every table names one of its components,
+    and every storage level and the compute unit has a table (the compute unit's with a MAC
+    action). A mismatch (an ERT from another design, a renamed component) would price accesses
+    at 0 pJ without a word, so it is an error naming the ERT's file and key."""
+    body_key, tables_key = ("ERT", "tables") if "ERT" in data else ("ERT_summary", "table_summary")
+    w = where / body_key / tables_key
+    tables = data[body_key][tables_key]
+    known = {c.name for c in components}
+    named: dict[str, int] = {}
+    for i, table in enumerate(tables):
+        name = component_name(table["name"])
+        if name not in known:
+            raise (w / i / "name").error(f"{table['name']!r} is not a component of the architecture "
+                                         f"(components: {', '.join(sorted(known))})")
+        named[name] = i
+    for comp in components:
+        if comp.kind == "dummy":
+            continue
+        if comp.name not in named:
+            raise w.error(f"no table for {comp.name!r}, a {comp.kind} component of the architecture "
+                          f"({comp.where.file}): the ERT does not match it")
+        if comp.kind == "compute":
+            actions = {a["name"] for a in tables[named[comp.name]]["actions"]}
+            if not actions & {"compute", "mac_random", "mac_reused"}:
+                raise (w / named[comp.name] / "actions").error(
+                    f"{comp.name} is the compute unit: expected a `compute` (or mac_random) action")

@@ -51,7 +51,9 @@ def _read_directives(entries: list, where: Where, arch: Arch, workload: Workload
                 raise (w / key).error("unsupported mapping key (read: target, type, factors, "
                                       "permutation, split, keep, bypass)")
         target = entry["target"]
-        if target not in fold:
+        if ctx is not None:
+            target = ctx.target(target, w / "target")     # a v0.4 container: its fanout's level
+        elif target not in fold:
             raise (w / "target").error(f"no storage level {target!r} in the architecture "
                                        f"(levels: {', '.join(fold)})")
         level = fold[target]
@@ -70,7 +72,7 @@ def _read_directives(entries: list, where: Where, arch: Arch, workload: Workload
         if kind == "temporal":
             if target in folded:
                 if any(f > 1 for f in factors.values()):
-                    raise (w / "factors").error(f"unsupported: temporal loops at {target}, a fanout "
+                    raise (w / "factors").error(f"unsupported: temporal loops at {entry['target']}, a fanout "
                                                 "level folded into the level above")
                 continue
             if per_level[level]["temporal"] is not None:

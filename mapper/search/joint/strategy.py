@@ -24,6 +24,7 @@ docs/SEARCH.md describes the design; `settings.JointTuning` holds what tunes it.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -82,8 +83,6 @@ class Joint:
         if self.incumbents:
             events.append(incumbents.given(self, space, incumbent))
         links = LinkBounds(space)
-        setup = WalkSetup(space, objective, tree, links, context, budget, self.tuning, self.chunk,
-                          self.local_search, self.seed, progress)
         # bounding every part costs tens of milliseconds each: a small space is walked whole
         pruned = funnel.after.get("occupancy", funnel.size)
         parts = split_by_keeps(space, objective, tree, links, budget) if pruned > self.parts_above else None
@@ -91,6 +90,9 @@ class Joint:
             parts = [bounded_part(space, objective, tree, links, context)]
         else:
             events.append(InParts(len(parts), float(bound_primary(objective, parts[0].first))))
+        lowest = min(float(bound_primary(objective, p.first)) for p in parts)
+        setup = WalkSetup(space, objective, tree, links, context, budget, self.tuning, self.chunk,
+                          self.local_search, self.seed, _with_figures(progress, incumbent, lowest))
         workers = self.workers or default_workers()
         job = lambda walk: self._find_and_walk(walk, parts, funnel, events)     # noqa: E731
         if workers > 1 and pruned > self.parallel_above and can_fork(context) and incumbent.key is not None:
@@ -178,3 +180,21 @@ def _random_draws(space: Mapspace, incumbent: Incumbent) -> None:
         if incumbent.table is not None:
             break
 
+
+def _with_figures(progress, incumbent: Incumbent, lowest: float):
+    """`progress(evaluated)`, told also the best score any worker holds (`best`) and the space's
+    smallest root bound (`lower`: no mapping scores below it) where it takes those keywords (the
+    command line's bar, which shows them); a plain one-argument callback as it is."""
+    if progress is None:
+        return None
+    try:
+        params = inspect.signature(progress).parameters
+    except (TypeError, ValueError):         # a builtin: no signature to read
+        return progress
+    if not ({"best", "lower"} <= set(params) or any(p.kind is p.VAR_KEYWORD for p in params.values())):
+        return progress
+
+    def report(evaluated: int) -> None:
+        bar = incumbent.bar
+        progress(evaluated, best=None if bar is None else bar[0], lower=lowest)
+    return report

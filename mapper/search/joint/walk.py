@@ -340,10 +340,9 @@ class Walk:
             dilution = 1.0 if cut is None else cut.dilution()     # choices seen per kept, this slice
             if children is not None:        # generated (since the last slice) and priced
                 self.timed(children, started, polished, len(children) * dilution)
-            if priced is None:
-                if self.setup.progress:
-                    self.setup.progress(incumbent.evaluated)
-            else:
+            if self.setup.progress:         # every slice: a worker's count reaches the parent often
+                self.setup.progress(incumbent.evaluated)
+            if priced is not None:
                 rows, child_bounds, prefix = priced
                 bound, bar = child_bounds.objective, incumbent.bar
                 keep = np.flatnonzero(~beaten(self.objective, bound, bar)

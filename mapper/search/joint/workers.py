@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 from dataclasses import replace
 
 from ...lifetime import die_with_parent
@@ -25,10 +26,11 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
     claims, shared = Claims(), SharedKey(incumbent.key)
     context = multiprocessing.get_context("fork")
     children = []
+    ticker = _ProgressTicker(setup.progress, incumbent, workers)
 
-    def setup_of(worker: int):      # the parent (worker 0) claims with `claims` itself
+    def setup_of(worker: int):      # the parent (worker 0) claims with `claims` itself; its ticker reports
         return replace(setup, worker=worker, workers=workers, claims=claims.for_worker(worker) if worker else claims,
-                       progress=setup.progress if worker == 0 else None)
+                       progress=ticker.writer(worker))
     # set before the fork, so that a worker never meets the signal with its default action (exit)
     previous = signal.signal(signal.SIGUSR1, lambda signum, frame: setup.context.interrupt())
     for worker in range(1, workers):
@@ -40,6 +42,7 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
         children.append((worker, child, receive))
     incumbent.share(shared)
     walk = Walk(setup_of(0), incumbent)
+    ticker.start()
     try:
         complete = job(walk)
         if setup.context.interrupted:   # Ctrl-C may have reached this process alone (a kill of
@@ -53,10 +56,13 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
             child.join()
             if "error" in report:       # its units are walked here, so that the result stays sound
                 events.append(WorkerFailed(worker, report["error"]))
+                ticker.counts[worker] = 0       # what it priced is lost with it, as in the result
                 claims.release(worker)
                 complete = walk.search_parts(parts) and complete
                 continue
-            incumbent.merge(report["table"], report["found_at"], report["evaluated"])
+            with ticker.lock:           # its count moves from the shared slot into the incumbent's
+                incumbent.merge(report["table"], report["found_at"], report["evaluated"])
+                ticker.counts[worker] = 0
             walk.add_open_bounds(report["open_bounds"])
             events.extend(FromWorker(worker, event) for event in report["events"])
             complete = complete and report["complete"]
@@ -64,6 +70,7 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
         complete = complete and not claims.pending()
         incumbent.adopt()           # the best of all (from one that failed, say), as the walks pruned
     finally:
+        ticker.stop()
         incumbent.share(None)
         signal.signal(signal.SIGUSR1, previous)
         for _, child, _ in children:
@@ -93,3 +100,52 @@ def _child(setup, incumbent, job, shared, events, send, parent_pid: int) -> None
         send.send({"error": f"{type(exc).__name__}: {exc}"})
     finally:
         send.close()
+
+
+class _ProgressTicker:
+    """The search's progress on several cores, reported by the parent: every worker's count of
+    mappings priced, through shared memory (`counts`, one slot each, written by the workers'
+    walks), summed with the parent's own a few times a second, from a thread, so that the bar
+    moves while the parent searches for incumbents and while it waits for the workers."""
+
+    PERIOD = 0.25       # seconds between reports
+
+    def __init__(self, progress, incumbent, workers: int):
+        self.progress, self.incumbent = progress, incumbent
+        self.counts = multiprocessing.get_context("fork").RawArray("d", workers)
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.thread = None
+
+    def writer(self, worker: int):
+        """A worker's walk's progress callback: its count into its slot (the parent's: none, its
+        own count is the incumbent's, read by the ticker)."""
+        if self.progress is None or worker == 0:
+            return None
+
+        def write(evaluated: int) -> None:
+            self.counts[worker] = evaluated
+        return write
+
+    def total(self) -> int:
+        """Mappings priced by all the workers so far (the children's not yet merged included)."""
+        with self.lock:
+            return self.incumbent.evaluated + int(sum(self.counts[1:]))
+
+    def start(self) -> None:
+        if self.progress is None:
+            return
+        self.thread = threading.Thread(target=self._run, name="progress", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.PERIOD):
+            self.progress(self.total())
+
+    def stop(self) -> None:
+        """No more reports from the thread; a last one of the total (the workers' counts merged)."""
+        if self.thread is None:
+            return
+        self.stopped.set()
+        self.thread.join()
+        self.progress(self.total())
