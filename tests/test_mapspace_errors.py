@@ -21,6 +21,8 @@ def test_every_mapspace_preset_loads_and_binds(funnel):
         target = ("h100", "gemm-4096") if name in ("gpu", "gpu-sync", "sync-128x128") else ("toy", "gemm-256")
         if name.startswith("timeloop-"):      # written for those designs' level names
             target = (name, f"{name}-problem")
+        if name == "tpu-v4i-roles":           # AccelForge's tpu_v4i keeps, by role
+            target = ("tpu-v4i", "gemm-256")
         space = Mapspace(load_arch(target[0]), load_workload(target[1]), constraints)
         assert space.size > 0
         if funnel:
