@@ -172,7 +172,7 @@ def test_cli_emits_each_backend(tmp_path, capsys):
 
 
 def test_cli_without_mapping_emits_the_search_best(capsys):
-    assert main(["emit", "h100", "gemm-256", "--to", "triton", "--time-limit", "4"]) == 0
+    assert main(["emit", "h100", "gemm-256", "--to", "triton", "--time-limit", "1"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# mapping: the joint search's best for edp") and "triton.Config(" in out
 

@@ -26,9 +26,10 @@ dtype: int8
 """
 
 
-# joint (CP-SAT, dives, the walk) and random (seeded draws) in the default run; exhaustive and
-# greedy, whose order depends on no seed, in the slow run (two interpreters each: seconds)
-@pytest.mark.parametrize("strategy", [pytest.param("exhaustive", marks=pytest.mark.slow), "random",
+# joint (CP-SAT, dives, the walk: seeded, like random's draws) in the default run; the others
+# in the slow run (two interpreters each: seconds)
+@pytest.mark.parametrize("strategy", [pytest.param("exhaustive", marks=pytest.mark.slow),
+                                      pytest.param("random", marks=pytest.mark.slow),
                                       pytest.param("greedy", marks=pytest.mark.slow), "joint"])
 def test_two_processes_print_byte_identical_json(strategy, tmp_path):
     (tmp_path / "gemm.yaml").write_text(GEMM)

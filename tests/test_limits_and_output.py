@@ -132,9 +132,13 @@ def test_closed_pipe_is_quiet():
 
 # greedy's whole descent on the eyeriss conv takes about 2.4 s now (only the children that
 # fit are generated): it gets a case whose descent takes about 10 s, so that 3 s is mid-way
+# the joint search's Ctrl-C (forked workers, CP-SAT's thread) in the default run, greedy's and
+# random's in the slow run (a subprocess each: seconds)
 @pytest.mark.parametrize("strategy, case", [("joint", ["eyeriss", "conv-resnet50-conv3"]),
-                                            ("greedy", ["h100", "conv-resnet50-conv3", "--mapspace", "unaligned"]),
-                                            ("random", ["eyeriss", "conv-resnet50-conv3"])])
+                                            pytest.param("greedy", ["h100", "conv-resnet50-conv3", "--mapspace",
+                                                                    "unaligned"], marks=pytest.mark.slow),
+                                            pytest.param("random", ["eyeriss", "conv-resnet50-conv3"],
+                                                         marks=pytest.mark.slow)])
 def test_ctrl_c_prints_the_best_so_far(strategy, case):
     process = subprocess.Popen([sys.executable, "-m", "mapper", "search", *case,
                                 "--strategy", strategy, "--time-limit", "120", "--json", *SAMPLES[strategy]], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -140,7 +140,9 @@ def test_every_preset_arch_studies_a_chain_without_refusal():
             studied += 1
             assert sorted(i for g in result.fused.groups for i in g.ops) == list(range(len(chain.graph.ops)))
             assert result.fused.score <= result.unfused.score * (1 + 1e-9), arch_name
-    plain = [a for a in preset_names("archs") if not names_tensors(load_arch(a))]
+    # tpu-v4i maps only with its keeps by role (`--mapspace tpu-v4i-roles`): its 1-byte
+    # registers hold no MAC's three words, and it refuses the layer points alike
+    plain = [a for a in preset_names("archs") if not names_tensors(load_arch(a)) and a != "tpu-v4i"]
     assert len(plain) >= 6 and studied == len(chains) * len(plain)
 
 

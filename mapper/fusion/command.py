@@ -14,6 +14,9 @@ def add_parser(sub) -> None:
     p.add_argument("workload", help="op-graph workload (`ops:`) file or preset name, e.g. chain-layernorm-gemm-gelu")
     p.add_argument("--time-limit", type=flags.seconds, default=None,
                    help=f"seconds for all the op searches together (default {TIME_LIMIT_DEFAULT:.0f})")
+    p.add_argument("--max-evaluations", type=flags.count, default=None, metavar="N",
+                   help="stop the op searches after about N mappings priced in all, on a clock that counts them "
+                        "(the same inputs then give the same result, whatever the machine's load)")
     p.add_argument("--objective", default="energy", choices=["energy", "cycles", "bytes"],
                    help="what the grouping minimises, summed over kernels (bytes: at the outermost level); "
                         "each kernel's mapping is the joint search's best by EDP")
@@ -32,7 +35,7 @@ def run(args) -> int:
     from .report import fuse_json, fuse_text, plot_boundaries
     from .run import fuse
     time_limit = args.time_limit or TIME_LIMIT_DEFAULT
-    context = SearchContext.for_command(time_limit)
+    context = SearchContext.for_command(time_limit, args.max_evaluations)
     arch, graph = load_arch(args.arch), load_opgraph(args.workload)
     extra = _extra_levels(arch, args.mapspace) if args.mapspace else ()
     result = fuse(arch, graph, context, time_limit, args.objective, extra)
