@@ -15,6 +15,8 @@ from .grid import bytes_sent, bytes_written, link_energy, tile_grid
 from .innermost import InnermostBound
 from .latency import latency_bound
 from .operand import SplitVectors
+from .split_chain import SplitChain, split_chain
+from .split_floor import SplitFloor, decided_splits, split_floor, split_traffic
 from .spread import spread_bound
 
 class TileBound(NamedTuple):
@@ -97,6 +99,9 @@ class LinkBounds:
                                    for stages in sorted(set(space.choices[j].stages))]
                                   for j in range(1, space.n_levels)]
         self.single_feeder = [None] + [_single_feeder(space, j) for j in range(1, space.n_levels)]
+        # per level, the bytes its feeders move per word of each tensor it must keep
+        self.sent_costs = [{}] + [{t: bytes_sent(space, j, t) for t in range(len(space.workload.tensors))
+                                    if all(t in k for k in space.choices[j].keeps)} for j in range(1, space.n_levels)]
         self.fed_by = [[j for j, feeder in enumerate(self.single_feeder) if feeder == p]
                        for p in range(space.n_levels)]
 
@@ -112,7 +117,23 @@ class LinkBounds:
                                self._level(self.space, j, self.max_combinations, weigh, stages, by_units))
         return self._memo[key]
 
-    def time_bound(self, j: int, spans: np.ndarray, compute_on) -> np.ndarray:
+    def decided_sent(self, j: int, depth: int, factors: np.ndarray) -> np.ndarray | float:
+        """Per node at `depth` whose split above level j is decided (`factors`, the table's
+        (L, 3, D, N)), the least bytes its feeders must send j under that split
+        (`split_floor.split_traffic`); 0 elsewhere."""
+        splits = decided_splits(self.space, j, depth, factors)
+        if splits is None or not self.sent_costs[j]:
+            return 0.0
+        return split_traffic(self.space, j, self.sent_costs[j], splits, read_backs=False)
+
+    def chain(self, macs: float) -> SplitChain | None:
+        """The bound over every fanout's split at once (`split_chain.py`), built on first use."""
+        key = ("chain", tuple(self.space.choices))
+        if key not in self._memo:
+            self._memo[key] = split_chain(self.space, self, macs)
+        return self._memo[key]
+
+    def time_bound(self, j: int, spans: np.ndarray, compute_on, decided: np.ndarray | float = 0.0) -> np.ndarray:
         """Per node, a bound on the time of the levels feeding level j: the fewest bytes they
         must move into it (within the node's tile `spans`) over their largest rate, at each
         stage count j may take and each count of j's instances its tiles keep busy, the least
@@ -121,13 +142,14 @@ class LinkBounds:
         on few units. Under the stage-aware rule one stage leaves the traffic exposed (the
         parent's reads for an unbuffered child, its fills, its drains): it adds to the compute
         time, while more stages hide it but leave each stage a fraction of the capacity, so a
-        smaller tile and more traffic (the double-buffering trade of the seed notes)."""
+        smaller tile and more traffic (the double-buffering trade of the seed notes). `decided`:
+        the node's own floor where its split is known (`decided_sent`)."""
         rate = _parent_rate(self.space, j)
         timeloop = self.space.arch.cycle_rule == "timeloop"    # all traffic overlaps: the most capacity is best
         bounds = []
         for stages, sent in self.sent_bytes[j][:1] if timeloop else self.sent_bytes[j]:
             for busy, bound in sent.bins:
-                moved, compute = bound.below(spans) / rate, compute_on(j, busy)
+                moved, compute = np.maximum(bound.below(spans), decided) / rate, compute_on(j, busy)
                 bounds.append(compute + moved if stages == 1 and not timeloop else np.maximum(compute, moved))
         return functools.reduce(np.minimum, bounds)
 
@@ -163,7 +185,8 @@ class LinkBounds:
             return _tile_bound(grid.values, best)
         weight = {t: c.per_word() for t, c in cost.items()}
         return _units_bound(space, j, grid.values, grid.grid, best,
-                            _copies_floor(space, grid.grid, grid.must, weight, grid.touched, grid.tile))
+                            _copies_floor(space, grid.grid, grid.must, weight, grid.touched, grid.tile),
+                            split_floor(space, j, cost))
 
 def _tile_bound(values: list[np.ndarray], best: np.ndarray) -> TileBound:
     """The bound per largest tile from its value at each point of the tile grid (`best`)."""
@@ -197,12 +220,13 @@ def _largest_extents(space: Mapspace) -> np.ndarray:
     return np.array([int(space.level_view(rows)[2][:, 0].max()) for rows in space.dim_tables])
 
 def _units_bound(space: Mapspace, j: int, values: list[np.ndarray], grid: np.ndarray,
-                 best: np.ndarray, copies_floor) -> UnitsBound:
+                 best: np.ndarray, copies_floor, splits: SplitFloor | None) -> UnitsBound:
     """`best` split by the instances of level j at work: a tile lets at most its tiles over
     the largest extent of each dim be busy (the spatial factors above j multiply to no
     more), and j's instances. A bin of counts (low, high] holds the tiles that can keep
-    more than `low` busy, each at the least traffic of `low` + 1 busy (`copies_floor`) where
-    more than its own; it is charged the compute of `high` busy. Bins are the distinct
+    more than `low` busy, each at the least traffic of `low` + 1 busy (`copies_floor`, and
+    over the tensors together `splits`, `split_floor.py`) where more than its own; it is
+    charged the compute of `high` busy. Bins are the distinct
     counts, merged geometrically when their tables would take more than `MAX_BIN_CELLS`
     cells."""
     instances = space.arch.levels[j].instances
@@ -216,6 +240,11 @@ def _units_bound(space: Mapspace, j: int, values: list[np.ndarray], grid: np.nda
     bins, low = [], 0
     for high in counts:
         least = np.maximum(best, copies_floor(low + 1))
+        if splits is not None:
+            floor = splits.at_least(low + 1)
+            if math.isinf(floor):           # no split keeps this many at work: no mapping is here
+                break
+            least = np.maximum(least, floor)
         bins.append((int(high), _tile_bound(values, np.where(busy > low, least, np.inf))))
         low = high
     return UnitsBound(tuple(bins)) if bins else UnitsBound.whole(NO_BOUND, instances)

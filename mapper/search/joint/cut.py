@@ -8,6 +8,7 @@ import numpy as np
 
 from ...mapping import along_last
 from ..bounds import NodeBounds, compute_bound, lower_bounds
+from ..bounds.node import least_macs
 from ..objective import beaten, bound_primary, cost_bound, outranked
 from ..tree import Nodes
 from .parallel import Claims, content_hashes
@@ -25,7 +26,9 @@ class Cut:
     - where the objective depends on time, the factor choices whose compute units make a
       bound beaten: the parent's cycles bound, or the fewest cycles on those units when more,
       with the parent's energy bound. Children with too few units are most of what a walk
-      on a GPU would price otherwise.
+      on a GPU would price otherwise. Likewise the least time of every level under the
+      splits the choice decides (`bounds.split_chain`): on a convolution's seven dims a
+      level's orders and stages multiply each factor choice by dozens.
     It counts what it sees, so that the walk times its slices per row generated: sized per
     row priced, they shrank to a few hundred rows where the cut drops most (docs/RESULTS.md)."""
 
@@ -33,11 +36,11 @@ class Cut:
         # its own copy: raised where a better incumbent lets the bounds be refined (the walk's
         # own, sorted, must stay as they are)
         self.walk, self.nodes, self.known = walk, nodes, NodeBounds(*(b.copy() for b in known))
-        self.decided = None                 # spatial splits of the decided levels
+        self.splits = None                  # (L', D, N) spatial splits of the decided levels, per dim
         if walk.objective.kind not in ("energy", "bytes"):      # the units bound time only
-            self.decided = np.ones(len(nodes), np.int64)
-            for level in range(nodes.depth):
-                self.decided = self.decided * walk.tree.level_factors(nodes, level)[1:].prod(axis=(0, 1))
+            self.splits = np.stack([walk.tree.level_factors(nodes, level)[1:].prod(axis=0)
+                                    for level in range(nodes.depth)] or [np.ones((walk.space.n_dims, len(nodes)), np.int64)])
+        self.chain = walk.links.chain(least_macs(walk.space)) if self.splits is not None else None
         self.bar, self.dead, self.prefix = walk.incumbent.bar, np.zeros(len(nodes), bool), None
         self.tied = None                    # nodes whose bounds tie the incumbent's key so far
         self.seen = self.kept = 0
@@ -111,14 +114,31 @@ class Cut:
     def __call__(self, parents: np.ndarray, units: np.ndarray, groups: np.ndarray) -> np.ndarray:
         walk, bar = self.walk, self.walk.incumbent.bar
         out = ~self.alive(parents) | self._outranked_children(parents, groups)
-        if self.decided is not None:
-            compute = compute_bound(walk.space, self.nodes.depth + 1, self.decided[parents] * units.prod(axis=0),
-                                    walk.links)
+        if self.splits is not None:
+            time = compute_bound(walk.space, self.nodes.depth + 1,
+                                 self.splits[:, :, parents].prod(axis=(0, 1)) * units.prod(axis=0), walk.links)
+            if self.chain is not None:
+                time = np.maximum(time, self._chain_bound(parents, groups))
             out |= beaten(walk.objective, cost_bound(walk.objective, self.known.energy[parents],
-                                                     np.maximum(self.known.cycles[parents], compute)), bar)
+                                                     np.maximum(self.known.cycles[parents], time)), bar)
         self.seen += len(out)
         self.kept += len(out) - int(out.sum())
         return out
+
+    def _chain_bound(self, parents: np.ndarray, groups: np.ndarray) -> np.ndarray | float:
+        """Per factor choice, the chain's bound (`bounds.split_chain`) under the splits it and
+        its parent decide."""
+        nodes, k = self.nodes, self.nodes.depth
+        known = [lv for lv in self.chain.fanouts if lv <= k]
+        splits = []
+        for lv in known:
+            if lv < k:
+                splits.append(self.splits[lv][:, parents])
+            else:
+                children = Nodes(k + 1, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages,
+                                                                                   nodes.keeps)))
+                splits.append(self.walk.tree.level_factors(children, k)[1:].prod(axis=0))
+        return self.chain.bound(k + 1, np.stack(splits)) if splits else float(self.chain.cycles.min())
 
     def dilution(self) -> float:
         """Choices seen per choice kept since the last call (1 when none was kept)."""

@@ -1,0 +1,163 @@
+"""The time of every level at once as a function of the spatial splits of all the fanouts:
+a bound on the cycles that sees that the split which spares one level's bandwidth loads
+another's.
+
+For a combination of splits (one vector per fanout level, per dim), the instances of each
+level that work are known, and so is a floor on the bytes into each link
+(`split_floor.split_traffic`). A level p with a rate then moves at least its fills and drains
+from above and what it sends every link it alone feeds, shared by its busy instances only
+(the busiest moves at least the average), and waits its latency as `feeder_wait` says; the
+compute runs on the busy units. The bound of a node is the minimum over the combinations
+that agree with the splits it has decided. On h100 a convolution kept on few SMs has
+little L2 traffic but each SM's shared memory feeds its four sub-cores alone; spread over
+many, L2 carries every SM's copy: the per-link floors, each alone, let both be low at once.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ...cost.timing import total_rate
+from ...mapspace import Mapspace
+from .latency import feeder_wait
+from .grid import LinkCost
+from .split_floor import split_traffic
+
+MAX_COMBINATIONS = 200_000
+
+
+class SplitChain(NamedTuple):
+    """Per combination of the fanouts' splits, the fewest cycles of any mapping using it."""
+    fanouts: tuple[int, ...]        # the levels with a spatial fanout, outermost first
+    splits: np.ndarray              # (F, D, C) each combination's split per fanout and dim
+    cycles: np.ndarray              # (C,)
+
+    def of_table(self, depth: int, factors: np.ndarray) -> np.ndarray | float:
+        """`bound` for the nodes of a table (`factors`, (L, 3, D, N)) at `depth`."""
+        known = [lv for lv in self.fanouts if lv < depth]
+        if not known:
+            return float(self.cycles.min())
+        return self.bound(depth, np.stack([factors[lv, 1:].prod(axis=0) for lv in known]))
+
+    def bound(self, depth: int, decided: np.ndarray) -> np.ndarray | float:
+        """Per node at `depth` whose fanouts above it have split as `decided` ((F', D, N), the
+        fanouts < depth), the least cycles over the combinations that agree (inf: none)."""
+        known = [i for i, lv in enumerate(self.fanouts) if lv < depth]
+        if not known:
+            return float(self.cycles.min())
+        n = decided.shape[-1]
+        ours = self.splits[known].reshape(-1, self.splits.shape[-1]).T           # (C, K)
+        theirs = decided.reshape(-1, n).T                                          # (N, K)
+        keys, inverse = np.unique(np.concatenate([ours, theirs]), axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        least = np.full(len(keys), np.inf)
+        np.minimum.at(least, inverse[:len(ours)], self.cycles)
+        return least[inverse[len(ours):]]
+
+
+def split_chain(space: Mapspace, links, macs: float) -> SplitChain | None:
+    """The chain of `space` (`links`: its `LinkBounds`), or None where it has fewer than one
+    fanout with a level below that moves bytes at a rate, or too many combinations."""
+    arch = space.arch
+    fanouts = tuple(lv for lv in range(space.n_levels) if math.prod(arch.fanout(lv)) > 1)
+    if not fanouts:
+        return None
+    combos = _combinations(space, fanouts)
+    if combos is None:
+        return None
+    splits, extents = combos
+    below = np.cumprod(splits, axis=0)                        # (F, D, C) splits above each fanout's child
+    regions = extents // below[-1]
+    keep = space.fragments_possible(regions, extents)
+    splits, below = splits[..., keep], below[..., keep]
+    if splits.shape[-1] == 0:
+        return None
+    busy_units = below[-1].prod(axis=0)
+    units_per = -(-arch.compute.instances // arch.levels[fanouts[-1] + 1].instances) if fanouts[-1] + 1 < len(
+        arch.levels) else 1
+    compute = np.ceil(macs / (np.minimum(busy_units * units_per, arch.compute.instances)
+                              * arch.compute.macs_per_cycle))
+    cycles = compute.copy()
+    for p in range(1, space.n_levels):
+        cycles = np.maximum(cycles, _level_time(space, links, p, fanouts, below, compute, macs))
+    return SplitChain(fanouts, splits, cycles)
+
+
+def _above(fanouts, below: np.ndarray, level: int) -> np.ndarray | None:
+    """(D, C) the product of the splits of the fanouts above `level` (None: none)."""
+    inside = [i for i, lv in enumerate(fanouts) if lv < level]
+    return below[inside[-1]] if inside else None
+
+
+def _level_time(space: Mapspace, links, p: int, fanouts, below: np.ndarray, compute: np.ndarray, macs: float):
+    """Level p's cycles at least per combination: what it moves over its busy instances'
+    rate, with the latency it makes a child it alone feeds wait (0 where it has no rate).
+    A child with one stage leaves its draws exposed on top of the compute: of the busiest
+    instance, at least the average over p's busy instances of both (their compute on all
+    the units below them)."""
+    arch = space.arch
+    level = arch.levels[p]
+    rate = total_rate(level)
+    if math.isinf(rate):
+        return 0.0
+    n = below.shape[-1]
+    own_split = _above(fanouts, below, p)
+    busy = np.ones(n) if own_split is None else np.minimum(own_split.prod(axis=0), level.instances)
+    # its own fills, each in its own word (`LinkCost` with no parent); an output's final
+    # value moves up without a read here (Timeloop's rule: its parent's update only)
+    tensors = space.workload.tensors
+    own = {t: LinkCost(level.word_bytes(tensors[t]), ()) for t in links.sent_costs[p] if not tensors[t].is_output}
+    if own_split is None:
+        moved = np.full(n, float(links.own_bytes[p].whole))
+    elif own:
+        moved = split_traffic(space, p, own, own_split, read_backs=False)
+    else:
+        moved = np.zeros(n)
+    sent = {}
+    for j in links.fed_by[p]:
+        split = _above(fanouts, below, j)
+        if split is not None and links.sent_costs[j]:
+            sent[j] = split_traffic(space, j, links.sent_costs[j], split, read_backs=True)
+            moved = moved + sent[j]
+    time = moved / (busy * rate)
+    under = np.minimum(busy * -(-arch.compute.instances // level.instances), arch.compute.instances)
+    compute_each = macs / (under * arch.compute.macs_per_cycle)
+    out = time
+    for j, bytes_j in sent.items():
+        options = []
+        for stages in sorted(set(space.choices[j].stages)):
+            wait = feeder_wait(space, p, j, stages)
+            option = np.maximum(compute, time)
+            if stages == 1 and space.arch.cycle_rule != "timeloop":
+                option = np.maximum(option, compute_each + bytes_j / (busy * rate))
+            options.append(option + wait)
+        out = np.maximum(out, np.minimum.reduce(options))
+    return out
+
+
+def _combinations(space: Mapspace, fanouts):
+    """((F, D, C) the splits per fanout level and dim, (D, C) the dims' extents) over the
+    combinations of each dim's own (splits, extent) options whose product per fanout fits
+    it; None when more than `MAX_COMBINATIONS`."""
+    arch = space.arch
+    options = []
+    for rows in space.dim_tables:
+        _, spatial, tile = space.level_view(rows)
+        options.append(np.unique(np.column_stack([spatial[:, list(fanouts)], tile[:, 0]]), axis=0))
+    limits = np.array([math.prod(arch.fanout(lv)) for lv in fanouts])
+    picks = np.zeros((1, 0), np.int64)
+    product = np.ones((1, len(fanouts)), np.int64)
+    for option in options:
+        index = np.repeat(np.arange(len(option)), len(picks))
+        grown = np.tile(product, (len(option), 1)) * option[index, :len(fanouts)]
+        ok = np.all(grown <= limits, axis=1)
+        picks = np.hstack([np.tile(picks, (len(option), 1)), index[:, None]])[ok]
+        product = grown[ok]
+        if len(picks) > MAX_COMBINATIONS:
+            return None
+    splits = np.stack([np.stack([options[d][picks[:, d], f] for d in range(len(options))])
+                       for f in range(len(fanouts))])
+    extents = np.stack([options[d][picks[:, d], len(fanouts)] for d in range(len(options))])
+    return splits, extents
