@@ -18,6 +18,7 @@ outermost one.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from ..constraints import LevelConstraints, Range
@@ -28,6 +29,7 @@ from ..mapping import Mapping
 from ..mapspace import Mapspace
 from ..opgraph import OpGraph
 from ..search import SearchContext, make_strategy, parse_objective
+from ..search.warm import admit
 from ..spec import Arch
 from .price import KernelPrice, from_evaluation
 
@@ -53,6 +55,8 @@ class Mapped:
     gap: float | None
     seconds: float
     evaluated: int
+    reused_from: int | None = None       # the op whose identical search this is (its signature's)
+    sizes: tuple[int, ...] | None = None  # the slice's sizes (a buffer-level fused group), else None
 
 
 class OpSearches:
@@ -66,6 +70,7 @@ class OpSearches:
         self.objective = parse_objective(objective, arch)
         self.level = fusion_level(arch)
         self._found: dict = {}
+        self._by_signature: dict = {}
 
     def free(self, i: int) -> Mapped:
         """Op i on its own, unconstrained (raises MapperError when it has no valid mapping)."""
@@ -81,11 +86,41 @@ class OpSearches:
         that); the mapping found is priced on the real architecture."""
         return self._run(i, tuple(sorted(whole)), float(reserve))
 
-    def _run(self, i: int, whole, reserve: float = 0.0):
-        key = (i, whole, reserve)
+    def sliced(self, i: int, sizes: tuple[int, ...], complete: bool, reserve: float) -> Mapped | str:
+        """Op i on a slice of its iteration space (`sizes`, its workload's dims), with `reserve`
+        bytes of the fusion level held by the group's intermediate slices, and (`complete`) its
+        output tile final at the fusion level; the search starts from its free mapping shrunk
+        to the slice where the space admits it."""
+        return self._run(i, () if complete else None, float(reserve), tuple(sizes))
+
+    def _run(self, i: int, whole, reserve: float = 0.0, sizes: tuple[int, ...] | None = None):
+        key = (i, whole, reserve, sizes)
         if key not in self._found:
-            self._found[key] = self._search(i, whole, reserve)
+            wl = self._workload(i, sizes)
+            shared = (signature(wl), self.graph.ops[i].family == "einsum",
+                      None if whole is None else tuple(wl.dim_index(d) for d in whole), reserve, sizes is not None)
+            first = self._by_signature.get(shared)
+            if first is None:
+                self._found[key] = self._search(i, whole, reserve, wl, sizes)
+                self._by_signature[shared] = self._found[key]
+            else:
+                self._found[key] = self._reuse(first, i, wl)
         return self._found[key]
+
+    def _workload(self, i: int, sizes):
+        wl = self.graph.ops[i].workload
+        return wl if sizes is None else dataclasses.replace(wl, sizes=tuple(sizes))
+
+    def _reuse(self, first, i: int, wl):
+        """An identical search's answer (the same sizes, projections, precisions and
+        constraints: only the names differ) priced as op i's."""
+        if isinstance(first, str):
+            return first
+        op = self.graph.ops[i]
+        ev = evaluate(self.arch, wl, first.mapping)
+        flops = op.flops * wl.macs / op.workload.macs
+        price = from_evaluation(self.arch, ev, {t.name: t.bytes_per_word for t in wl.tensors}, flops, owner=i)
+        return dataclasses.replace(first, op=i, evaluation=ev, price=price, reused_from=first.op)
 
     def _reserved(self, reserve: float) -> Arch:
         levels = list(self.arch.levels)
@@ -95,9 +130,8 @@ class OpSearches:
             gpu = dataclasses.replace(gpu, smem_per_sm=gpu.smem_per_sm - reserve)
         return dataclasses.replace(self.arch, levels=tuple(levels), gpu=gpu)
 
-    def _search(self, i: int, whole, reserve: float = 0.0):
+    def _search(self, i: int, whole, reserve: float, wl, sizes):
         op = self.graph.ops[i]
-        wl = op.workload
         arch = self._reserved(reserve) if reserve else self.arch
         constraints = load_constraints("default" if op.family == "einsum" else "unaligned")
         seconds = self.seconds_einsum if op.family == "einsum" else self.seconds_stream
@@ -108,7 +142,14 @@ class OpSearches:
         try:
             space = Mapspace(arch, wl, constraints)
             space.stop = self.context.stopped
-            strategy = make_strategy("joint", {"seed": 0}, where="fuse")
+            own = self._own_mapping(i, whole, wl, sizes, space)
+            if own is not None:
+                return own
+            options = {"seed": 0}
+            if sizes is not None:
+                seed = shrunk(self.free(i).mapping, op.workload, wl)
+                options["incumbents"] = () if seed is None else (seed,)
+            strategy = make_strategy("joint", options, where="fuse")
             result = strategy.run(space, self.objective, self.context.share(seconds))
         except MapperError as exc:
             return f"no mapping: {exc}"
@@ -117,9 +158,25 @@ class OpSearches:
         output = wl.tensors[wl.output].name
         if whole is not None and not completes_output(ev, output, self.level):
             return f"its best mapping under the constraints reads partial sums of {output} back above the fusion level"
-        price = from_evaluation(self.arch, ev, word_bytes, op.flops, owner=i)
+        price = from_evaluation(self.arch, ev, word_bytes, op.flops * wl.macs / op.workload.macs, owner=i)
         return Mapped(i, whole, result.mapping, ev, price, bool(result.optimal),
-                      result.gap, result.seconds, result.evaluated)
+                      result.gap, result.seconds, result.evaluated, sizes=sizes)
+
+    def _own_mapping(self, i: int, whole, wl, sizes, space: Mapspace) -> Mapped | None:
+        """Op i's own (free) mapping where a constrained search of the same sizes would start
+        from it: the space holds it, and the free search's space held this one, so no mapping
+        of it is known to be better and the free search's bound holds here too. None where the
+        space does not hold it (or this is the free search)."""
+        op = self.graph.ops[i]
+        if (whole is None and sizes is None) or wl.sizes != op.workload.sizes:
+            return None
+        free = self.free(i)
+        if admit(space, free.mapping) is None:
+            return None
+        ev = evaluate(self.arch, wl, free.mapping)
+        if whole is not None and not completes_output(ev, wl.tensors[wl.output].name, self.level):
+            return None
+        return dataclasses.replace(free, whole=whole, evaluation=ev, sizes=sizes, reused_from=i)
 
     def _with_extra(self, levels: tuple) -> tuple:
         """`levels` and the extra levels (a `--mapspace` preset's) for the keys it does not set:
@@ -151,3 +208,32 @@ def completes_output(ev: Evaluation, output: str, level: int) -> bool:
     """Whether the output's tiles leave `level` final: no partial sum is read back at any level
     above it (its words there are written, never read)."""
     return all(lc.tensors[output].reads == 0 for lc in ev.levels[:level] if output in lc.tensors)
+
+
+def signature(wl) -> tuple:
+    """What a search of `wl` depends on but names: its sizes and each tensor's projection (by
+    dim index), role and precision. Two einsums with one signature (a layer's V, K and Q
+    projections) have the same mappings at the same costs."""
+    return wl.sizes, tuple((t.axes, t.is_output, t.bits) for t in wl.tensors)
+
+
+def shrunk(mapping: Mapping, full, sliced) -> Mapping | None:
+    """`mapping` of workload `full` made a mapping of `sliced` (the same dims, each size a
+    divisor of full's): each dim's loops divided by its ratio, outermost temporal loops first,
+    then spatial ones; None where the loop bounds do not absorb the ratio."""
+    ratio = {d: f // s for d, (f, s) in enumerate(zip(full.sizes, sliced.sizes)) if f != s}
+    if any(f % s for f, s in zip(full.sizes, sliced.sizes)):
+        return None
+    levels = [[list(map(list, lm.temporal)), list(map(list, lm.spatial))] for lm in mapping.levels]
+    for kind in (0, 1):
+        for lv in levels:
+            for loop in lv[kind]:
+                d = loop[0]
+                if ratio.get(d, 1) > 1:
+                    g = math.gcd(loop[1], ratio[d])
+                    loop[1] //= g
+                    ratio[d] //= g
+    if any(r > 1 for r in ratio.values()):
+        return None
+    return Mapping(tuple(dataclasses.replace(lm, temporal=tuple(map(tuple, lv[0])), spatial=tuple(map(tuple, lv[1])))
+                         for lm, lv in zip(mapping.levels, levels)))
