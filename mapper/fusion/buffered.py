@@ -75,6 +75,7 @@ class BufferedPrice:
     kernel: KernelPrice
     plan: SlicePlan
     members: tuple[Mapped, ...]
+    epilogues: tuple[str, ...] = ()         # intermediates read one level below the fusion level
 
 
 class Unfusable(Exception):
@@ -193,15 +194,35 @@ def plan(arch: Arch, graph: OpGraph, ops: tuple[int, ...], level: int) -> SliceP
     return best[1]
 
 
-def _without_intermediates(graph: OpGraph, kernel: KernelPrice, ops, escapes, f: int) -> KernelPrice:
-    """`kernel` less each intermediate's traffic above level f and its consumers' fills at f."""
+def _without_intermediates(graph: OpGraph, kernel: KernelPrice, ops, escapes, f: int,
+                           deep: dict | None = None) -> KernelPrice:
+    """`kernel` less each intermediate's traffic above level f (above its own level where it
+    is an epilogue's input: `deep`) and its consumers' fills at that level."""
     for t in _internal(graph, ops):
+        at = (deep or {}).get(t, f)
         if not escapes(t):
-            kernel = without(kernel, t, graph.producer(t), f)
+            kernel = without(kernel, t, graph.producer(t), at)
         for j in graph.consumers(t):
             if j in ops:
-                kernel = without(kernel, t, j, f, fills_at=f)
+                kernel = without(kernel, t, j, at, fills_at=at)
     return kernel
+
+
+def epilogues(arch: Arch, graph: OpGraph, ops, f: int, escapes) -> dict:
+    """Intermediates an elementwise op of the group may read where its producing einsum
+    completes them, one level below f (then never written to f): {tensor: that level}. Each
+    is an einsum's output read by that one op alone, over the same iteration space."""
+    if f + 1 >= len(arch.levels):
+        return {}
+    out = {}
+    for t in _internal(graph, ops):
+        p, readers = graph.producer(t), graph.consumers(t)
+        if graph.ops[p].family != "einsum" or escapes(t) or len(readers) != 1:
+            continue
+        e = graph.ops[readers[0]]
+        if e.family == "elementwise" and e.output_elements == graph.tensor(t).elements:
+            out[t] = f + 1
+    return out
 
 
 def estimate(graph: OpGraph, searches: OpSearches, ops: tuple[int, ...], escapes, chosen: SlicePlan) -> KernelPrice:
@@ -217,7 +238,8 @@ def estimate(graph: OpGraph, searches: OpSearches, ops: tuple[int, ...], escapes
             if t in again:
                 kernel = scaled(kernel, t, j, again[t], f)
         kernels.append(kernel)
-    return _without_intermediates(graph, merged(kernels), ops, escapes, f)
+    deep = epilogues(searches.arch, graph, ops, f, escapes)
+    return _without_intermediates(graph, merged(kernels), ops, escapes, f, deep)
 
 
 def buffered_price(arch: Arch, graph: OpGraph, searches: OpSearches, ops: tuple[int, ...],
@@ -228,27 +250,48 @@ def buffered_price(arch: Arch, graph: OpGraph, searches: OpSearches, ops: tuple[
     f = searches.level
     level = arch.levels[f]
     internal = _internal(graph, ops)
+    deep = epilogues(arch, graph, ops, f, escapes)
     members = []
     for j in ops:
         op = graph.ops[j]
-        sizes = list(op.workload.sizes)
-        for d, tile in zip(chosen.dims, chosen.tiles):
-            sizes[op.workload.dim_index(d.name_in(j))] = tile
-        # one reserve for every slice search (the most the live slices may take), so that the
-        # same slice of an op in two groups is one search
-        found = searches.sliced(j, tuple(sizes), op.output in internal, LIVE_SHARE * level.capacity)
+        found = _member(graph, searches, chosen, j, deep.get(op.output, f) if op.output in internal else None)
+        if not isinstance(found, str) and op.output in deep and not _keeps(found, deep[op.output], (op.output,)):
+            found = op.output          # the producer does not hold the epilogue's input there
+        if isinstance(found, str) and op.output in deep:
+            del deep[op.output]        # the epilogue then reads its input at the fusion level
+            found = _member(graph, searches, chosen, j, f)
         if isinstance(found, str):
             raise Unfusable("capacity", f"no mapping of {op.name} on its slice beside {chosen.live[j]:,.0f} B "
                                         f"of intermediates at {level.name} ({found})")
-        at_level = found.evaluation.levels[f]
         touched = [t for t in internal if t == op.output or t in op.inputs]
-        missing = [t for t in touched if t not in at_level.tensors]
-        if missing:
-            raise Unfusable("tiling mismatch", f"{op.name}'s slice mapping does not keep {', '.join(missing)} "
+        if not _keeps(found, f, touched):
+            raise Unfusable("tiling mismatch", f"{op.name}'s slice mapping does not keep {', '.join(touched)} "
                                                f"at {level.name}")
+        at_level = found.evaluation.levels[f]
         if at_level.footprint_bytes + chosen.live[j] > level.capacity:
             raise Unfusable("capacity", f"{op.name}'s tiles ({at_level.footprint_bytes:,.0f} B) and the live "
                                         f"slices ({chosen.live[j]:,.0f} B) exceed {level.name}")
         members.append(found)
+    for t, at in list(deep.items()):       # the epilogue must hold its input where it is produced
+        reader = next(m for m in members if m.op == graph.consumers(t)[0])
+        if not _keeps(reader, at, (t,)):
+            del deep[t]
     kernel = merged([times(m.price, chosen.iterations) for m in members])
-    return BufferedPrice(_without_intermediates(graph, kernel, ops, escapes, f), chosen, tuple(members))
+    kernel = _without_intermediates(graph, kernel, ops, escapes, f, deep)
+    return BufferedPrice(kernel, chosen, tuple(members), tuple(sorted(deep)))
+
+
+def _member(graph: OpGraph, searches: OpSearches, chosen: SlicePlan, j: int, complete_at: int | None):
+    """Op j searched on its slice, its output final at `complete_at` (None: anywhere); one
+    reserve for every slice search (the most the live slices may take), so that the same
+    slice of an op in two groups is one search."""
+    op = graph.ops[j]
+    sizes = list(op.workload.sizes)
+    for d, tile in zip(chosen.dims, chosen.tiles):
+        sizes[op.workload.dim_index(d.name_in(j))] = tile
+    capacity = searches.arch.levels[searches.level].capacity
+    return searches.sliced(j, tuple(sizes), complete_at, LIVE_SHARE * capacity)
+
+
+def _keeps(found: Mapped, level: int, tensors) -> bool:
+    return all(t in found.evaluation.levels[level].tensors for t in tensors)

@@ -6,6 +6,7 @@ import sys
 from .. import flags
 
 TIME_LIMIT_DEFAULT = 60.0
+REPORT_S = 1.0
 
 
 def add_parser(sub) -> None:
@@ -39,7 +40,9 @@ def run(args) -> int:
     from ..search.context import seconds_since_start
     # the interpreter's start-up counts against the limit where this process is the command
     since = seconds_since_start() if getattr(args, "own_process", False) else 0.0
-    context = SearchContext.for_command(time_limit, args.max_evaluations, since=since)
+    # the searches end REPORT_S before the limit: the choice over groupings, the boundaries'
+    # reasons and the report come after them
+    context = SearchContext.for_command(time_limit, args.max_evaluations, since=since + min(REPORT_S, time_limit / 10))
     arch, graph = load_arch(args.arch), load_opgraph(args.workload)
     extra = _extra_levels(arch, args.mapspace) if args.mapspace else ()
     result = fuse(arch, graph, context, time_limit, args.objective, extra)

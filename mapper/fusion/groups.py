@@ -184,10 +184,18 @@ class Grouper:
             return Refusal(exc.kind, exc.reason)
         level = self.arch.levels[self.f].name
         note = f"fused through {level}: {found.plan.text(self.graph, ops)}; each op mapped on its slice"
+        if found.epilogues:
+            below = self.arch.levels[self.f + 1].name
+            note += (f"; {', '.join(found.epilogues)} read by its elementwise consumer where its producer completes "
+                     f"it, at {below} (never written to {level})")
         tiling = " ".join(f"{d.name_in(ops[0])}{t}" for d, t in zip(found.plan.dims, found.plan.tiles))
         return GroupPrice(ops, (found.kernel,), None, tuple(self._internal(ops)), (note,),
                           tiling=f"slice {tiling or 'whole'} x{found.plan.iterations}", members=found.members,
                           iterations=found.plan.iterations)
+
+    def forget(self) -> None:
+        """Drop every group's price (the searches' answers changed: `OpSearches.polish`)."""
+        self._priced.clear()
 
     def slices_possible(self) -> bool:
         """Whether groups of several einsums are fused through the fusion level here."""

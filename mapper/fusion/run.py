@@ -21,6 +21,7 @@ from .groups import Grouper
 from .kernels import OpSearches, signature
 
 EINSUM_SHARE = 0.85
+FINISH_S = 2.0             # kept at the end of the searches: the last polish, the choice, the report
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def settled(grouper: Grouper, n: int) -> tuple[Grouping, Grouping, bool]:
             break
         grouper.slices = "searched"
         for ops in pending:
-            if context.deadline is not None and context.deadline - time.perf_counter() < grouper.searches.seconds_einsum:
+            if context.deadline is not None and (context.deadline - time.perf_counter()
+                                                 < grouper.searches.seconds_einsum + FINISH_S):
                 break
             searched.add(ops)
             grouper.price(ops)
@@ -108,8 +110,14 @@ def fuse(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
     searches = searches_for(arch, graph, context, time_limit, extra_levels, objective)
     grouper = Grouper(arch, graph, searches, objective)
     n = len(graph.ops)
-    base = unfused(grouper, n)
+    unfused(grouper, n)                       # every op searched on its own first
+    if searches.polish():                      # each answer against the others' carried to it
+        grouper.forget()
     best, runs, proven = settled(grouper, n)
+    if (context.deadline is None or time.perf_counter() < context.deadline) and searches.polish():
+        grouper.forget()
+        best, runs, proven = best_of(grouper, n)
+    base = unfused(grouper, n)
     return FuseResult(arch, graph, objective, base, best, tuple(boundaries(grouper, best)),
                       chain_bound(arch, graph, searches.level), searches, time.perf_counter() - started,
                       runs, proven)
