@@ -173,3 +173,38 @@ def test_the_grouping_search_equals_enumeration_with_groups_fused_through_the_bu
         if g.members:
             assert g.ops in lazy.searched
     assert math.isfinite(chosen.score)
+
+
+def test_an_elementwise_op_in_the_group_reads_its_input_where_the_einsum_completes_it():
+    """mm1 -> scale -> mm2: Y is an einsum's output read by one elementwise op alone, so it is
+    read where mm1 completes it, one level below the GlobalBuffer, and never written there: the
+    kernel is the slices x iterations less Y's accesses above that level (mm1's and scale's) and
+    scale's fills of Y there, and less S's (the scaled tensor's) DRAM round trip and mm2's fills
+    of S into the GlobalBuffer; hand-counted from each slice's own evaluation."""
+    chain = [TWO_GEMMS[0], {"name": "scale", "kind": "scale", "inputs": ["Y[m,n]"], "output": "S[m,n]"},
+             {"name": "mm2", "einsum": "Z[m,j] += S[m,n] * W2[n,j]"}]
+    graph, grouper = study({"m": 64, "k": 8, "n": 32, "j": 8}, chain)
+    fused = grouper.price((0, 1, 2))
+    assert isinstance(fused, GroupPrice), fused
+    arch, f = grouper.arch, grouper.f
+    assert any("Y read by its elementwise consumer" in note for note in fused.notes)
+    below = f + 1
+    n = fused.iterations
+    expected = 0.0
+    for member in fused.members:
+        wl = dataclasses.replace(graph.ops[member.op].workload, sizes=member.sizes)
+        ev = evaluate(arch, wl, member.mapping)
+        expected += n * (ev.energy_pj + graph.ops[member.op].flops * wl.macs / graph.ops[member.op].workload.macs
+                         * arch.compute.energy_per_mac)
+        for tensor, level in (("Y", below), ("S", f)):
+            if member.op in (graph.producer(tensor), *graph.consumers(tensor)):
+                expected -= n * sum(ev.levels[lv].tensors[tensor].energy_pj for lv in range(level)
+                                    if tensor in ev.levels[lv].tensors)
+                if member.op in graph.consumers(tensor):
+                    fills = ev.levels[level].tensors[tensor].fills * ev.levels[level].instances
+                    expected -= n * _fill_energy(arch.levels[level], fills, 1.0)
+    assert fused.energy_pj == pytest.approx(expected, rel=1e-9)
+    kernel = fused.kernels[0]
+    assert kernel.tensor_bytes("Y", 0) == kernel.tensor_bytes("S", 0) == 0
+    assert kernel.tensor_bytes("Y", f) == 0              # never written to nor read from the GlobalBuffer
+    assert kernel.tensor_bytes("S", f) > 0               # S is, and mm2 reads it there

@@ -22,6 +22,10 @@ FFM; Timeloop-exact prices here).
   fills of it into L. The producer's updates of it at L and the consumers' reads of it from L
   stay. The slice search holds its own tile of an intermediate within L besides the reserved
   whole slice: a conservative capacity check.
+- **Epilogues below L.** An einsum's output read by one elementwise op of the group alone, over
+  the same space, is read where the einsum completes it, one level below L (`epilogues`): the
+  einsum is searched with its output final there, both ops must keep it there (else it goes
+  through L as above), and its entries above that level and the reader's fills there go too.
 - **Legality.** The slices of the live intermediates and each op's own tiles fit L (`capacity`);
   each op keeps the intermediates it touches at L (else `tiling mismatch`).
 
