@@ -17,6 +17,7 @@ from mapper.fusion.groups import GroupPrice, Grouper, Refusal
 from mapper.fusion.kernels import OpSearches, shrunk, signature
 from mapper.fusion.run import settled
 from mapper.load import load_arch, opgraph_from_dict
+from mapper.mapping import LevelMapping, Mapping, level_tiles
 from mapper.search import SearchContext
 from mapper.units import Where
 
@@ -146,11 +147,41 @@ def test_identical_einsums_are_searched_once_and_the_slice_search_starts_from_th
     assert b.reused_from == 0 and b.mapping == a.mapping and b.price.energy_pj == a.price.energy_pj
     assert {t.tensor for t in b.price.traffic} == {"B", "X", "W2"}
     wl = graph.ops[0].workload
-    half = dataclasses.replace(wl, sizes=(32, 64, 32))
-    small = shrunk(a.mapping, wl, half)
-    if small is not None:                     # each dim's loops absorb its ratio
-        from mapper.mapping import level_tiles
-        assert level_tiles(small, 3)[0] == [32, 64, 32]
+    m, n, k = (wl.dim_index(d) for d in "mnk")
+    by_hand = Mapping((LevelMapping(temporal=((m, 2),), keep=frozenset({0, 1, 2})),
+                       LevelMapping(temporal=((m, 32), (n, 64), (k, 32)), keep=frozenset({0, 1, 2})),
+                       LevelMapping(keep=frozenset({0, 1, 2}))))
+    quarter = [0, 0, 0]
+    quarter[m], quarter[n], quarter[k] = 16, 64, 32
+    small = shrunk(by_hand, wl, dataclasses.replace(wl, sizes=tuple(quarter)))
+    assert small is not None and level_tiles(small, 3)[0] == quarter      # m's ratio 4: 2 at DRAM, 2 below
+    assert dict(small.levels[0].temporal)[m] == 1 and dict(small.levels[1].temporal)[m] == 16
+    quarter[m] = 48                                                       # not a divisor: no seed
+    assert shrunk(by_hand, wl, dataclasses.replace(wl, sizes=tuple(quarter))) is None
+
+
+def test_a_mapping_carried_by_role_keeps_each_roles_split():
+    """Carried to itself a mapping is the same mapping (the same cost); carried to a GEMM whose
+    rows, columns and reduction have other sizes, each dim's factors multiply to its size and
+    each role's spatial split is the source's."""
+    from mapper.cost import evaluate as price
+    from mapper.fusion.seeds import carried
+    two = [{"name": "a", "einsum": "A[m,n] += X[m,k] * W1[k,n]"},
+           {"name": "b", "einsum": "B[m,j] += A[m,n] * W2[n,j]"}]
+    graph, grouper = study({"m": 64, "k": 32, "n": 128, "j": 256}, two)   # every role as large or larger
+    a, b = graph.ops[0].workload, graph.ops[1].workload
+    found = grouper.searches.free(0).mapping
+    same = carried(found, a, a)
+    assert same is not None and price(grouper.arch, a, same).energy_pj == price(grouper.arch, a, found).energy_pj
+    other = carried(found, a, b)
+    assert other is not None
+    tiles = level_tiles(other, len(b.dims))[0]
+    assert tiles == list(b.sizes)
+    spatial = lambda mapping, wl, dim: math.prod(bound for lm in mapping.levels for d, bound, _ in lm.spatial
+                                                 if d == wl.dim_index(dim))
+    assert spatial(other, b, "m") == spatial(found, a, "m")      # rows: m in both
+    assert spatial(other, b, "n") == spatial(found, a, "k")      # the reduction
+    assert spatial(other, b, "j") == spatial(found, a, "n")      # the columns
 
 
 def test_the_grouping_search_equals_enumeration_with_groups_fused_through_the_buffer():

@@ -109,7 +109,7 @@ class Grouper:
             return Refusal("dependency", f"{self.graph.ops[outside].name} needs an output of the group and "
                            "feeds it: one kernel would wait on itself")
         einsums = [i for i in ops if self.graph.ops[i].family == "einsum"]
-        if len(einsums) > 1 and self.arch.gpu is None:     # (a per-SM level: refused in `buffered.plan`)
+        if len(einsums) > 1 and self.slices_possible():
             return self._buffered(ops)
         if len(einsums) > 1:
             found = match(self.graph, ops)
@@ -117,7 +117,8 @@ class Grouper:
                 return self._flash(ops, found)
             pair = mlp_match(self.graph, ops)
             if pair is None:
-                return Refusal("two einsums", "only attention and a GEMM -> elementwise -> GEMM pair fuse two einsums")
+                return Refusal("two einsums", "on a GPU only attention and a GEMM -> elementwise -> GEMM pair fuse "
+                               "two einsums (through a buffer level: off a GPU)")
             priced = mlp_price(self.arch, self.graph, pair, self.f, self.objective)
             if priced is None:
                 return Refusal("capacity/spill", "no tiling of the two fused GEMMs fits the fusion level")
