@@ -22,8 +22,9 @@ FFM; Timeloop-exact prices here).
   fills of it into L. The producer's updates of it at L and the consumers' reads of it from L
   stay. The slice search holds its own tile of an intermediate within L besides the reserved
   whole slice: a conservative capacity check.
-- **Epilogues below L.** An einsum's output read by one elementwise op of the group alone, over
-  the same space, is read where the einsum completes it, one level below L (`epilogues`): the
+- **Epilogues below L.** An einsum's output read by one elementwise op of the group alone (its
+  only input, over the same space, into an output no wider: applied in place on the tile, so
+  no capacity beyond the einsum's own tile) is read where the einsum completes it, one level below L (`epilogues`): the
   einsum is searched with its output final there, both ops must keep it there (else it goes
   through L as above), and its entries above that level and the reader's fills there go too.
 - **Legality.** The slices of the live intermediates and each op's own tiles fit L (`capacity`);
@@ -215,7 +216,8 @@ def _without_intermediates(graph: OpGraph, kernel: KernelPrice, ops, escapes, f:
 def epilogues(arch: Arch, graph: OpGraph, ops, f: int, escapes) -> dict:
     """Intermediates an elementwise op of the group may read where its producing einsum
     completes them, one level below f (then never written to f): {tensor: that level}. Each
-    is an einsum's output read by that one op alone, over the same iteration space."""
+    is an einsum's output read by that one op alone, its only input, over the same iteration
+    space, into an output no wider (so it is applied in place on the tile there)."""
     if f + 1 >= len(arch.levels):
         return {}
     out = {}
@@ -224,7 +226,10 @@ def epilogues(arch: Arch, graph: OpGraph, ops, f: int, escapes) -> dict:
         if graph.ops[p].family != "einsum" or escapes(t) or len(readers) != 1:
             continue
         e = graph.ops[readers[0]]
-        if e.family == "elementwise" and e.output_elements == graph.tensor(t).elements:
+        # one input and an output no wider: applied in place on the producer's tile, which
+        # already fits there (the producer's mapping holds it)
+        if (e.family == "elementwise" and e.inputs == (t,) and e.output_elements == graph.tensor(t).elements
+                and graph.tensor(e.output).bits <= graph.tensor(t).bits):
             out[t] = f + 1
     return out
 
