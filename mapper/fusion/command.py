@@ -6,7 +6,7 @@ import sys
 from .. import flags
 
 TIME_LIMIT_DEFAULT = 60.0
-REPORT_S = 1.0
+REPORT_S = 1.5
 
 
 def add_parser(sub) -> None:
