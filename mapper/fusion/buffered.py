@@ -15,8 +15,9 @@ FFM; Timeloop-exact prices here).
   intermediates' slices live at any one op using at most `LIVE_SHARE` of L, fewest iterations
   on a tie. An intermediate is live from its producer to its last consumer in the group.
 - **The price.** Each op is mapped on its slice by the existing joint search (`OpSearches.sliced`),
-  in L's capacity less the live slices' share (`reserve`, LIVE_SHARE of it), and, where its output is an intermediate, its
-  output tile final at L (no partial sums above it). The kernel is the slices' prices times the
+  in L's capacity less the slices live at it (`reserve`, rounded up to RESERVE_STEP of it),
+  and, where its output is an intermediate, its output tile final at L (no partial sums above
+  it). The kernel is the slices' prices times the
   iterations, less exactly each intermediate's traffic above L (the producer's write out,
   unless the tensor is read outside the group, and the consumers' reads) and the consumers'
   fills of it into L. The producer's updates of it at L and the consumers' reads of it from L
@@ -46,6 +47,7 @@ from .kernels import Mapped, OpSearches
 from .price import KernelPrice, merged, scaled, times, without
 
 LIVE_SHARE = 0.5          # of the fusion level's capacity, at most, for the live intermediate slices
+RESERVE_STEP = 0.125      # the slice searches' reserve: the live slices rounded up to this share
 MAX_TILINGS = 20_000      # slice tilings ranked at most (the product of the fused dims' divisors)
 
 
@@ -291,15 +293,15 @@ def buffered_price(arch: Arch, graph: OpGraph, searches: OpSearches, ops: tuple[
 
 
 def _member(graph: OpGraph, searches: OpSearches, chosen: SlicePlan, j: int, complete_at: int | None):
-    """Op j searched on its slice, its output final at `complete_at` (None: anywhere); one
-    reserve for every slice search (the most the live slices may take), so that the same
-    slice of an op in two groups is one search."""
+    """Op j searched on its slice, its output final at `complete_at` (None: anywhere), the
+    fusion level less the live slices at j rounded up to a RESERVE_STEP of its capacity (so
+    that the same slice of an op in two groups is mostly one search)."""
     op = graph.ops[j]
     sizes = list(op.workload.sizes)
     for d, tile in zip(chosen.dims, chosen.tiles):
         sizes[op.workload.dim_index(d.name_in(j))] = tile
-    capacity = searches.arch.levels[searches.level].capacity
-    return searches.sliced(j, tuple(sizes), complete_at, LIVE_SHARE * capacity)
+    step = RESERVE_STEP * searches.arch.levels[searches.level].capacity
+    return searches.sliced(j, tuple(sizes), complete_at, math.ceil(chosen.live[j] / step) * step)
 
 
 def _keeps(found: Mapped, level: int, tensors) -> bool:

@@ -9,7 +9,7 @@ deadline.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..opgraph import OpGraph
 from ..search import SearchContext
@@ -21,7 +21,8 @@ from .groups import Grouper
 from .kernels import OpSearches, signature
 
 EINSUM_SHARE = 0.85
-FINISH_S = 2.0             # kept at the end of the searches: the last polish, the choice, the report
+FINISH_S = 2.0             # kept at the end of the searches: the last polish and the choice
+MIN_LEFT_S = 0.5           # seconds before that end under which no further group is searched
 
 
 @dataclass(frozen=True)
@@ -73,33 +74,43 @@ def settled(grouper: Grouper, n: int) -> tuple[Grouping, Grouping, bool]:
     """The groupings, the groups fused through a buffer level searched lazily. Each round
     chooses the best grouping with every such group not yet searched priced by its estimate
     (`buffered.estimate`: its ops' own kernels, less the intermediates' traffic, plus the
-    inputs read again) and searches the slices of the estimated groups it chose, while the
-    command's deadline leaves time for another search; the rounds end when the choice holds
-    no estimate. Then the choice over the groups whose prices are their own searches' (the
-    others refused: `not searched`): optimal over the groups searched."""
+    inputs read again) and searches the slices of the estimated groups it chose, the largest
+    saving first, on a deadline FINISH_S before the command's (kept for the last polish and
+    the choice); the rounds end when the choice holds no estimate or that deadline has
+    passed. Then the choice over the groups whose prices are their own searches' (the others
+    refused: `not searched`): optimal over the groups searched."""
     if not grouper.slices_possible():
         return best_of(grouper, n)
-    context, searched = grouper.searches.context, grouper.searched
-    while True:
-        grouper.slices = "estimate"
-        best, runs, _ = best_of(grouper, n)
-        estimated = {g.ops: g for g in best.groups + runs.groups if g.estimated and g.ops not in searched}
-        pending = sorted(estimated, key=lambda ops: estimated[ops].score(grouper.objective) - sum(
-            grouper.price((i,)).score(grouper.objective) for i in ops))        # the largest saving first
-        if not pending:
-            break
-        grouper.slices = "searched"
-        for ops in pending:
-            if context.deadline is not None and (context.deadline - time.perf_counter()
-                                                 < grouper.searches.seconds_einsum + FINISH_S):
+    searches, searched = grouper.searches, grouper.searched
+    context = searches.context
+    if context.deadline is not None:          # a share: the same tally, Ctrl-C and budget
+        searches.context = replace(context, deadline=context.deadline - FINISH_S)
+    try:
+        while _time_left(searches.context):
+            grouper.slices = "estimate"
+            best, runs, _ = best_of(grouper, n)
+            estimated = {g.ops: g for g in best.groups + runs.groups if g.estimated and g.ops not in searched}
+            pending = sorted(estimated, key=lambda ops: estimated[ops].score(grouper.objective) - sum(
+                grouper.price((i,)).score(grouper.objective) for i in ops))
+            if not pending:
                 break
-            searched.add(ops)
-            grouper.price(ops)
-        else:
-            continue
-        break
+            grouper.slices = "searched"
+            for ops in pending:
+                if not _time_left(searches.context):
+                    break
+                searched.add(ops)
+                grouper.price(ops)
+    finally:
+        searches.context = context
     grouper.slices = "searched"
     return best_of(grouper, n)
+
+
+def _time_left(context: SearchContext) -> bool:
+    """Whether the deadline leaves MIN_LEFT_S for another group's searches (read off the clock:
+    `SearchContext.stopped` would count the stretch since its last check, a whole search, as
+    one step of the next search's look-ahead)."""
+    return context.deadline is None or context.deadline - time.perf_counter() > MIN_LEFT_S
 
 
 def fuse(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
