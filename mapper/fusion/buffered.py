@@ -306,3 +306,21 @@ def _member(graph: OpGraph, searches: OpSearches, chosen: SlicePlan, j: int, com
 
 def _keeps(found: Mapped, level: int, tensors) -> bool:
     return all(t in found.evaluation.levels[level].tensors for t in tensors)
+
+
+def search_seconds(arch: Arch, graph: OpGraph, searches: OpSearches, ops: tuple[int, ...],
+                   chosen: SlicePlan) -> float:
+    """A guess of the seconds the group's slice searches take: an op's share, or a tenth of it
+    where its slice is the whole op and its own mapping leaves room for the live slices (its
+    search then starts, and most likely ends, at that mapping: `OpSearches._own_mapping`)."""
+    f = searches.level
+    step = RESERVE_STEP * arch.levels[f].capacity
+    total = 0.0
+    for j in ops:
+        op = graph.ops[j]
+        share = searches.seconds_einsum if op.family == "einsum" else searches.seconds_stream
+        whole = all(tile == d.size for d, tile in zip(chosen.dims, chosen.tiles))
+        room = math.ceil(chosen.live[j] / step) * step + searches.free(j).evaluation.levels[f].footprint_bytes
+        total += share / 10 if whole and room <= arch.levels[f].capacity else share
+    return total
+

@@ -28,7 +28,7 @@ from ..mapping import level_tiles
 from ..opgraph import OpGraph
 from ..spec import Arch
 from .attention import flash_price, match
-from .buffered import Unfusable, buffered_price, estimate, plan
+from .buffered import Unfusable, buffered_price, estimate, plan, search_seconds
 from .kernels import Mapped, OpSearches
 from .mlp import match as mlp_match, mlp_price
 from .price import KernelPrice, loads, merged, scaled, with_flops, with_traffic, without
@@ -197,6 +197,12 @@ class Grouper:
     def forget(self) -> None:
         """Drop every group's price (the searches' answers changed: `OpSearches.polish`)."""
         self._priced.clear()
+
+    def search_seconds(self, ops) -> float:
+        """A guess of the seconds a group not yet searched would take to search."""
+        if not self.slices_possible() or sum(self.graph.ops[i].family == "einsum" for i in ops) < 2:
+            return self.searches.seconds_einsum            # one fusable search of its einsum
+        return search_seconds(self.arch, self.graph, self.searches, ops, self._plan(ops))
 
     def slices_possible(self) -> bool:
         """Whether groups of several einsums are fused through the fusion level here."""

@@ -75,7 +75,7 @@ def settled(grouper: Grouper, n: int) -> tuple[Grouping, Grouping, bool]:
     chooses the best grouping with every such group not yet searched priced by its estimate
     (`buffered.estimate`: its ops' own kernels, less the intermediates' traffic, plus the
     inputs read again) and searches the slices of the estimated groups it chose, the largest
-    saving first, on a deadline FINISH_S before the command's (kept for the last polish and
+    saving per second of search first (`Grouper.search_seconds`), on a deadline FINISH_S before the command's (kept for the last polish and
     the choice); the rounds end when the choice holds no estimate or that deadline has
     passed. Then the choice over the groups whose prices are their own searches' (the others
     refused: `not searched`): optimal over the groups searched."""
@@ -90,8 +90,9 @@ def settled(grouper: Grouper, n: int) -> tuple[Grouping, Grouping, bool]:
             grouper.slices = "estimate"
             best, runs, _ = best_of(grouper, n)
             estimated = {g.ops: g for g in best.groups + runs.groups if g.estimated and g.ops not in searched}
-            pending = sorted(estimated, key=lambda ops: estimated[ops].score(grouper.objective) - sum(
-                grouper.price((i,)).score(grouper.objective) for i in ops))
+            # the largest saving per second of search first
+            pending = sorted(estimated, key=lambda ops: (estimated[ops].score(grouper.objective) - sum(
+                grouper.price((i,)).score(grouper.objective) for i in ops)) / max(grouper.search_seconds(ops), 1e-3))
             if not pending:
                 break
             grouper.slices = "searched"
