@@ -103,11 +103,11 @@ def carried(mapping: Mapping, source: Workload, target: Workload) -> Mapping | N
     for lv, lm in enumerate(mapping.levels):
         temporal = tuple((d, b) for (slot, d), b in placed.items() if slot == (lv, "t", 0))
         spatial = tuple((d, b, slot[2]) for (slot, d), b in placed.items() if slot[0] == lv and slot[1] == "s")
-        levels.append(replace(lm, temporal=_ordered(temporal, lm, source, target, src, dst), spatial=spatial))
+        levels.append(replace(lm, temporal=_ordered(temporal, lm, src, dst), spatial=spatial))
     return Mapping(tuple(levels))
 
 
-def _ordered(loops: tuple, lm: LevelMapping, source: Workload, target: Workload, src, dst) -> tuple:
+def _ordered(loops: tuple, lm: LevelMapping, src: dict, dst: dict) -> tuple:
     """The target's loops at one level in the source's order of roles (outermost first)."""
     role_of = {d: role for role, dims in dst.items() for d in dims}
     rank = {}
