@@ -239,3 +239,32 @@ def test_an_elementwise_op_in_the_group_reads_its_input_where_the_einsum_complet
     assert kernel.tensor_bytes("Y", 0) == kernel.tensor_bytes("S", 0) == 0
     assert kernel.tensor_bytes("Y", f) == 0              # never written to nor read from the GlobalBuffer
     assert kernel.tensor_bytes("S", f) > 0               # S is, and mm2 reads it there
+
+
+def test_mapper_fuse_reports_the_buffered_group_and_its_refusals(tmp_path, capsys):
+    """`mapper fuse` on toy: the text names the fused loops, iterations and slice mappings, the
+    JSON carries each slice (its sizes, price and mapping), and every boundary left unfused has
+    one of the reasons' kinds."""
+    import json
+
+    import yaml
+
+    from mapper.cli import main
+    path = tmp_path / "attention.yaml"
+    path.write_text(yaml.safe_dump({"name": "attention-small", "sizes": {"h": 2, "m": 32, "p": 32, "e": 4, "f": 4,
+                                                                        "g": 8},
+                                    "dtype": "int8", "ops": ATTENTION}))
+    args = ["fuse", "toy", str(path), "--max-evaluations", "300000"]
+    assert main(args + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    sliced = [g for g in out["fused"]["groups"] if g["slices"]]
+    assert sliced, out["fused"]["groups"]
+    for group in sliced:
+        assert {s["op"] for s in group["slices"]} == set(group["ops"]) and group["tile"].startswith("slice")
+        assert all(s["mapping"] and s["energy_pj"] > 0 for s in group["slices"])
+    kinds = {b["kind"] for b in out["boundaries"] if not b["fused"]}
+    assert kinds <= {"capacity", "tiling mismatch", "full reduction", "no gain", "compute-bound", "not searched",
+                     "other grouping", "order", "read by another kernel", "dependency", "capacity/spill"}
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "fused through GlobalBuffer" in text and "slice mapping of" in text
