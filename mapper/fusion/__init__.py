@@ -2,7 +2,9 @@
 
 Modules, lowest first: `price` (the accounting of what fusing removes and adds), `kernels`
 (each op searched on its own or under fusion constraints), `attention` (FlashAttention-style
-kernel) and `mlp` (two GEMMs through their hidden dim), `groups` (legal groups and their price),
+kernel) and `mlp` (two GEMMs through their hidden dim), `seeds` (mappings carried between
+einsums by role), `buffered` (einsums fused through a buffer level, by their slices), `groups`
+(legal groups and their price),
 `grouping` (the dynamic programme over runs, boundary reasons), `cover` (CP-SAT over any
 legal connected groups), `bound` (the chain lower bound), `run`
 (one study under one search context), `report` (text, JSON, plot), `command` (`mapper fuse`).

@@ -28,6 +28,7 @@ from ..mapping import level_tiles
 from ..opgraph import OpGraph
 from ..spec import Arch
 from .attention import flash_price, match
+from .buffered import Unfusable, buffered_price, estimate, plan, search_seconds
 from .kernels import Mapped, OpSearches
 from .mlp import match as mlp_match, mlp_price
 from .price import KernelPrice, loads, merged, scaled, with_flops, with_traffic, without
@@ -52,6 +53,9 @@ class GroupPrice:
     notes: tuple[str, ...] = ()
     spilled: bool = False
     tiling: str = ""                     # a kernel modelled outside the cost model (attention)
+    members: tuple[Mapped, ...] = ()     # fused through a buffer level: each op's slice mapping
+    iterations: int = 1                  # ... run once per iteration of the fused loops
+    estimated: bool = False              # priced from the ops' own mappings, not yet searched
 
     @property
     def energy_pj(self) -> float:
@@ -79,11 +83,19 @@ class Grouper:
         self.arch, self.graph, self.searches, self.objective = arch, graph, searches, objective
         self.f = searches.level
         self._priced: dict = {}
+        # groups fused through a buffer level: "search" each (the default), "estimate" those not
+        # in `searched` from their ops' own mappings, or refuse those not in `searched`
+        self.slices = "search"
+        self.searched: set = set()
+        self._plans: dict = {}
 
     def price(self, ops) -> GroupPrice | Refusal:
         key = tuple(sorted(ops))
         if key not in self._priced:
-            self._priced[key] = self._price(key)
+            found = self._price(key)
+            if isinstance(found, GroupPrice) and found.estimated:
+                return found
+            self._priced[key] = found
         return self._priced[key]
 
     def _price(self, ops: tuple[int, ...]) -> GroupPrice | Refusal:
@@ -97,13 +109,16 @@ class Grouper:
             return Refusal("dependency", f"{self.graph.ops[outside].name} needs an output of the group and "
                            "feeds it: one kernel would wait on itself")
         einsums = [i for i in ops if self.graph.ops[i].family == "einsum"]
+        if len(einsums) > 1 and self.slices_possible():
+            return self._buffered(ops)
         if len(einsums) > 1:
             found = match(self.graph, ops)
             if found is not None:
                 return self._flash(ops, found)
             pair = mlp_match(self.graph, ops)
             if pair is None:
-                return Refusal("two einsums", "only attention and a GEMM -> elementwise -> GEMM pair fuse two einsums")
+                return Refusal("two einsums", "on a GPU only attention and a GEMM -> elementwise -> GEMM pair fuse "
+                               "two einsums (through a buffer level: off a GPU)")
             priced = mlp_price(self.arch, self.graph, pair, self.f, self.objective)
             if priced is None:
                 return Refusal("capacity/spill", "no tiling of the two fused GEMMs fits the fusion level")
@@ -154,6 +169,66 @@ class Grouper:
                 f"fitting tilings of {choice.priced}, all priced")
         return GroupPrice(ops, (kernel,), None, tuple(self._internal(ops)), (note,),
                           tiling=f"Bi{choice.block_i} Bj{choice.block_j} s{choice.stages}")
+
+    def _buffered(self, ops) -> GroupPrice | Refusal:
+        """Several einsums fused through the fusion level (`buffered.py`)."""
+        if self.slices != "search" and ops not in self.searched:
+            try:
+                chosen = self._plan(ops)
+            except Unfusable as exc:
+                return Refusal(exc.kind, exc.reason)
+            return self._lazy(ops, lambda: estimate(self.graph, self.searches, ops, self._escapes_from(ops), chosen),
+                              f"estimate: {chosen.text(self.graph, ops)}")
+        try:
+            found = buffered_price(self.arch, self.graph, self.searches, ops, self._escapes_from(ops), self._plan(ops))
+        except Unfusable as exc:
+            return Refusal(exc.kind, exc.reason)
+        level = self.arch.levels[self.f].name
+        note = f"fused through {level}: {found.plan.text(self.graph, ops)}; each op mapped on its slice"
+        if found.epilogues:
+            below = self.arch.levels[self.f + 1].name
+            note += (f"; {', '.join(found.epilogues)} read by its elementwise consumer where its producer completes "
+                     f"it, at {below} (never written to {level})")
+        tiling = " ".join(f"{d.name_in(ops[0])}{t}" for d, t in zip(found.plan.dims, found.plan.tiles))
+        return GroupPrice(ops, (found.kernel,), None, tuple(self._internal(ops)), (note,),
+                          tiling=f"slice {tiling or 'whole'} x{found.plan.iterations}", members=found.members,
+                          iterations=found.plan.iterations)
+
+    def forget(self) -> None:
+        """Drop every group's price (the searches' answers changed: `OpSearches.polish`)."""
+        self._priced.clear()
+
+    def search_seconds(self, ops) -> float:
+        """A guess of the seconds a group not yet searched would take to search."""
+        if not self.slices_possible() or sum(self.graph.ops[i].family == "einsum" for i in ops) < 2:
+            return self.searches.seconds_einsum            # one fusable search of its einsum
+        return search_seconds(self.arch, self.graph, self.searches, ops, self._plan(ops))
+
+    def slices_possible(self) -> bool:
+        """Whether groups of several einsums are fused through the fusion level here."""
+        return self.arch.gpu is None and self.arch.levels[self.f].instances == 1
+
+    def _lazy(self, ops, guess, note: str) -> GroupPrice | Refusal:
+        """A group whose price needs searches not yet run (`slices` not "search"): its estimate
+        (`guess()`, a kernel) or, once only searched groups are chosen, a refusal."""
+        if self.slices != "estimate":
+            return Refusal("not searched", "its estimate from its ops' own mappings did not place it in the best "
+                           "grouping, so it was not searched")
+        return GroupPrice(ops, (guess(),), None, tuple(self._internal(ops)), (note,), estimated=True)
+
+    def _plan(self, ops):
+        """The group's slice plan (`buffered.plan`), once per group; raises Unfusable."""
+        if ops not in self._plans:
+            try:
+                self._plans[ops] = plan(self.arch, self.graph, ops, self.f)
+            except Unfusable as exc:
+                self._plans[ops] = exc
+        if isinstance(self._plans[ops], Unfusable):
+            raise self._plans[ops]
+        return self._plans[ops]
+
+    def _escapes_from(self, ops):
+        return lambda t: self._escapes(t, ops)
 
     # ------------------------------------------------------------------ streaming groups
 
@@ -215,6 +290,9 @@ class Grouper:
                 axis = p.output_dims.index(p.reduced_dim)
                 row_dim = anchor.dims_of(p.output)[axis]
                 candidates = [(whole | {row_dim}, "in-row"), (whole, "stats")]
+        if self.slices != "search" and ops not in self.searched and any(down or w for w, _ in candidates):
+            return self._lazy(ops, lambda: self._fuse_intermediates(
+                merged([self.searches.free(i).price for i in ops]), ops), "estimate: its ops' own kernels")
         results = [self._anchored_price(ops, a, down, prologue, w, mode) for w, mode in candidates]
         priced = [r for r in results if isinstance(r, GroupPrice)]
         if not priced:

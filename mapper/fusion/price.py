@@ -112,6 +112,13 @@ def owned(kernel: KernelPrice, owner: int) -> KernelPrice:
     return replace(kernel, traffic=tuple(replace(t, owner=owner) for t in kernel.traffic))
 
 
+def times(kernel: KernelPrice, n: int) -> KernelPrice:
+    """`kernel` run `n` times (a slice of a fused group, once per iteration of its fused loops)."""
+    return replace(kernel, traffic=tuple(replace(t, bytes=t.bytes * n, energy_pj=t.energy_pj * n, cycles=t.cycles * n)
+                                         for t in kernel.traffic),
+                   compute_energy_pj=kernel.compute_energy_pj * n, compute_cycles=kernel.compute_cycles * n)
+
+
 def merged(kernels: list[KernelPrice]) -> KernelPrice:
     """Several kernels run as one: their traffic and compute together (the fusion accounting
     then removes what no longer moves)."""

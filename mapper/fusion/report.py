@@ -1,6 +1,8 @@
 """`mapper fuse`'s output: the text report, its JSON form and the per-boundary traffic plot."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import clipped
 from ..mapping import level_tiles, mapping_to_dict
 from ..report import mapping_text
@@ -33,6 +35,21 @@ def _tile(result: FuseResult, group) -> str:
     return "x".join(f"{d}{t}" for d, t in zip(wl.dims, tile))
 
 
+def _proof(group) -> str:
+    """How far each kernel's mapping is from proven: its anchor's, or the worst of its slices'."""
+    mapped = (group.anchor,) if group.anchor is not None else group.members
+    if not mapped:
+        return "exhaustive" if group.tiling else "-"
+    if all(m.optimal for m in mapped):
+        return "proven"
+    gaps = [m.gap for m in mapped if not m.optimal]
+    return "unproven" if any(gap is None for gap in gaps) else f"gap {max(gaps):.1%}"
+
+
+def _proof_of(m) -> str:
+    return "proven optimal" if m.optimal else "not proven" if m.gap is None else f"gap {m.gap:.1%}"
+
+
 def _percent(before: float, after: float) -> str:
     return f"{100 * (after - before) / before:+.1f}%" if before else "-"
 
@@ -60,8 +77,7 @@ def fuse_text(result: FuseResult) -> str:
              "mapping", "fused intermediates"]]
     for g in f.groups:
         apart = sum(u.groups[i].level_bytes(0) for i in g.ops)
-        proof = "exhaustive" if g.tiling else "-" if g.anchor is None else ("proven" if g.anchor.optimal else
-                                              f"gap {g.anchor.gap:.1%}" if g.anchor.gap is not None else "unproven")
+        proof = _proof(g)
         rows.append([_names(result, g.ops), f"{g.level_bytes(0):,.0f}", f"{apart - g.level_bytes(0):,.0f}",
                      f"{g.energy_pj:.4g}", f"{g.cycles:,.0f}",
                      _tile(result, g), proof, ", ".join(g.fused) or "-"])
@@ -70,6 +86,15 @@ def fuse_text(result: FuseResult) -> str:
         for note in g.notes:
             lines.append("  " + clipped(f"{_names(result, g.ops)}: {note}", 220))
     for g in f.groups:
+        for m in g.members:
+            op = result.graph.ops[m.op]
+            wl = op.workload if m.sizes is None else replace(op.workload, sizes=m.sizes)
+            shape = " x ".join(f"{d}{size}" for d, size in zip(wl.dims, wl.sizes))
+            reused = ("" if m.reused_from in (None, m.op) else
+                      f"; the search of {result.graph.ops[m.reused_from].name}'s identical slice")
+            lines += ["", f"slice mapping of {op.name} in {_names(result, g.ops)} ({op.workload.einsum}; "
+                      f"{shape}, run {g.iterations} time(s); {_proof_of(m)}{reused}):"]
+            lines.append(mapping_text(arch, wl, m.mapping, m.evaluation))
         if g.anchor is not None and len(g.ops) > 1:
             op = result.graph.ops[g.anchor.op]
             lines += ["", f"fused mapping of {_names(result, g.ops)} ({op.name}: {op.workload.einsum}; "
@@ -105,6 +130,15 @@ def _cycles(grouping: Grouping) -> float:
     return sum(g.cycles for g in grouping.groups)
 
 
+def _slice_json(result: FuseResult, m) -> dict:
+    op = result.graph.ops[m.op]
+    wl = op.workload if m.sizes is None else replace(op.workload, sizes=m.sizes)
+    return {"op": op.name, "sizes": dict(zip(wl.dims, wl.sizes)), "energy_pj": m.price.energy_pj,
+            "proven": m.optimal, "gap": m.gap,
+            "reused_from": None if m.reused_from is None else result.graph.ops[m.reused_from].name,
+            "mapping": mapping_to_dict(m.mapping, result.arch, wl)}
+
+
 def fuse_json(result: FuseResult) -> dict:
     def grouping(gr: Grouping) -> dict:
         return {"score": gr.score, "outer_bytes": _bytes(gr, 0), "energy_pj": _energy(gr), "cycles": _cycles(gr),
@@ -113,6 +147,8 @@ def fuse_json(result: FuseResult) -> dict:
                             "notes": list(g.notes), "spilled": g.spilled,
                             "tile": _tile(result, g),
                             "proven": None if g.anchor is None else g.anchor.optimal,
+                            "iterations": g.iterations,
+                            "slices": [_slice_json(result, m) for m in g.members],
                             "mapping": None if g.anchor is None else mapping_to_dict(
                                 g.anchor.mapping, result.arch, result.graph.ops[g.anchor.op].workload)}
                            for g in gr.groups]}

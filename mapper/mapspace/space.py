@@ -79,7 +79,9 @@ class Mapspace(TablesMixin, OrderTablesMixin, CountingMixin, PruningMixin, Sampl
             if lv == 0:
                 keeps = (tuple(range(len(tensors))),)
             elif lc.keep is not None:
-                keeps = (tuple(self._tensor_index(name, lv, "keep") for name in lc.keep),)
+                # a set, in tensor order whatever order it was named in (`warm.admit` compares
+                # a mapping's keeps in that order)
+                keeps = (tuple(sorted(self._tensor_index(name, lv, "keep") for name in lc.keep)),)
             elif lc.bypass:
                 keeps = tuple(c for r in range(len(allowed) + 1) for c in itertools.combinations(allowed, r))
             else:
