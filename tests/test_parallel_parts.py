@@ -152,37 +152,54 @@ def test_greedy_start_takes_at_most_its_seconds():
 
 
 class _Better:
-    """A shared key (`parallel.SharedKey`) another worker lowered to `key`."""
+    """A shared key (`parallel.SharedKey`) another worker lowers to `key` once `when()` holds."""
 
-    def __init__(self, key):
-        self.key = key
+    def __init__(self, key, when=lambda: True):
+        self.key, self.when = key, when
 
     def read(self):
-        return self.key
+        return self.key if self.when() else None
 
     def lower_to(self, key):
-        self.key = min(self.key, key)
+        if self.when():
+            self.key = min(self.key, key)
 
 
-def test_the_local_search_goes_on_from_another_workers_better_mapping():
-    """Another worker holds a better mapping than this one's start (a quick dive's): the local
-    search takes it and goes on from it, ending no worse than it, and better where its
-    neighbours are."""
+def _poor_and_better():
+    """A space, its objective, a poor mapping of it and the key of a better one."""
     space, objective = _space("energy")
     context = SearchContext()
-    rng = np.random.default_rng(1)
-    sample = space.sample(400, rng)
+    sample = space.sample(400, np.random.default_rng(1))
     costs = context.price(space.arch, space.workload, sample)
     valid = np.flatnonzero(costs.valid & space.valid_mask(sample))
     order = valid[np.argsort(objective.score(costs)[valid])]
-    worst, better = order[-1], order[len(order) // 2]
-    key = key_of(objective, costs, sample, better)
+    return space, objective, sample.take(order[-1:]), key_of(objective, costs, sample, order[len(order) // 2])
+
+
+def test_the_local_search_outdone_while_it_improves_goes_on():
+    """Another worker's better mapping (a quick dive's) arrives once the local search from a
+    poor mapping has improved on it: the search goes on (from that mapping where it ends at a
+    local optimum above it), ending no worse than it and never below the optimum."""
+    space, objective, poor, key = _poor_and_better()
+    context = SearchContext()
     incumbent = Incumbent(space, objective, context)
-    incumbent.offer(sample.take(np.array([worst])))
-    assert incumbent.score > key[0]
+    incumbent.offer(poor)
+    start = incumbent.score
+    assert start > key[0]
+    incumbent.share(_Better(key, when=lambda: incumbent.score < start))
+    event = incumbents.local_search(Joint(), Walk(_setup(space, objective, context), incumbent))
+    assert event.rounds >= 1 and incumbent.score <= key[0] and not incumbent.outdone()
+    assert Exhaustive().run(space, objective).score <= incumbent.score == event.after
+
+
+def test_the_local_search_outdone_before_it_improves_stops():
+    """Outdone from the start (a dive found a better mapping before the local search from
+    greedy's improved on it): polishing this one cannot help the walk, so it stops at once."""
+    space, objective, poor, key = _poor_and_better()
+    context = SearchContext()
+    incumbent = Incumbent(space, objective, context)
+    incumbent.offer(poor)
+    start, priced = incumbent.score, context.priced
     incumbent.share(_Better(key))
-    walk = Walk(_setup(space, objective, context), incumbent)
-    event = incumbents.local_search(Joint(), walk)
-    exact = Exhaustive().run(space, objective)
-    assert incumbent.score <= key[0] and not incumbent.outdone()
-    assert exact.score <= incumbent.score and event.after == incumbent.score
+    event = incumbents.local_search(Joint(), Walk(_setup(space, objective, context), incumbent))
+    assert event.rounds == 0 and incumbent.score == start and context.priced == priced

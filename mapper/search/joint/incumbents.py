@@ -78,21 +78,26 @@ def dives(joint: "Joint", walk: Walk, parts: list[Part], events: list[Event], po
 
 def local_search(joint: "Joint", walk: Walk, until=None) -> LocalSearch:
     """The local search around the incumbent, over the whole space, within an eighth of the
-    time. On several cores, once another worker holds a better mapping (polishing this one
-    cannot help the walk then: a dive may find the optimum long before the local search from
-    greedy's mapping ends, above it), it goes on from that one instead: a quick dive's
-    mapping is never polished otherwise, and on a large array the local search from it is
-    what reaches the optimum (docs/RESULTS.md)."""
+    time. On several cores it stops once another worker holds a better mapping while it has
+    not improved on its start (polishing this one cannot help the walk then: a dive may find
+    the optimum long before the local search from greedy's mapping ends, above it); one that
+    is improving goes on, and where it ends at a local optimum another worker's mapping
+    beats, it goes on from that one (on tpu-v4i a quick dive's mapping cut short the local
+    search from greedy's, which is what reaches the optimum; docs/RESULTS.md)."""
     incumbent, context = walk.incumbent, walk.context
     before = incumbent.score
     share = None if context.time_limit is None else context.time_limit / 8
     budget = context.budget(share, until=until)
     rounds = 0
     while True:
-        rounds += improve(walk.setup.space, incumbent, budget, seed=joint.seed, stop=incumbent.outdone)
-        if budget.spent() or not incumbent.outdone():
+        start = incumbent.score
+        # outdone before it improved on its start: polishing this one cannot help the walk
+        # (a dive found the optimum meanwhile, say); outdone while it improves: it goes on
+        rounds += improve(walk.setup.space, incumbent, budget, seed=joint.seed,
+                          stop=lambda: incumbent.outdone() and incumbent.score >= start)
+        if budget.spent() or not incumbent.outdone() or incumbent.score >= start:
             break
-        # another worker's better mapping (a quick dive's): go on from it, unpolished as it is
+        # it ended at a local optimum another worker's mapping beats: go on from that one
         incumbent.adopt()
         if incumbent.outdone():         # not taken (it cannot be): nothing more to do here
             break
