@@ -162,7 +162,9 @@ class Joint:
         if setup.worker == 0 and len(parts) > 1 and (setup.parallel or context.per_evaluation is not None):
             # in parts: the polished dives first (one into each of the best parts finds these
             # spaces' optima), the local search across parts later, from inside the walk
-            incumbents.dives(self, walk, parts, events, polish=walk.polish)
+            claims = setup.claims       # they end once another worker's walk has ended
+            incumbents.dives(self, walk, parts, events, polish=walk.polish,
+                             until=None if claims is None else claims.some_walk_ended)
             walk.run_later(lambda: incumbents.across_parts(self, walk, parts, events),
                            after=self.tuning.parts_search_after)
         elif setup.worker == 0 and (in_order or setup.parallel):
