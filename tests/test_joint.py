@@ -451,9 +451,9 @@ def test_a_walk_across_parts_stopped_in_a_run_bounds_the_parts_left():
     assert len(parts) > 2
     search = walk.search
 
-    def stopping(nodes, bounds=None, known=None, deeper=None):
+    def stopping(nodes, bounds=None, known=None, deeper=None, **more):
         if deeper is not None:              # a part's depth-1 nodes: as they are
-            return search(nodes, bounds, known, deeper)
+            return search(nodes, bounds, known, deeper, **more)
         walk.open_bounds.append(np.inf)     # a run stopped at a node bounded above everything
         return False
 

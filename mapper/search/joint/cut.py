@@ -172,3 +172,23 @@ class Share:
         if finished.any():
             self.claims.done(self.slots[finished])
             self.parents, self.slots = self.parents[~finished], self.slots[~finished]
+
+    def holding(self) -> "_Holding":
+        """This share as a walk uses it whose children are walked later (`Walk._search_across`
+        collects a part's depth-1 nodes and walks them best first across the parts): it claims
+        as this one does, into this one's record, and marks nothing done; this one marks its
+        units done once their nodes are walked."""
+        return _Holding(self)
+
+
+class _Holding:
+    """A `Share` that claims but never marks done (`Share.holding`)."""
+
+    def __init__(self, share: Share):
+        self.share = share
+
+    def __call__(self, parents: np.ndarray, group: np.ndarray) -> np.ndarray:
+        return self.share(parents, group)
+
+    def done_before(self, node: int) -> None:
+        """Nothing: a unit is done only once the nodes its children became are walked."""

@@ -40,6 +40,8 @@ def _dive_into_parts(walk: Walk, parts: list[Part], count: int, share: Budget, p
     """One dive per part in turn (every workers-th part on several cores), each offered to the
     part's own best first and polished inside its part when the walk polishes."""
     setup = walk.setup
+    if walk.polish:     # each costs a local search: fewer in a row that find nothing end them
+        patience = min(patience, setup.tuning.polished_dive_patience)
     rngs = [np.random.default_rng(setup.seed + i) for i in range(len(parts))]
     made, fruitless = 0, 0
     while made < count and not share.spent() and not walk.budget.spent():

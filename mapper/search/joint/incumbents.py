@@ -55,6 +55,16 @@ def improve_incumbent(joint: "Joint", walk: Walk, parts: list[Part], funnel, eve
         events.append(coarse_start(joint, space, walk.objective, incumbent, walk.context))
 
 
+def across_parts(joint: "Joint", walk: Walk, parts: list[Part], events: list[Event]) -> None:
+    """The local search across parts from the best mapping any worker holds (what
+    `improve_incumbent` does after the dives in parts), run from inside the walk once it has
+    gone on for a while; on several cores it ends once another worker's walk has ended."""
+    claims = walk.setup.claims
+    if joint.local_search and walk.incumbent.table is not None and len(parts) > 1:
+        walk.incumbent.adopt()
+        events.append(local_search(joint, walk, None if claims is None else claims.some_walk_ended))
+
+
 def dives(joint: "Joint", walk: Walk, parts: list[Part], events: list[Event], polish: bool, until=None) -> None:
     """`joint.dives` sampled dives (`dives.py`), within a share of the time limit."""
     if not joint.dives:
@@ -68,14 +78,29 @@ def dives(joint: "Joint", walk: Walk, parts: list[Part], events: list[Event], po
 
 def local_search(joint: "Joint", walk: Walk, until=None) -> LocalSearch:
     """The local search around the incumbent, over the whole space, within an eighth of the
-    time. On several cores it stops once another worker holds a better mapping (polishing this
-    one cannot help the walk then): a dive may find the optimum long before the local search
-    from greedy's mapping ends, above it (docs/RESULTS.md)."""
+    time. On several cores it stops once another worker holds a better mapping while it has
+    not improved on its start (polishing this one cannot help the walk then: a dive may find
+    the optimum long before the local search from greedy's mapping ends, above it); one that
+    is improving goes on, and where it ends at a local optimum another worker's mapping
+    beats, it goes on from that one (on tpu-v4i a quick dive's mapping cut short the local
+    search from greedy's, which is what reaches the optimum; docs/RESULTS.md)."""
     incumbent, context = walk.incumbent, walk.context
     before = incumbent.score
     share = None if context.time_limit is None else context.time_limit / 8
-    rounds = improve(walk.setup.space, incumbent, context.budget(share, until=until), seed=joint.seed,
-                     stop=incumbent.outdone)
+    budget = context.budget(share, until=until)
+    rounds = 0
+    while True:
+        start = incumbent.score
+        # outdone before it improved on its start: polishing this one cannot help the walk
+        # (a dive found the optimum meanwhile, say); outdone while it improves: it goes on
+        rounds += improve(walk.setup.space, incumbent, budget, seed=joint.seed,
+                          stop=lambda: incumbent.outdone() and incumbent.score >= start)
+        if budget.spent() or not incumbent.outdone() or incumbent.score >= start:
+            break
+        # it ended at a local optimum another worker's mapping beats: go on from that one
+        incumbent.adopt()
+        if incumbent.outdone():         # not taken (it cannot be): nothing more to do here
+            break
     return LocalSearch(rounds, before, incumbent.score)
 
 

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class JointTuning:
+    # greedy's mapping, the first incumbent: this share of the time limit, at most this many
+    # seconds (a hurried pass ends in a complete mapping all the same)
+    greedy_share: float = 1 / 3
+    greedy_max_seconds: float = 2.0
     # the coarse start (`coarse.py`, opt-in): a share of the time limit, within bounds, on
     # spaces large enough to need it, keeping a reserve of what is left for the walk
     coarse_share: float = 0.25
@@ -29,8 +33,14 @@ class JointTuning:
     part_polish_seconds: float = 0.5        # after each dive into one keep vector's part
     polish_every: float = 5.0               # seconds between the walk's polishes, at least
     walk_polish_after: float = 2.0          # seconds into the walk before its first polish
+    parts_search_after: float = 5.0         # in parts, on several cores or under an evaluation
+                                            # budget: seconds into worker 0's walk before its
+                                            # local search across parts (it takes a core from
+                                            # a walk that often ends first)
     dive_patience: int = 6                  # dives in a row that find nothing better end them
                                             # (shared among the workers of a walk on several cores)
+    polished_dive_patience: int = 2         # the same for dives into parts each polished by a
+                                            # local search (at most this many, per worker)
     # the walk's slices
     priced_cells: int = 2_000_000           # factor slots (rows x levels x kinds x dims) priced together
     min_run: int = 8                        # depth-1 nodes of one part walked together, at least

@@ -111,14 +111,19 @@ class Joint:
                                 lower_bound=lower, events=events, settings=settings_of(self))
 
     def _warm_start(self, space, objective, incumbent, context, events) -> None:
-        """Greedy's mapping as the first incumbent, within a third of the time. Even with the
+        """Greedy's mapping as the first incumbent, within a third of the time, at most
+        `greedy_max_seconds` (on a large array its full pass took 11 s of 60 and ended at 22x
+        the optimum, where the local search from a hurried pass reaches it in a second or two;
+        docs/RESULTS.md). Even with the
         budget already spent (a loaded machine's start-up can use all of a one-second limit):
         greedy then takes one quick look per level, a complete mapping in a few tenths of a
         second, where the fallback draws and prices random mappings."""
         if not self.warm_start:
             return
         try:
-            share = None if context.time_limit is None else context.time_limit / 3
+            tuning = self.tuning
+            share = None if context.time_limit is None else min(context.time_limit * tuning.greedy_share,
+                                                                tuning.greedy_max_seconds)
             warm = Greedy().run(space, objective, context.share(share))
             incumbent.offer(to_table([warm.mapping], space.n_dims, len(space.workload.tensors)))
             events.append(WarmStart(warm.score))
@@ -128,13 +133,15 @@ class Joint:
     def _find_and_walk(self, walk: Walk, parts, funnel, events: list[Event]) -> bool:
         """The incumbents' search, then the walk; True when the walk finished. On several
         cores every worker runs this on its own walk: worker 0 runs the searches for better
-        incumbents (`incumbents.improve_incumbent`) while the others dive quickly and walk,
-        and each walks the units of the tree it claims first. On one core, the quick dives
-        and the walk come first too, and the walk runs the searches for incumbents itself once
-        it has gone on for a while (where the walk proves the optimum quickly, polishing the
-        dives first only delays it; docs/RESULTS.md). Under an
-        evaluation budget, or with no time limit, everything runs in order, so that what is
-        priced never depends on the load."""
+        incumbents (`incumbents.improve_incumbent`; in parts only the polished dives, the
+        local search across parts later from inside its walk) while the others dive quickly
+        and walk, and each walks the units of the tree it claims first. On one core, the quick
+        dives and the walk come first too, and the walk runs the searches for incumbents itself
+        once it has gone on for a while (where the walk proves the optimum quickly, polishing
+        the dives first only delays it; docs/RESULTS.md). Under an evaluation budget, or with
+        no time limit, everything runs in order (in parts under an evaluation budget, the
+        local search across parts from inside the walk, on the budget's clock), so that what
+        is priced never depends on the load."""
         setup, incumbent, context = walk.setup, walk.incumbent, walk.context
         space = setup.space
         in_order = context.per_evaluation is not None or context.time_limit is None
@@ -147,7 +154,20 @@ class Joint:
                 events.append(incumbents.offer_proposals(space, incumbent, cpsat, context))
                 cpsat = None
         improve_incumbent = lambda: incumbents.improve_incumbent(self, walk, parts, funnel, events)  # noqa: E731
-        if setup.worker == 0 and (setup.parallel or in_order):
+        # walked whole, worker 0's local search comes before its walk (it is what finds a large
+        # array's optimum); in parts (on several cores, or one under an evaluation budget) only
+        # its polished dives do: the walk's units are then the parts' roots, which a worker
+        # busy polishing would leave to the others, and the local search across parts found
+        # nothing better on the bench cases (docs/RESULTS.md)
+        if setup.worker == 0 and len(parts) > 1 and (setup.parallel or context.per_evaluation is not None):
+            # in parts: the polished dives first (one into each of the best parts finds these
+            # spaces' optima), the local search across parts later, from inside the walk
+            claims = setup.claims       # they end once another worker's walk has ended
+            incumbents.dives(self, walk, parts, events, polish=walk.polish,
+                             until=None if claims is None else claims.some_walk_ended)
+            walk.run_later(lambda: incumbents.across_parts(self, walk, parts, events),
+                           after=self.tuning.parts_search_after)
+        elif setup.worker == 0 and (in_order or setup.parallel):
             improve_incumbent()
         else:
             incumbents.dives(self, walk, parts, events, polish=False)

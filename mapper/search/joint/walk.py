@@ -73,10 +73,14 @@ class Walk:
         self.polish = setup.polish
         self._proposals = None      # (CP-SAT solving meanwhile, what to do with its answer)
         self._deferred = None       # run once by the walk, when it has gone on for a while
-        self._deferred_at = np.inf  # (the budget clock)
+        self._deferred_after = setup.tuning.walk_polish_after     # (seconds of the walk,
+        self._deferred_at = np.inf  # the budget clock)
         self._polished_at = -np.inf
         self.polish_seconds = 0.0   # wall seconds spent polishing, left out of the chunks' timing
         self._row_seconds: dict[int, float] = {}    # depth -> wall seconds per child row, last chunk
+        # where the walk is split into units between workers (`_share`): across parts at the
+        # parts' roots (`_search_across`), else `split_depth`
+        self.split_depth = setup.tuning.split_depth
 
     # ------------------------------------------------------------------ what others ask of it
 
@@ -89,10 +93,13 @@ class Walk:
         """Between slices, once `proposals` (`cpsat.Proposals`) are ready: `offer(proposals)`."""
         self._proposals = (proposals, offer)
 
-    def run_later(self, job: Callable[[], None]) -> None:
-        """Run `job` once, between slices, once the walk has gone on for a while (its state is
-        kept as it was around it)."""
+    def run_later(self, job: Callable[[], None], after: float | None = None) -> None:
+        """Run `job` once, between slices, once the walk has gone on for a while
+        (`walk_polish_after`, or `after` seconds of the budget clock; its state is kept as it
+        was around it)."""
         self._deferred = job
+        if after is not None:
+            self._deferred_after = after
 
     def end_hooks(self) -> bool:
         """Forget what was to run later; True when CP-SAT's proposals were still awaited (they
@@ -110,7 +117,7 @@ class Walk:
         longer than a whole quick walk (docs/RESULTS.md)."""
         tuning, clock = self.setup.tuning, self.context.clock()
         self._polished_at = clock - tuning.polish_every + tuning.walk_polish_after
-        self._deferred_at = clock + tuning.walk_polish_after
+        self._deferred_at = clock + self._deferred_after
         claims = self.setup.claims
         if claims is None:
             return self.search_parts(parts)
@@ -271,9 +278,16 @@ class Walk:
         heap = [(key(part.first), i, -1) for i, part in enumerate(parts)]
         heapq.heapify(heap)
         lists = {}              # part -> its depth-1 nodes, their bounds (sorted)
+        # on several cores the units are the parts' roots and their children's first dim:
+        # bounding the depth-1 nodes is most of the walk on such spaces, and every worker
+        # bounded all of them when the units were one level down (docs/RESULTS.md)
+        self.split_depth = 1
+        held = {}               # part -> the units (`Share`) this worker claimed there, done
+                                # once the part's depth-1 nodes are all walked or pruned
         while heap:
             first, i, at = heap[0]
             if beaten(objective, np.array(first), self.incumbent.bar):
+                _finish(*held.values())
                 return True                   # everything left is provably no better
             heapq.heappop(heap)
             self.use(parts[i])
@@ -281,12 +295,15 @@ class Walk:
                 self.open_bounds.append(float(bound_primary(objective, np.array(first))))   # the least left
                 return False
             if at < 0:                        # the part's turn: its depth-1 nodes
-                found = []
-                if not self.search(parts[i].roots, parts[i].bounds, deeper=lambda *nodes: found.append(nodes) or True):
+                found, held[i] = [], []
+                if not self.search(parts[i].roots, parts[i].bounds, deeper=lambda *nodes: found.append(nodes) or True,
+                                   held=held[i]):
                     return self._left_open(heap)
                 if found:
                     lists[i] = _sorted_nodes(objective, found)
                     heapq.heappush(heap, (key(lists[i][1].objective[0]), i, 0))
+                else:
+                    _finish(held.pop(i))
                 continue
             nodes, bounds = lists[i]
             # a run of them, up to the next bound in the heap (at least a few: each run is one
@@ -303,6 +320,8 @@ class Walk:
                 heapq.heappush(heap, (key(bounds.objective[end]), i, end))
             else:
                 del lists[i]
+                _finish(held.pop(i, []))
+        _finish(*held.values())
         return True
 
     def _left_open(self, heap: list) -> bool:
@@ -313,13 +332,15 @@ class Walk:
         return False
 
     def search(self, nodes: Nodes, bounds: np.ndarray | None = None, known: NodeBounds | None = None,
-               deeper=None) -> bool:
+               deeper=None, held: list | None = None) -> bool:
         """Depth-first over `nodes` (sorted by `bounds` when given; `known`: their energy and
         cycles bounds too), their children that fit generated in slices of about `chunk` rows
         (`fitting_children`: factor choices times the orders and choices each expands to);
         False when the budget ran out, after recording the smallest bound left unexplored.
         The children kept (sorted, with their bounds) go to `deeper` (default: this walk,
-        one level down), which answers as this does."""
+        one level down), which answers as this does. With `held` (a list), this worker's units
+        among the children (`Share`) are not marked done here but added to it: they are done
+        only once the nodes handed to `deeper` are walked."""
         tree, incumbent = self.tree, self.incumbent
         expansion = tree.expansion(nodes.depth)
 
@@ -328,6 +349,9 @@ class Walk:
 
         started, polished = time.perf_counter(), self.polish_seconds
         cut, share = self._cut(nodes, known), self._share(nodes)
+        if share is not None and held is not None:
+            held.append(share)
+            share = share.holding()
         for node, children in fitting_children(tree, nodes, chunk, early=self._early(cut, share), cut=cut):
             if bounds is not None and beaten(self.objective, bounds[node], incumbent.bar):
                 if share is not None:
@@ -388,7 +412,7 @@ class Walk:
         are walked by every worker: they are few, and units at the root's children would be
         few and uneven (a handful of depth-1 nodes may hold most of the leaves; docs/RESULTS.md)."""
         claims = self.setup.claims
-        if claims is None or nodes.depth + 1 != min(self.setup.tuning.split_depth, self.tree.leaf_depth):
+        if claims is None or nodes.depth + 1 != min(self.split_depth, self.tree.leaf_depth):
             return None
         return Share(claims, nodes, self.part_key)
 
@@ -396,6 +420,13 @@ class Walk:
         """What rules out children of `nodes` before they are priced (`Cut`); None for the
         roots, whose energy and cycles bounds are not kept."""
         return None if known is None else Cut(self, nodes, known)
+
+
+def _finish(*held: list) -> None:
+    """Mark done the units of each list of `Share`s (their nodes are walked or pruned)."""
+    for shares in held:
+        for share in shares:
+            share.done_before(np.inf)
 
 
 def _sorted_nodes(objective: Objective, found: list) -> tuple[Nodes, NodeBounds]:
