@@ -81,3 +81,30 @@ def test_the_chain_lifts_a_convolution_above_its_memory_floor():
     spare L2 load each SM's shared memory, so no split does better than about 1,370."""
     space = Mapspace(load_arch("h100"), load_workload("conv-resnet50-conv3"), load_constraints("default"))
     assert LinkBounds(space).chain(least_macs(space)).cycles.min() >= 1_350
+
+
+@pytest.mark.parametrize("arch, workload, draws", [("h100", "conv-resnet50-conv1", 40_000), ("h100", "gemm-512", 3_000),
+                                                   ("pe-array", "gemm-256", 3_000)])
+def test_node_bounds_stay_below_every_mapping_under_them(arch, workload, draws):
+    """At every depth, a node's bounds (energy, and cycles with the split chain under the
+    splits the node has decided) stay at or below each mapping under it."""
+    from mapper.mapping import MappingTable
+    from mapper.search.bounds import lower_bounds
+    from mapper.search.objective import parse_objective
+    space = Mapspace(load_arch(arch), load_workload(workload), load_constraints("default"))
+    links = LinkBounds(space)
+    sample = space.sample(draws, np.random.default_rng(11))
+    assert len(sample) > 20
+    costs = evaluate_many(space.arch, space.workload, sample)
+    objective = parse_objective("edp", space.arch)
+    for depth in range(space.n_levels + 1):
+        factors = sample.factors.copy()
+        if depth < space.n_levels:          # the node: levels above as chosen, the rest at `depth`
+            factors[depth, 0] = factors[depth:].prod(axis=(0, 1))
+            factors[depth, 1:] = 1
+            factors[depth + 1:] = 1
+        node = MappingTable(factors, sample.order.copy(), sample.keep.copy(), sample.stages.copy())
+        bounds = lower_bounds(space, objective, min(depth, space.n_levels), node,
+                              evaluate_many(space.arch, space.workload, node), links)
+        assert (bounds.energy <= costs.energy_pj * (1 + 1e-9)).all(), depth
+        assert (bounds.cycles <= costs.cycles * (1 + 1e-9)).all(), depth

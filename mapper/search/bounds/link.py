@@ -16,7 +16,7 @@ from .innermost import InnermostBound
 from .latency import latency_bound
 from .operand import SplitVectors
 from .split_chain import SplitChain, split_chain
-from .split_floor import SplitFloor, decided_splits, split_floor, split_traffic
+from .split_floor import SplitFloor, split_floor
 from .spread import spread_bound
 
 class TileBound(NamedTuple):
@@ -117,15 +117,6 @@ class LinkBounds:
                                self._level(self.space, j, self.max_combinations, weigh, stages, by_units))
         return self._memo[key]
 
-    def decided_sent(self, j: int, depth: int, factors: np.ndarray) -> np.ndarray | float:
-        """Per node at `depth` whose split above level j is decided (`factors`, the table's
-        (L, 3, D, N)), the least bytes its feeders must send j under that split
-        (`split_floor.split_traffic`); 0 elsewhere."""
-        splits = decided_splits(self.space, j, depth, factors)
-        if splits is None or not self.sent_costs[j]:
-            return 0.0
-        return split_traffic(self.space, j, self.sent_costs[j], splits, read_backs=False)
-
     def chain(self, macs: float) -> SplitChain | None:
         """The bound over every fanout's split at once (`split_chain.py`), built on first use."""
         key = ("chain", tuple(self.space.choices))
@@ -133,7 +124,7 @@ class LinkBounds:
             self._memo[key] = split_chain(self.space, self, macs)
         return self._memo[key]
 
-    def time_bound(self, j: int, spans: np.ndarray, compute_on, decided: np.ndarray | float = 0.0) -> np.ndarray:
+    def time_bound(self, j: int, spans: np.ndarray, compute_on) -> np.ndarray:
         """Per node, a bound on the time of the levels feeding level j: the fewest bytes they
         must move into it (within the node's tile `spans`) over their largest rate, at each
         stage count j may take and each count of j's instances its tiles keep busy, the least
@@ -142,14 +133,13 @@ class LinkBounds:
         on few units. Under the stage-aware rule one stage leaves the traffic exposed (the
         parent's reads for an unbuffered child, its fills, its drains): it adds to the compute
         time, while more stages hide it but leave each stage a fraction of the capacity, so a
-        smaller tile and more traffic (the double-buffering trade of the seed notes). `decided`:
-        the node's own floor where its split is known (`decided_sent`)."""
+        smaller tile and more traffic (the double-buffering trade of the seed notes)."""
         rate = _parent_rate(self.space, j)
         timeloop = self.space.arch.cycle_rule == "timeloop"    # all traffic overlaps: the most capacity is best
         bounds = []
         for stages, sent in self.sent_bytes[j][:1] if timeloop else self.sent_bytes[j]:
             for busy, bound in sent.bins:
-                moved, compute = np.maximum(bound.below(spans), decided) / rate, compute_on(j, busy)
+                moved, compute = bound.below(spans) / rate, compute_on(j, busy)
                 bounds.append(compute + moved if stages == 1 and not timeloop else np.maximum(compute, moved))
         return functools.reduce(np.minimum, bounds)
 

@@ -164,13 +164,12 @@ def _cycles(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds 
         chain = links.chain(least_macs(space))
         if chain is not None:
             cycles = np.maximum(cycles, chain.of_table(depth, table.factors))
-        decided = {j: links.decided_sent(j, depth, table.factors) for j in range(depth + 1, n_levels)}
         # a link with one feeder is bounded in `_moved_bound`, on top of the feeder's other bytes
         for j in range(depth + 1, n_levels):
             if links.single_feeder[j] is None:
-                cycles = np.maximum(cycles, links.time_bound(j, open_.spans, compute_on, decided[j]))
+                cycles = np.maximum(cycles, links.time_bound(j, open_.spans, compute_on))
         cycles = np.maximum(cycles, _moved_bound(space, depth, links, open_.refetched, compute_on, open_.spans,
-                                                 (known.read + known.write) * open_.instances, decided))
+                                                 (known.read + known.write) * open_.instances))
     return cycles
 
 def _refined(space: Mapspace, objective: Objective, depth: int, table: MappingTable, links: LinkBounds,
@@ -301,7 +300,7 @@ def _energy_cap(objective: Objective, key: tuple, cycles: np.ndarray) -> np.ndar
     return np.full(len(cycles), np.nan)         # cycles: no energy in it
 
 def _moved_bound(space: Mapspace, depth: int, links: LinkBounds, refetched: "Refetched",
-                 compute_on: ComputeOn, spans: np.ndarray, known: np.ndarray, decided: dict) -> np.ndarray:
+                 compute_on: ComputeOn, spans: np.ndarray, known: np.ndarray) -> np.ndarray:
     """Cycles each level needs at least for everything it moves, reads and writes together
     (`known`, (L, N): the bytes the decided levels fix, over all its instances). An undecided
     level is also filled with at least its cheapest input traffic (`LinkBounds.own_bytes`),
@@ -310,9 +309,7 @@ def _moved_bound(space: Mapspace, depth: int, links: LinkBounds, refetched: "Ref
     wait (`feeder_wait`). The link bounds bound each link alone; a level that both fills from
     above and feeds below (h100's L2) pays for both. As in `LinkBounds.time_bound`, j with
     one stage exposes what it draws, on top of compute, and the compute time is that of the
-    units j's tiles keep busy; every bound is over the tiles within the node's (`spans`), and
-    at least the node's own where its split above j is decided (`decided`, per link j,
-    `LinkBounds.decided_sent`)."""
+    units j's tiles keep busy; every bound is over the tiles within the node's (`spans`)."""
     bound = 0.0
     stage_aware = space.arch.cycle_rule != "timeloop"
     for p, level in enumerate(space.arch.levels):
@@ -329,15 +326,13 @@ def _moved_bound(space: Mapspace, depth: int, links: LinkBounds, refetched: "Ref
             for stages, sent in links.sent_bytes[j]:
                 wait = feeder_wait(space, p, j, stages)
                 for busy, bound_j in sent.bins:
-                    more = np.maximum(np.maximum(bound_j.below(spans), decided[j]) - refetch, 0.0)
-                    compute = compute_on(j, busy)
+                    more, compute = np.maximum(bound_j.below(spans) - refetch, 0.0), compute_on(j, busy)
                     time = np.maximum(compute, (base + more) / rate)
                     if stages == 1 and stage_aware:
                         time = np.maximum(time, compute + (refetch + more) / rate)
                     options.append(time + wait)
             bound = np.maximum(bound, functools.reduce(np.minimum, options))
             # the fewest stages: the most capacity
-            every_link = every_link + np.maximum(np.maximum(links.sent_bytes[j][0][1].below(spans), decided[j])
-                                                 - refetch, 0.0)
+            every_link = every_link + np.maximum(links.sent_bytes[j][0][1].below(spans) - refetch, 0.0)
         bound = np.maximum(bound, every_link / rate)
     return bound

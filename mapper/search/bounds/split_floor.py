@@ -99,15 +99,6 @@ def _lone_accumulator(space: Mapspace, j: int, t: int) -> bool:
                for p in range(nearest_must, j) if any(t in k for k in space.choices[p].keeps))
 
 
-def decided_splits(space: Mapspace, j: int, depth: int, factors: np.ndarray) -> np.ndarray | None:
-    """(D, N) per node, the product of the spatial factors above level j, where a node at
-    `depth` has decided them all (every level above j with a fanout is decided); else None."""
-    fanned = [lv for lv in range(j) if math.prod(space.arch.fanout(lv)) > 1]
-    if not fanned or depth <= max(fanned):
-        return None
-    return factors[:j, 1:].prod(axis=(0, 1))
-
-
 def _split_vectors(space: Mapspace, j: int, instances: int):
     """(D, V) the splits (product of the spatial factors above j per dim), with each
     instance's region and the dim's extent, over the combinations of the per-dim options
