@@ -81,7 +81,7 @@ def split_chain(space: Mapspace, links, macs: float) -> SplitChain | None:
                               * arch.compute.macs_per_cycle))
     cycles = compute.copy()
     for p in range(1, space.n_levels):
-        cycles = np.maximum(cycles, _level_time(space, links, p, fanouts, below, compute, macs))
+        cycles = np.maximum(cycles, _level_time(space, links, p, fanouts, below, compute))
     return SplitChain(fanouts, splits, cycles)
 
 
@@ -91,14 +91,13 @@ def _above(fanouts, below: np.ndarray, level: int) -> np.ndarray | None:
     return below[inside[-1]] if inside else None
 
 
-def _level_time(space: Mapspace, links, p: int, fanouts, below: np.ndarray, compute: np.ndarray, macs: float):
+def _level_time(space: Mapspace, links, p: int, fanouts, below: np.ndarray, compute: np.ndarray):
     """Level p's cycles at least per combination: what it moves over its busy instances'
     rate, with the latency it makes a child it alone feeds wait (0 where it has no rate).
-    A child with one stage leaves its draws exposed on top of the compute: of the busiest
-    instance, at least the average over p's busy instances of both (their compute on all
-    the units below them)."""
-    arch = space.arch
-    level = arch.levels[p]
+    A child with one stage leaves its draws exposed on top of the kernel's compute (the cost
+    model adds the exposed bytes of an instance, which its busiest has at least the average
+    of, to the compute time of the whole kernel: `timing.level_time`)."""
+    level = space.arch.levels[p]
     rate = total_rate(level)
     if math.isinf(rate):
         return 0.0
@@ -122,8 +121,6 @@ def _level_time(space: Mapspace, links, p: int, fanouts, below: np.ndarray, comp
             sent[j] = split_traffic(space, j, links.sent_costs[j], split, read_backs=True)
             moved = moved + sent[j]
     time = moved / (busy * rate)
-    under = np.minimum(busy * -(-arch.compute.instances // level.instances), arch.compute.instances)
-    compute_each = macs / (under * arch.compute.macs_per_cycle)
     out = time
     for j, bytes_j in sent.items():
         options = []
@@ -131,7 +128,7 @@ def _level_time(space: Mapspace, links, p: int, fanouts, below: np.ndarray, comp
             wait = feeder_wait(space, p, j, stages)
             option = np.maximum(compute, time)
             if stages == 1 and space.arch.cycle_rule != "timeloop":
-                option = np.maximum(option, compute_each + bytes_j / (busy * rate))
+                option = np.maximum(option, compute + bytes_j / (busy * rate))
             options.append(option + wait)
         out = np.maximum(out, np.minimum.reduce(options))
     return out
