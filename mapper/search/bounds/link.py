@@ -16,7 +16,7 @@ from .innermost import InnermostBound
 from .latency import latency_bound
 from .operand import SplitVectors
 from .split_chain import SplitChain, split_chain
-from .split_floor import SplitFloor, split_floor
+from .split_floor import SplitFloor, split_floor, split_vectors
 from .spread import spread_bound
 
 class TileBound(NamedTuple):
@@ -93,15 +93,15 @@ class LinkBounds:
         # a level moves both what fills it and what it sends down: per level p, the bytes
         # written into it at least, and the links j it alone can feed (`_single_feeder`)
         self.own_bytes = [NO_BOUND] + [self._memoised(p, bytes_written) for p in range(1, space.n_levels)]
+        # per level, the bytes its feeders move per word of each tensor it must keep
+        self.sent_costs = [{}] + [{t: bytes_sent(space, j, t) for t in range(len(space.workload.tensors))
+                                    if all(t in k for k in space.choices[j].keeps)} for j in range(1, space.n_levels)]
         # per stage count j may take: more stages, less capacity each, more traffic; the
         # same minimum over bytes drawn from the parent gives a bound on the parent's time
         self.sent_bytes = [[]] + [[(stages, self._memoised(j, bytes_sent, stages, by_units=True))
                                    for stages in sorted(set(space.choices[j].stages))]
                                   for j in range(1, space.n_levels)]
         self.single_feeder = [None] + [_single_feeder(space, j) for j in range(1, space.n_levels)]
-        # per level, the bytes its feeders move per word of each tensor it must keep
-        self.sent_costs = [{}] + [{t: bytes_sent(space, j, t) for t in range(len(space.workload.tensors))
-                                    if all(t in k for k in space.choices[j].keeps)} for j in range(1, space.n_levels)]
         self.fed_by = [[j for j, feeder in enumerate(self.single_feeder) if feeder == p]
                        for p in range(space.n_levels)]
 
@@ -114,7 +114,19 @@ class LinkBounds:
         key = (j, weigh.__name__, tuple(self.space.choices[:j + 1]), stages, by_units)
         if key not in self._memo:
             self._memo[key] = (weigh(self.space, j, self.splits, self.max_combinations) if weigh is spread_bound else
-                               self._level(self.space, j, self.max_combinations, weigh, stages, by_units))
+                               self._level(self.space, j, self.max_combinations, weigh, stages, by_units,
+                                           self._split_floor(j) if by_units else None))
+        return self._memo[key]
+
+    def _split_floor(self, j: int) -> SplitFloor | None:
+        """Level j's bytes per count of busy instances (`split_floor.py`): the same at every
+        stage count, so computed once per keep choice of j and the levels above (its splits
+        once for the whole space)."""
+        key = (j, "split floor", tuple(self.space.choices[:j + 1]))
+        if key not in self._memo:
+            if (j, "split vectors") not in self._memo:
+                self._memo[j, "split vectors"] = split_vectors(self.space, j)
+            self._memo[key] = split_floor(self.space, j, self.sent_costs[j], self._memo[j, "split vectors"])
         return self._memo[key]
 
     def chain(self, macs: float) -> SplitChain | None:
@@ -162,7 +174,7 @@ class LinkBounds:
 
     @staticmethod
     def _level(space: Mapspace, j: int, max_combinations: int, weigh, stages: int | None = None,
-               by_units: bool = False) -> TileBound | UnitsBound:
+               by_units: bool = False, splits: SplitFloor | None = None) -> TileBound | UnitsBound:
         grid = tile_grid(space, j, max_combinations, stages)
         if grid is None:
             return UnitsBound.whole(NO_BOUND, space.arch.levels[j].instances) if by_units else NO_BOUND
@@ -175,8 +187,7 @@ class LinkBounds:
             return _tile_bound(grid.values, best)
         weight = {t: c.per_word() for t, c in cost.items()}
         return _units_bound(space, j, grid.values, grid.grid, best,
-                            _copies_floor(space, grid.grid, grid.must, weight, grid.touched, grid.tile),
-                            split_floor(space, j, cost))
+                            _copies_floor(space, grid.grid, grid.must, weight, grid.touched, grid.tile), splits)
 
 def _tile_bound(values: list[np.ndarray], best: np.ndarray) -> TileBound:
     """The bound per largest tile from its value at each point of the tile grid (`best`)."""

@@ -49,24 +49,33 @@ class SplitFloor(NamedTuple):
         return float(self.least_from[index]) if index < len(self.busy) else np.inf
 
 
-def split_floor(space: Mapspace, j: int, costs: dict[int, LinkCost]) -> SplitFloor | None:
-    """The floor of the bytes into level j (`split_traffic`, without read-backs) per count of busy instances, or
-    None where j has one instance or the splits are too many to enumerate."""
-    instances = space.arch.levels[j].instances
-    if instances <= 1 or not costs:
-        return None
-    vectors = _split_vectors(space, j, instances)
-    if vectors is None:
-        return None
-    splits, regions, extents = vectors
-    splits = splits[:, space.fragments_possible(regions, extents)]
-    if splits.shape[1] == 0:
+def split_floor(space: Mapspace, j: int, costs: dict[int, LinkCost], splits: np.ndarray | None) -> SplitFloor | None:
+    """The floor of the bytes into level j (`split_traffic`, without read-backs) per count of
+    busy instances, over `splits` (`split_vectors`), or None where there are none or j keeps
+    nothing."""
+    if splits is None or not costs:
         return None
     total = split_traffic(space, j, costs, splits, read_backs=False)
     busy = splits.prod(axis=0)
     order = np.argsort(busy, kind="stable")
     least_from = np.minimum.accumulate(total[order][::-1])[::-1]
     return SplitFloor(busy[order], least_from)
+
+
+def split_vectors(space: Mapspace, j: int) -> np.ndarray | None:
+    """(D, V) the splits above level j the space allows (each dim's spatial products above j
+    in its tables, combined where their product fits j's instances and a fused tensor-core
+    role still fits the regions), or None where j has one instance, there are too many, or
+    none is left. They do not depend on keeps: the parts of a space share them."""
+    instances = space.arch.levels[j].instances
+    if instances <= 1:
+        return None
+    vectors = _split_vectors(space, j, instances)
+    if vectors is None:
+        return None
+    splits, regions, extents = vectors
+    splits = splits[:, space.fragments_possible(regions, extents)]
+    return splits if splits.shape[1] else None
 
 
 def split_traffic(space: Mapspace, j: int, costs: dict[int, LinkCost], splits: np.ndarray,
