@@ -58,8 +58,8 @@ class SplitChain(NamedTuple):
 
 
 def split_chain(space: Mapspace, links, macs: float) -> SplitChain | None:
-    """The chain of `space` (`links`: its `LinkBounds`), or None where it has fewer than one
-    fanout with a level below that moves bytes at a rate, or too many combinations."""
+    """The chain of `space` (`links`: its `LinkBounds`), or None where no level has a fanout,
+    the combinations are too many, or none leaves a fused tensor-core role room."""
     arch = space.arch
     fanouts = tuple(lv for lv in range(space.n_levels) if math.prod(arch.fanout(lv)) > 1)
     if not fanouts:
@@ -103,7 +103,9 @@ def _level_time(space: Mapspace, links, p: int, fanouts, below: np.ndarray, comp
         return 0.0
     n = below.shape[-1]
     own_split = _above(fanouts, below, p)
-    busy = np.ones(n) if own_split is None else np.minimum(own_split.prod(axis=0), level.instances)
+    # (no split above: every instance may share the work)
+    busy = np.full(n, float(level.instances)) if own_split is None else np.minimum(own_split.prod(axis=0),
+                                                                                    level.instances)
     # its own fills, each in its own word (`LinkCost` with no parent); an output's final
     # value moves up without a read here (Timeloop's rule: its parent's update only)
     tensors = space.workload.tensors
