@@ -159,30 +159,33 @@ def test_a_failed_worker_has_its_share_walked_by_the_parent(monkeypatch):
     assert any("worker 1 failed (RuntimeError: lost)" in note for note in result.notes)
 
 
-def test_units_a_failed_worker_claimed_are_walked_by_the_parent(monkeypatch):
-    # the worker fails in the middle of its walk, holding units it claimed and never finished
-    space, arch = _space()
-    goal = parse_objective("edp", arch)
-    parent = os.getpid()
-    price = Walk.price
-    calls = []
-
-    search_parts = Walk.search_parts
+def lose_worker_one_mid_walk(monkeypatch, after: int = 0) -> None:
+    """Worker 1 (a forked child) fails while pricing children of depth 2 or more, after
+    `after` such calls, holding units it claimed and never finished; the parent starts its
+    walk a second late, so that the child claims units first."""
+    parent, price, search_parts, calls = os.getpid(), Walk.price, Walk.search_parts, []
 
     def failing_in_children(self, children, force_polish=False):
         if os.getpid() != parent and self.setup.claims is not None and children.depth >= 2:
             calls.append(1)
-            if len(calls) > 1:
+            if len(calls) > after:
                 raise RuntimeError("lost")
         return price(self, children, force_polish)
 
-    def parent_late(self, parts):           # so that the child claims units first
+    def parent_late(self, parts):
         if os.getpid() == parent:
             time.sleep(1.0)
         return search_parts(self, parts)
 
     monkeypatch.setattr(Walk, "price", failing_in_children)
     monkeypatch.setattr(Walk, "search_parts", parent_late)
+
+
+def test_units_a_failed_worker_claimed_are_walked_by_the_parent(monkeypatch):
+    # the worker fails in the middle of its walk, holding units it claimed and never finished
+    space, arch = _space()
+    goal = parse_objective("edp", arch)
+    lose_worker_one_mid_walk(monkeypatch, after=1)
     # the walk alone, started at once in both, from a poor mapping: the child claims units
     poor = from_table(space.sample(1, np.random.default_rng(0)), 0)
     result = Joint(parts_above=0, parallel_above=0, workers=2, warm_start=False, cpsat_seconds=0,

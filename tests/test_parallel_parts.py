@@ -5,7 +5,6 @@ failed worker's units are walked by the parent; worker 0's polished dives, the c
 start and the local search going on from another worker's better mapping change how soon the
 optimum comes, never which."""
 import os
-import time
 
 import numpy as np
 
@@ -25,6 +24,7 @@ from mapper.search.result import Incumbent
 from mapper.search.tree import LevelTree
 
 from test_mapspace import gemm
+from test_parallel import lose_worker_one_mid_walk
 
 BYPASS = Constraints(levels=(("every", LevelConstraints(bypass=True)),))
 
@@ -84,22 +84,8 @@ def test_units_a_failed_worker_held_across_parts_are_walked_by_the_parent(monkey
     while walking them: those units were never marked done, so the parent walks them and the
     result is still exhaustive search's."""
     space, objective = _space()
-    parent = os.getpid()
-    price, search_parts = Walk.price, Walk.search_parts
-
-    def failing_in_children(self, children, force_polish=False):
-        # the first depth-1 nodes it walks: it holds the units they came from, not done
-        if os.getpid() != parent and self.setup.claims is not None and children.depth >= 2:
-            raise RuntimeError("lost")
-        return price(self, children, force_polish)
-
-    def parent_late(self, parts):           # so that the child claims units first
-        if os.getpid() == parent:
-            time.sleep(1.0)
-        return search_parts(self, parts)
-
-    monkeypatch.setattr(Walk, "price", failing_in_children)
-    monkeypatch.setattr(Walk, "search_parts", parent_late)
+    # the first depth-1 nodes it walks: it holds the units they came from, not done
+    lose_worker_one_mid_walk(monkeypatch)
     poor = from_table(space.sample(1, np.random.default_rng(0)), 0)
     result = Joint(parts_above=0, parallel_above=0, workers=2, warm_start=False, cpsat_seconds=0,
                    local_search=False, dives=0, incumbents=(poor,)).run(space, objective)
