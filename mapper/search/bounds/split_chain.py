@@ -23,7 +23,7 @@ from ...cost.timing import total_rate
 from ...mapspace import Mapspace
 from .latency import feeder_wait
 from .grid import LinkCost
-from .split_floor import split_traffic
+from .split_floor import joined, split_traffic
 
 MAX_COMBINATIONS = 200_000
 
@@ -145,17 +145,9 @@ def _combinations(space: Mapspace, fanouts):
     for rows in space.dim_tables:
         _, spatial, tile = space.level_view(rows)
         options.append(np.unique(np.column_stack([spatial[:, list(fanouts)], tile[:, 0]]), axis=0))
-    limits = np.array([math.prod(arch.fanout(lv)) for lv in fanouts])
-    picks = np.zeros((1, 0), np.int64)
-    product = np.ones((1, len(fanouts)), np.int64)
-    for option in options:
-        index = np.repeat(np.arange(len(option)), len(picks))
-        grown = np.tile(product, (len(option), 1)) * option[index, :len(fanouts)]
-        ok = np.all(grown <= limits, axis=1)
-        picks = np.hstack([np.tile(picks, (len(option), 1)), index[:, None]])[ok]
-        product = grown[ok]
-        if len(picks) > MAX_COMBINATIONS:
-            return None
+    picks = joined(options, np.array([math.prod(arch.fanout(lv)) for lv in fanouts]), MAX_COMBINATIONS)
+    if picks is None:
+        return None
     splits = np.stack([np.stack([options[d][picks[:, d], f] for d in range(len(options))])
                        for f in range(len(fanouts))])
     extents = np.stack([options[d][picks[:, d], len(fanouts)] for d in range(len(options))])

@@ -120,16 +120,29 @@ def _split_vectors(space: Mapspace, j: int, instances: int):
         options.append(triples[triples[:, 0] <= instances])
     if math.prod(len(o) for o in options) > 50 * MAX_SPLIT_VECTORS:
         return None
-    combos = np.zeros((1, 0), np.int64)
-    for option in options:      # extend dim by dim, dropping products over the instances as they appear
-        pick = np.repeat(np.arange(len(option)), len(combos))
-        combos = np.hstack([np.tile(combos, (len(option), 1)), pick[:, None]])
-        product = np.prod([options[d][combos[:, d], 0] for d in range(combos.shape[1])], axis=0)
-        combos = combos[product <= instances]
-        if len(combos) > MAX_SPLIT_VECTORS:
-            return None
-    columns = [np.stack([options[d][combos[:, d], k] for d in range(len(options))]) for k in range(3)]
+    picks = joined(options, np.array([instances]), MAX_SPLIT_VECTORS)
+    if picks is None:
+        return None
+    columns = [np.stack([options[d][picks[:, d], k] for d in range(len(options))]) for k in range(3)]
     return columns[0], columns[1], columns[2]
+
+
+def joined(options: list[np.ndarray], limits: np.ndarray, most: int) -> np.ndarray | None:
+    """(C, D) per combination of the dims' options ((M_d, K) each, its first len(limits)
+    columns products to keep within `limits`), the row each dim takes: built dim by dim,
+    the partial combinations over a limit dropped as they appear (products only grow);
+    None when more than `most`."""
+    picks = np.zeros((1, 0), np.int64)
+    product = np.ones((1, len(limits)), np.int64)
+    for option in options:
+        index = np.repeat(np.arange(len(option)), len(picks))
+        grown = np.tile(product, (len(option), 1)) * option[index, :len(limits)]
+        ok = np.all(grown <= limits, axis=1)
+        picks = np.hstack([np.tile(picks, (len(option), 1)), index[:, None]])[ok]
+        product = grown[ok]
+        if len(picks) > most:
+            return None
+    return picks
 
 
 def _copies(space: Mapspace, t: int, splits: np.ndarray):
