@@ -392,6 +392,47 @@ def test_the_pe_array_parts_that_cannot_hold_the_optimum_are_bounded_above_it():
         assert (plain < optimum).any() and (refined / workload.macs > optimum).all()
 
 
+def test_under_an_incumbent_the_operand_bound_is_computed_only_where_it_is_needed(monkeypatch):
+    """Under an incumbent the operand bound (an array over nodes and split vectors, most of
+    the bound's cost) waits for the nodes the rest of the bound does not beat: every node the
+    eager bound prunes is still pruned, on pe-array's depth-1 nodes of the keep parts whose
+    roots the incumbent does not beat (GEMM 512^3, its optimum 4.24673e8 pJ as the incumbent:
+    proven by this search), where the operand bound prunes nodes nothing else does (14 of
+    49,162) and most nodes never need it."""
+    from mapper.load import load_constraints
+    from mapper.search.bounds import LinkBounds, lower_bounds, node
+    from mapper.search.joint.parts import split_by_keeps
+    from mapper.search.objective import beaten
+    from mapper.search.tree import feasible
+    arch, workload = load_arch("pe-array"), load_workload("gemm-512")
+    objective = parse_objective("energy", arch)
+    space = Mapspace(arch, workload, load_constraints("bypass-every"))
+    parts = split_by_keeps(space, objective, LevelTree(space), LinkBounds(space), SearchContext().budget(None))
+    key = (4.24673e8,) * 2 + (0.0,)
+    computed, eager, lazy, without = [], [], [], []
+    operand_bound = node.operand_bound
+
+    def counted(space, depth, table, *args):
+        computed.append(len(table))
+        return operand_bound(space, depth, table, *args)
+    monkeypatch.setattr(node, "operand_bound", counted)
+    for part in (p for p in parts if not beaten(objective, p.first, key)):
+        table = part.tree.table(part.tree.children(part.roots))
+        table = table.take(np.flatnonzero(feasible(part.space, 1, table)))
+        costs = evaluate_many(arch, workload, table)
+        eager.append(beaten(objective, lower_bounds(part.space, objective, 1, table, costs, part.links).objective, key))
+        computed.clear()
+        bound = lower_bounds(part.space, objective, 1, table, costs, part.links, refine_below=key).objective
+        lazy.append((beaten(objective, bound, key), sum(computed), len(table)))
+        with monkeypatch.context() as m:
+            m.setattr(node, "operand_bound", lambda *args: None)
+            bound = lower_bounds(part.space, objective, 1, table, costs, part.links, refine_below=key).objective
+            without.append(beaten(objective, bound, key))
+    assert all((pruned >= before).all() for (pruned, _, _), before in zip(lazy, eager))
+    assert any((before & ~alone).any() for before, alone in zip(eager, without))
+    assert sum(c for _, c, _ in lazy) < 0.5 * sum(n for _, _, n in lazy)
+
+
 def test_children_of_a_tied_node_that_rank_after_the_incumbent_are_cut_before_pricing():
     """`joint.cut.Cut`: under a node whose bounds tie the incumbent's score, energy and cycles,
     a child whose decided factors so far (the node's, then its own level's) compare above the

@@ -111,6 +111,8 @@ class _Open(NamedTuple):
     deepest: list | None        # per tensor, (N,) its deepest decided keeper
     innermost: np.ndarray | None    # the innermost level's bound (None: disabled or decided)
     between: np.ndarray | float     # the link bounds of the undecided levels above the innermost
+    undecided_links: np.ndarray | float     # the link bounds of every undecided level
+    inner_share: np.ndarray | float         # what traffic into the compute units is scaled by
 
 def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: MappingTable,
                  costs: Costs, links: LinkBounds | None = None, refine_below: tuple | None = None) -> NodeBounds:
@@ -127,7 +129,10 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
     macs = least_macs(space, table)
     compute_on = ComputeOn(space, macs, reachable_units(space, depth, decided_units, links))
     shares = valid_shares(space, table)
-    open_ = _open(space, depth, table, links, _known(space, depth, table, costs, shares, macs), shares)
+    # under an incumbent the operand bound waits for the nodes the rest of the bound leaves open
+    lazy = refine_below is not None and links is not None and objective.kind != "bytes"
+    open_ = _open(space, depth, table, links, _known(space, depth, table, costs, shares, macs), shares,
+                  with_operand=not lazy)
     known = open_.known
     cycles = _cycles(space, depth, table, links, open_, compute_on)
     # with "utilized" (Timeloop's rule) idle instances do not leak: no term
@@ -139,6 +144,12 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
             bound = bound * shares.least         # per-instance bytes are the padded tiles'
         return NodeBounds(bound, energy, cycles)
     bound = cost_bound(objective, energy, cycles)
+    if lazy:
+        rows = np.flatnonzero(~beaten(objective, bound, refine_below))
+        if len(rows):
+            open_ = _with_operand(space, depth, table, links, shares, open_, rows)
+            energy = open_.energy + leak * cycles
+            bound = cost_bound(objective, energy, cycles)
     if refine_below is not None and links is not None and open_.innermost is not None:
         energy = _refined(space, objective, depth, table, links, refine_below, bound, energy, cycles, open_, leak,
                           shares)
@@ -235,39 +246,31 @@ def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs, share
     return _Known(energy, known_read, known_write, exposed_read, exposed_write)
 
 def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | None, known: _Known,
-          shares: ValidShares | None) -> _Open:
+          shares: ValidShares | None, with_operand: bool = True) -> _Open:
     """The decided energy plus a bound on the open traffic's: what the innermost keepers serve
-    the compute units (the output's read-modify-write included) over the splits still open,
-    and per undecided level its link bound or the node's refetches into it, or where larger
-    the innermost level's bound. Adds the refetches' bytes to their parents' `known` ones.
-    Traffic that may touch a masked level is scaled by the least valid share (`shares`)."""
+    the compute units (the output's read-modify-write included), tensor by tensor and, where
+    `with_operand`, jointly over the splits still open (`_with_operand`); per undecided level its
+    link bound or the node's refetches into it, or where larger the innermost level's bound.
+    Adds the refetches' bytes to their parents' `known` ones. Traffic that may touch a masked
+    level is scaled by the least valid share (`shares`)."""
     arch, tensors = space.arch, space.workload.tensors
     n_levels, n = len(arch.levels), len(table)
     options = [serving_options(space, t, depth, table) for t in range(len(tensors))]
-    # with the links' energy by spread where nothing is masked (a masked level's traffic is
-    # scaled apart): the operand bound's split then decides the multicast of both
-    by_spread = tuple(b for b in links.by_spread if b.j > depth) if links is not None and shares is None else ()
-    served = operand_bound(space, depth, table, options, links.splits, by_spread) if links is not None else None
-    joint = None
-    if served is not None:
-        served, joint = served
-    if served is None:
-        served = sum(independent_bound(space, t, options[t]) for t in range(len(tensors)))
-        served = served + sum(read_modify_write(space, t, depth, table, links)
-                              for t, tensor in enumerate(tensors) if tensor.is_output)
+    served = sum(independent_bound(space, t, options[t]) for t in range(len(tensors)))
+    served = served + sum(read_modify_write(space, t, depth, table, links)
+                          for t, tensor in enumerate(tensors) if tensor.is_output)
     inner_share = shares.least if may_draw_masked(space, shares, n_levels) else 1.0
     energy = known.energy + served * inner_share
     if links is None:
-        return _Open(energy, known, None, None, None, None, None, 0.0)
+        return _Open(energy, known, None, None, None, None, None, 0.0, 0.0, inner_share)
     # the node's tile at level `depth` bounds every tile below it (`TileBound.below`)
     spans = table.factors[min(depth, n_levels - 1):].prod(axis=(0, 1))
     refetched = refetched_links(space, depth, table)
     link_energy = [np.maximum(links.energy[j].below(spans), refetched.energy[j])
                    * (shares.least if may_draw_masked(space, shares, j) else 1.0) if j > depth else 0.0
                    for j in range(n_levels)]
-    energy += sum(link_energy[depth + 1:], np.zeros(n))
-    if joint is not None:
-        energy = np.maximum(energy, known.energy + joint)
+    undecided_links = sum(link_energy[depth + 1:], np.zeros(n))
+    energy += undecided_links
     # the parents' side of the same traffic: bytes they must move, per instance
     instances = np.array([lv.instances for lv in arch.levels])[:, None]
     known = known._replace(read=known.read + refetched.reads / instances,
@@ -285,7 +288,37 @@ def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | 
     if innermost is not None:
         between = sum(link_energy[depth + 1:n_levels - 1], np.zeros(n))
         energy = np.maximum(energy, known.energy + innermost + between)
-    return _Open(energy, known, spans, refetched, instances, deepest, innermost, between)
+    open_ = _Open(energy, known, spans, refetched, instances, deepest, innermost, between, undecided_links,
+                  inner_share)
+    return _with_operand(space, depth, table, links, shares, open_) if with_operand else open_
+
+def _with_operand(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds, shares: ValidShares | None,
+                  open_: _Open, rows: np.ndarray | None = None) -> _Open:
+    """`open_` with the energy of the nodes at `rows` (None: all) raised by the operand bound:
+    what the innermost keepers serve, minimised jointly over the open splits rather than
+    tensor by tensor, and with the links' energy by spread where nothing is masked (a masked
+    level's traffic is scaled apart): the operand bound's split then decides the multicast of
+    both. It costs more than the rest of the bound (an array over nodes and split vectors), so
+    under an incumbent it is computed only for the nodes the rest does not already beat."""
+    tensors = space.workload.tensors
+    nodes = table if rows is None else table.take(rows)
+    options = [serving_options(space, t, depth, nodes) for t in range(len(tensors))]
+    by_spread = tuple(b for b in links.by_spread if b.j > depth) if shares is None else ()
+    served = operand_bound(space, depth, nodes, options, links.splits, by_spread)
+    if served is None:
+        return open_
+    served, joint = served
+    pick = (lambda a: a) if rows is None else (lambda a: a[rows] if np.ndim(a) else a)
+    decided = pick(open_.known.energy)
+    raised = decided + served * pick(open_.inner_share) + pick(open_.undecided_links)
+    if joint is not None:
+        raised = np.maximum(raised, decided + joint)
+    energy = open_.energy.copy()
+    if rows is None:
+        energy = np.maximum(energy, raised)
+    else:
+        energy[rows] = np.maximum(energy[rows], raised)
+    return open_._replace(energy=energy)
 
 def _energy_cap(objective: Objective, key: tuple, cycles: np.ndarray) -> np.ndarray:
     """(N,) the most energy a node with these cycles bounds may be bounded by without being
