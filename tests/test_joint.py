@@ -229,11 +229,13 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
     from mapper.search.bounds import LinkBounds, lower_bound, lower_bounds
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "conv1d-strided", "batched"), max_macs=64))
     # with latencies (and GPUs, whose resident blocks share them): the bound on what no
-    # mapping hides (`latency_bound`)
+    # mapping hides (`latency_bound`) and the fetch requests a node has decided
     # with small capacities too: tiles and keep sets then compete for the room, which is
     # where a bound over the tiles that fit can go wrong (a sliding window's, once)
+    # with native shapes: the fragments a node's tile leaves its innermost tile room for
     arch = data.draw(archs(min_levels=3, max_levels=4, latency=data.draw(st.booleans()),
-                           capacity=data.draw(st.booleans())))
+                           capacity=data.draw(st.booleans()), native=data.draw(st.booleans()),
+                           gpu=data.draw(st.booleans())))
     # bypass everywhere, nowhere or at some levels: where a level must keep what it may, the
     # bounds that need a keeper (link and latency bounds) apply, and a tensor's parent may be
     # one level or another

@@ -79,18 +79,35 @@ class PruningMixin:
         return ok
 
     @cached_property
-    def fragment_padding(self) -> float:
-        """The least factor by which running whole fragments (`tails.fragment_macs`) raises any
-        mapping's MACs: per role, over every product of innermost tiles its dims' tables
-        allow, the least ceil(T / size) x size / T (1 where some T is a multiple)."""
-        out = 1.0
+    def _role_paddings(self) -> tuple[tuple[tuple[int, ...], int, float], ...]:
+        """Per role, (dims, native size, the least ceil(T / size) x size / T over every product
+        T of innermost tiles its dims' tables allow: 1 where some T is a multiple)."""
+        out = []
         for dims, size in tails.fragment_roles(self.arch, self.workload):
             products = np.ones(1, np.int64)
             for d in dims:
                 inner = np.unique(self.level_view(self.dim_tables[d])[0][:, -1])
                 products = np.unique((products[:, None] * inner[None, :]).ravel())
             if len(products):
-                out *= float(((-(-products // size) * size) / products).min())
+                out.append((dims, size, float(((-(-products // size) * size) / products).min())))
+        return tuple(out)
+
+    @cached_property
+    def fragment_padding(self) -> float:
+        """The least factor by which running whole fragments (`tails.fragment_macs`) raises any
+        mapping's MACs: the product of the roles' least paddings (`_role_paddings`)."""
+        return math.prod(least for _, _, least in self._role_paddings)
+
+    def fragment_padding_within(self, spans: np.ndarray) -> np.ndarray:
+        """(N,) the least padding (as `fragment_padding`) of a mapping whose innermost tile lies
+        within `spans` ((D, N): a node's tile at its level): per role, where its dims' spans
+        multiply to less than its native size, every innermost tile of it is one fragment,
+        padded at least size / that product. A node that has given the role's dims to the
+        levels above (a convolution's p and q split to one row per thread block) pays that."""
+        out = np.ones(spans.shape[-1])
+        for dims, size, least in self._role_paddings:
+            most = spans[list(dims)].prod(axis=0)
+            out *= np.maximum(least, np.where(most < size, size / np.maximum(most, 1), 1.0))
         return out
 
     def coupled_mask(self, factors: np.ndarray) -> np.ndarray:

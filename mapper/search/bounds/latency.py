@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...cost.occupancy import gpu_levels
+from ...cost.vectorised import fetch_rounds
 from ...mapping import MappingTable
 from ...mapspace import Mapspace
 
@@ -29,31 +30,41 @@ def latency_bound(space: Mapspace, p: int) -> float:
             bound = max(bound, latency * min(1 / most_resident(arch, c) for c in below if c <= must[0]))
     return bound
 
-def decided_latency_bound(space: Mapspace, depth: int, table: MappingTable, static: list[float]) -> np.ndarray:
-    """(L, N) each level's latency bound per node: `latency_bound` (`static`), or more where the
-    node has decided both a level p keeping an input and that input's next keeper below, c,
-    with c's stage count: a buffered c waits L once per wave at least, an unbuffered one L
-    per request shared by at most the blocks resident beside it (the same rules, with c
-    known, which can raise the wait from L / the most resident blocks to L; docs/RESULTS.md)."""
+def decided_latency_bound(space: Mapspace, depth: int, table: MappingTable,
+                          static: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(hidden, exposed), each (L, N): per level and node, a floor on its latency's
+    Little's-law term (which joins the maximum with compute) and on the waits added to its
+    time. The latter is `latency_bound` (`static`), or more where the node has decided both a
+    level p keeping an input and that input's next keeper below, c, with c's stage count and
+    the loops above c, so its fetch requests R (`fetch_rounds`): a buffered c waits L once
+    per wave at least and needs L x R / (stages x blocks) cycles of p; an unbuffered one
+    waits L x R / blocks, the blocks resident beside it at most `most_resident` (the rules of
+    docs/COST_MODEL.md with c known; docs/RESULTS.md)."""
     arch, workload = space.arch, space.workload
     n = len(table)
-    out = np.repeat(np.asarray(static, float)[:, None], n, axis=1)
+    exposed = np.repeat(np.asarray(static, float)[:, None], n, axis=1)
+    hidden = np.zeros_like(exposed)
     if not any(level.latency for level in arch.levels[:depth]):
-        return out
+        return hidden, exposed
+    rounds = fetch_rounds(workload, table)
     for p, level in enumerate(arch.levels[:depth]):
         if not level.latency:
             continue
         for t, tensor in enumerate(workload.tensors):
             if tensor.is_output:        # only partial sums read back wait, and a mapping may read none
                 continue
-            found, wait = np.zeros(n, bool), np.zeros(n)
+            found, hid, wait = np.zeros(n, bool), np.zeros(n), np.zeros(n)
             for c in range(p + 1, min(depth, space.n_levels - 1) + 1):
                 here = ~found & table.keep[c, t]
-                unbuffered = level.latency / most_resident(arch, c)
-                wait = np.where(here, np.where(table.stages[c] > 1, level.latency, unbuffered), wait)
+                blocks = most_resident(arch, c)
+                buffered = table.stages[c] > 1
+                requested = level.latency * rounds[t][c]
+                wait = np.where(here, np.where(buffered, level.latency, requested / blocks), wait)
+                hid = np.where(here & buffered, requested / (table.stages[c] * blocks), hid)
                 found |= here
-            out[p] = np.maximum(out[p], np.where(table.keep[p, t], wait, 0.0))
-    return out
+            exposed[p] = np.maximum(exposed[p], np.where(table.keep[p, t], wait, 0.0))
+            hidden[p] = np.maximum(hidden[p], np.where(table.keep[p, t], hid, 0.0))
+    return hidden, exposed
 
 def feeder_wait(space: Mapspace, p: int, j: int, stages: int) -> float:
     """Cycles of level p's latency added to p's time at least when it alone feeds level j,

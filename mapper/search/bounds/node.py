@@ -45,10 +45,15 @@ class NodeBounds(NamedTuple):
     energy: np.ndarray
     cycles: np.ndarray
 
-def least_macs(space: Mapspace, table: MappingTable | None = None):
+def least_macs(space: Mapspace, table: MappingTable | None = None, depth: int | None = None):
     """The fewest MACs the units run below each node (of `table`, else anywhere in the space):
-    its padded extents' (the workload's), raised by the least fragment padding."""
+    its padded extents' (the workload's), raised by the least fragment padding, for nodes at
+    `depth` that of an innermost tile within their tile (`fragment_padding_within`)."""
     macs = space.workload.macs if table is None else table.factors.prod(axis=(0, 1, 2))
+    if table is not None and depth is not None:
+        spans = table.factors[min(depth, space.n_levels - 1):].prod(axis=(0, 1))
+        padding = space.fragment_padding_within(spans)
+        return macs * np.where(padding > 1, padding * (1 - 1e-12), 1.0)
     padding = space.fragment_padding
     # a rounding error must not lift a ceil above the MACs' true cycles
     return macs * (padding * (1 - 1e-12)) if padding > 1 else macs
@@ -126,7 +131,7 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
     decided_units = np.ones(n, np.int64)
     for lv in range(min(depth, n_levels)):
         decided_units = decided_units * table.factors[lv, 1:].prod(axis=(0, 1))
-    macs = least_macs(space, table)
+    macs = least_macs(space, table, depth)
     compute_on = ComputeOn(space, macs, reachable_units(space, depth, decided_units, links))
     shares = valid_shares(space, table)
     # under an incumbent the operand bound waits for the nodes the rest of the bound leaves open
@@ -164,13 +169,13 @@ def _cycles(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds 
     that keep the traffic low keep fewer units busy)."""
     arch, known, n_levels = space.arch, open_.known, space.n_levels
     compute = compute_on(n_levels, arch.compute.instances)
-    latency = (decided_latency_bound(space, depth, table, links.latency) if links is not None
-               else np.zeros(n_levels))
+    hidden, latency = (decided_latency_bound(space, depth, table, links.latency) if links is not None
+                       else (np.zeros(n_levels), np.zeros(n_levels)))
     cycles = compute
     for lv, level in enumerate(arch.levels):
         cycles = np.maximum(cycles, level_time(level, arch.cycle_rule, compute, known.read[lv], known.write[lv],
                                                known.exposed_read[lv], known.exposed_write[lv],
-                                               latency_exposed=latency[lv]))
+                                               latency_hidden=hidden[lv], latency_exposed=latency[lv]))
     if links is not None:
         chain = links.chain(least_macs(space))
         if chain is not None:
