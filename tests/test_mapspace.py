@@ -189,6 +189,17 @@ def test_sampled_rows_are_valid_and_deterministic():
     assert evaluate_many(arch, workload, a).valid.all()
 
 
+def test_a_space_with_a_dim_no_tile_can_split_samples_nothing():
+    """A dim with no factorisation (k = 24 under perfect factors, whose innermost tile must be a
+    multiple of h100's k16 fragment) leaves nothing to draw: an empty table, not an error."""
+    from mapper.load import load_arch
+    workload = workload_from_dict({"name": "g", "einsum": "Z[m,n] += A[m,k] * B[k,n]",
+                                   "sizes": {"m": 16, "n": 8, "k": 24}, "dtype": "bf16"}, W)
+    ms = Mapspace(load_arch("h100"), workload, Constraints(factors="perfect"))
+    assert [len(t) for t in ms.dim_tables] == [1, 1, 0]
+    assert len(ms.sample(10, np.random.default_rng(0))) == 0
+
+
 def test_factorization_counts_and_uniform_sampling():
     from mapper.factors import count_factorizations, enumerate_factorizations, sample_factorizations
     for n, k in [(12, 3), (4096, 4), (360, 5), (1, 3), (97, 2)]:

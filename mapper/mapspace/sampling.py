@@ -23,6 +23,8 @@ class SamplingMixin:
         return self.assemble([t[r] for t, r in zip(self.dim_tables, rows)])
 
     def _sample_factors(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        if not all(len(t) for t in self.dim_tables):    # some dim has no factorisation: none to draw
+            return self.assemble([t[:0] for t in self.dim_tables])
         return self.assemble([t[rng.integers(0, len(t), size=count)] for t in self.dim_tables])
 
     def assemble(self, per_dim: list[np.ndarray]) -> np.ndarray:
