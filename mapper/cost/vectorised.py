@@ -53,6 +53,9 @@ class Costs:
     level_latency_exposed: np.ndarray  # (L, N) latency added to it: unbuffered fetches, wave fills
     resident: np.ndarray               # (N,) thread blocks resident per SM (1 off a GPU)
     waves: np.ndarray                  # (N,) rounds of resident blocks per SM (1 off a GPU)
+    # (T, L, N) fetch requests into one instance of each level (`_loads`), where a level
+    # declares a latency (None elsewhere): the search's latency bounds read them back
+    fetch_requests: np.ndarray | None = None
 
     reads = property(lambda self: self.level_reads.transpose(2, 0, 1))
     fills = property(lambda self: self.level_fills.transpose(2, 0, 1))
@@ -121,7 +124,9 @@ def footprint_bytes(arch: Arch, workload: Workload, table: MappingTable) -> np.n
 
 def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
     """Words fetched into one instance of each level over the run, first fetch included; T x (L, N).
-    With `with_rounds`, also the fetch requests of each (see `fetch_rounds`)."""
+    With `with_rounds`, also the fetch requests of each, T x (L, N): the steps of the temporal
+    loops above the level down to the innermost non-unit loop over a dim indexing the tensor
+    (the steps that move its tile; a sliding window's partial fetch is a request too)."""
     n_levels, n_dims, n = nest.n_levels, nest.n_dims, nest.n
     slot_dim = nest.order.reshape(n_levels * n_dims, n)                                           # (S, N)
     slot_bound = np.take_along_axis(nest.temporal, nest.order, axis=1).reshape(n_levels * n_dims, n)
@@ -151,13 +156,6 @@ def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
         loads.append(out)
         rounds.append(count)
     return (loads, rounds) if with_rounds else loads
-
-
-def fetch_rounds(workload: Workload, table: MappingTable) -> list[np.ndarray]:
-    """Fetch requests into one instance of each level over the run, T x (L, N): the steps of the
-    temporal loops above the level down to the innermost non-unit loop over a dim indexing the
-    tensor (the steps that move its tile; a sliding window's partial fetch is a request too)."""
-    return _loads(workload, _Nest(workload, table), with_rounds=True)[1]
 
 
 def occupancy(arch: Arch, nest: "_Nest", footprint: np.ndarray, output_dims):
@@ -486,4 +484,4 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
         level_instances=instances, level_footprint=footprint, level_traffic=valid_moved * instances,
         level_energy=traffic.energy, level_time=times, level_moved=moved, level_exposed=exposed,
         level_latency_hidden=lat_hidden, level_latency_exposed=lat_exposed,
-        resident=resident, waves=waves)
+        resident=resident, waves=waves, fetch_requests=np.stack(rounds) if with_latency else None)

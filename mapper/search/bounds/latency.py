@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...cost.occupancy import gpu_levels
-from ...cost.vectorised import fetch_rounds
 from ...mapping import MappingTable
 from ...mapspace import Mapspace
 
@@ -30,13 +29,14 @@ def latency_bound(space: Mapspace, p: int) -> float:
             bound = max(bound, latency * min(1 / most_resident(arch, c) for c in below if c <= must[0]))
     return bound
 
-def decided_latency_bound(space: Mapspace, depth: int, table: MappingTable,
-                          static: list[float]) -> tuple[np.ndarray, np.ndarray]:
+def decided_latency_bound(space: Mapspace, depth: int, table: MappingTable, static: list[float],
+                          requests: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """(hidden, exposed), each (L, N): per level and node, a floor on its latency's
     Little's-law term (which joins the maximum with compute) and on the waits added to its
     time. The latter is `latency_bound` (`static`), or more where the node has decided both a
     level p keeping an input and that input's next keeper below, c, with c's stage count and
-    the loops above c, so its fetch requests R (`fetch_rounds`): a buffered c waits L once
+    the loops above c, so its fetch requests R (`requests`, (T, L, N): the node's completion's,
+    `Costs.fetch_requests`, exact at c for every completion): a buffered c waits L once
     per wave at least and needs L x R / (stages x blocks) cycles of p; an unbuffered one
     waits L x R / blocks, the blocks resident beside it at most `most_resident` (the rules of
     docs/COST_MODEL.md with c known; docs/RESULTS.md)."""
@@ -46,7 +46,6 @@ def decided_latency_bound(space: Mapspace, depth: int, table: MappingTable,
     hidden = np.zeros_like(exposed)
     if not any(level.latency for level in arch.levels[:depth]):
         return hidden, exposed
-    rounds = fetch_rounds(workload, table)
     for p, level in enumerate(arch.levels[:depth]):
         if not level.latency:
             continue
@@ -58,7 +57,7 @@ def decided_latency_bound(space: Mapspace, depth: int, table: MappingTable,
                 here = ~found & table.keep[c, t]
                 blocks = most_resident(arch, c)
                 buffered = table.stages[c] > 1
-                requested = level.latency * rounds[t][c]
+                requested = level.latency * requests[t, c]
                 wait = np.where(here, np.where(buffered, level.latency, requested / blocks), wait)
                 hid = np.where(here & buffered, requested / (table.stages[c] * blocks), hid)
                 found |= here

@@ -139,7 +139,7 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
     open_ = _open(space, depth, table, links, _known(space, depth, table, costs, shares, macs), shares,
                   with_operand=not lazy)
     known = open_.known
-    cycles = _cycles(space, depth, table, links, open_, compute_on)
+    cycles = _cycles(space, depth, table, links, open_, compute_on, costs.fetch_requests)
     # with "utilized" (Timeloop's rule) idle instances do not leak: no term
     leak = sum(lv.leak * lv.instances for lv in arch.levels) if arch.leakage == "all" else 0.0
     energy = open_.energy + leak * cycles
@@ -162,14 +162,14 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
     return NodeBounds(bound, energy, cycles)
 
 def _cycles(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | None, open_: _Open,
-            compute_on: ComputeOn) -> np.ndarray:
+            compute_on: ComputeOn, requests: np.ndarray | None) -> np.ndarray:
     """A bound on the cycles: every level's time with the traffic it must move (and the
     latency no mapping hides), the feeders' time for what they must send down, at least the
     compute time on the most units the node can reach (`compute_on`: fewer where the tiles
     that keep the traffic low keep fewer units busy)."""
     arch, known, n_levels = space.arch, open_.known, space.n_levels
     compute = compute_on(n_levels, arch.compute.instances)
-    hidden, latency = (decided_latency_bound(space, depth, table, links.latency) if links is not None
+    hidden, latency = (decided_latency_bound(space, depth, table, links.latency, requests) if links is not None
                        else (np.zeros(n_levels), np.zeros(n_levels)))
     cycles = compute
     for lv, level in enumerate(arch.levels):
@@ -306,23 +306,19 @@ def _with_operand(space: Mapspace, depth: int, table: MappingTable, links: LinkB
     both. It costs more than the rest of the bound (an array over nodes and split vectors), so
     under an incumbent it is computed only for the nodes the rest does not already beat."""
     tensors = space.workload.tensors
-    nodes = table if rows is None else table.take(rows)
+    nodes, at = (table, slice(None)) if rows is None else (table.take(rows), rows)
     options = [serving_options(space, t, depth, nodes) for t in range(len(tensors))]
     by_spread = tuple(b for b in links.by_spread if b.j > depth) if shares is None else ()
     served = operand_bound(space, depth, nodes, options, links.splits, by_spread)
     if served is None:
         return open_
     served, joint = served
-    pick = (lambda a: a) if rows is None else (lambda a: a[rows] if np.ndim(a) else a)
-    decided = pick(open_.known.energy)
-    raised = decided + served * pick(open_.inner_share) + pick(open_.undecided_links)
+    decided, inner_share = open_.known.energy[at], open_.inner_share
+    raised = decided + served * (inner_share[at] if np.ndim(inner_share) else inner_share) + open_.undecided_links[at]
     if joint is not None:
         raised = np.maximum(raised, decided + joint)
     energy = open_.energy.copy()
-    if rows is None:
-        energy = np.maximum(energy, raised)
-    else:
-        energy[rows] = np.maximum(energy[rows], raised)
+    energy[at] = np.maximum(energy[at], raised)
     return open_._replace(energy=energy)
 
 def _energy_cap(objective: Objective, key: tuple, cycles: np.ndarray) -> np.ndarray:
