@@ -39,7 +39,7 @@ class _Partial(NamedTuple):
 
 
 def fitting_children(tree: LevelTree, nodes: Nodes, limit, first_order_only: bool = False,
-                     choices: np.ndarray | None = None, early=None, cut=None) -> Iterator[tuple[int, Nodes | None]]:
+                     choices: np.ndarray | None = None, early=None, cut=None, most_rows=None) -> Iterator[tuple[int, Nodes | None]]:
     """(first parent, children) slices: the children of `nodes` (level k's factors, its loop
     orders, level k+1's stages and keeps; k = nodes.depth) that fit, about `limit` factor
     choices (before orders and choices) per slice; None where a stretch examined found none
@@ -52,7 +52,8 @@ def fitting_children(tree: LevelTree, nodes: Nodes, limit, first_order_only: boo
     a walk on several cores, parents the incumbent now beats), decided before the other dims
     are crossed in; with `cut` ((parents (M,), level k's spatial factors per mesh axis (2, M))
     -> bool), the factor choices it marks are dropped before their orders and choices are
-    crossed in (the walk's bound from the units they reach)."""
+    crossed in (the walk's bound from the units they reach); with `most_rows` (a function), a
+    slice whose choices expand to more children than it says comes out in several pieces."""
     limit = limit if callable(limit) else (lambda rows=limit: rows)
     k, n_dims = nodes.depth, tree.n_dims
     lo, count = tree._child_ranges(nodes)
@@ -69,10 +70,10 @@ def fitting_children(tree: LevelTree, nodes: Nodes, limit, first_order_only: boo
         # a slice when enough fit, or (possibly empty) when many were examined: the caller
         # asks its budget between slices, and where almost nothing fits that can take a while
         if size >= limit() or examined >= EXAMINED_PER_SLICE * limit():
-            yield _emit(tree, nodes, pending, at, first_order_only, choices, cut)
+            yield from _emit(tree, nodes, pending, at, first_order_only, choices, cut, most_rows)
             pending, size, examined = [], 0, 0
     if pending:
-        yield _emit(tree, nodes, pending, len(nodes) - 1, first_order_only, choices, cut)
+        yield from _emit(tree, nodes, pending, len(nodes) - 1, first_order_only, choices, cut, most_rows)
 
 
 def _child_values(tree: LevelTree, d: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -144,11 +145,14 @@ def _may_fit(tree: LevelTree, k: int, units: np.ndarray, spans: np.ndarray) -> n
     return ok
 
 
-def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int,
-          first_order_only: bool, choices: np.ndarray | None, cut=None) -> tuple[int, Nodes | None]:
-    """(the first parent not yet wholly expanded, the pending choices' children or None)."""
+def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int, first_order_only: bool,
+          choices: np.ndarray | None, cut=None, most_rows=None) -> Iterator[tuple[int, Nodes | None]]:
+    """(the first parent not yet wholly expanded, the pending choices' children or None), in
+    pieces of at most `most_rows` children where the choices expand to more (a single choice
+    may still exceed it)."""
     if not pending:
-        return at, None
+        yield at, None
+        return
     parent = np.concatenate([p.parent for p in pending])
     groups = np.concatenate([p.groups for p in pending])
     first = int(parent[0])      # before the cut: a parent is no further on for what it drops
@@ -156,12 +160,19 @@ def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int,
         kept = ~cut(parent, np.concatenate([p.units for p in pending], axis=1), groups)
         parent, groups = parent[kept], groups[kept]
         if not len(parent):
-            return first, None
+            yield first, None
+            return
     k = nodes.depth
     factor_nodes = Nodes(k + 1, groups, along_last(nodes.orders, parent),
                          along_last(nodes.stages, parent), along_last(nodes.keeps, parent))
     allowed = tree._fitting_choices(factor_nodes)
     if choices is not None:
         allowed &= choices
-    children = tree._with_orders_and_choices(factor_nodes, k, first_order_only, allowed)
-    return first, children
+    pieces = [np.arange(len(parent))]
+    if most_rows is not None:
+        # consecutive choices whose last child falls in the same block of `most_rows`
+        block = (np.cumsum(tree.expansions(factor_nodes, k, allowed, first_order_only)) - 1) // max(1, most_rows())
+        pieces = np.split(pieces[0], np.flatnonzero(np.diff(block)) + 1)
+    for rows in pieces:
+        if len(rows):
+            yield first, tree._with_orders_and_choices(factor_nodes.take(rows), k, first_order_only, allowed[rows])

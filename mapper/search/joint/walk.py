@@ -15,6 +15,8 @@ ready (`offer_when_ready`), run a job once it has gone on for a while (`run_late
 """
 from __future__ import annotations
 
+import functools
+
 import heapq
 import math
 import time
@@ -78,6 +80,7 @@ class Walk:
         self._polished_at = -np.inf
         self.polish_seconds = 0.0   # wall seconds spent polishing, left out of the chunks' timing
         self._row_seconds: dict[int, float] = {}    # depth -> wall seconds per child row, last chunk
+        self._rows_per_choice: dict[int, float] = {}    # depth -> child rows per factor choice kept, last chunk
         # where the walk is split into units between workers (`_share`): across parts at the
         # parts' roots (`_search_across`), else `split_depth`
         self.split_depth = setup.tuning.split_depth
@@ -212,6 +215,22 @@ class Walk:
         seconds = max(tuning.chunk_seconds, tuning.chunk_share * left)
         return int(min(chunk, max(1, seconds / max(rate, 1e-9))))
 
+    def _choices_per_slice(self, depth: int):
+        """How many factor choices of a depth-`depth` node one slice generates (a function,
+        asked anew before each step as the deadline nears): `chunk_rows` over the rows one
+        choice kept by the cut expands to, as the last slice measured them (the orders, stages
+        and keeps that fit it; before any, the most it can expand to). Sized by the most, a
+        convolution's slices held a few dozen rows where a choice could take 720 orders but
+        took about ten, and most choices were cut: the pricing of each slice was then mostly
+        its set-up (eyeriss, ResNet-50 conv3: 66 rows per pricing). A slice whose choices
+        expand to more than `chunk_rows` comes in pieces (`fitting_children`'s `most_rows`)."""
+        most = self.tree.expansion(depth)
+
+        def chunk() -> int:
+            per_choice = min(most, max(1.0, self._rows_per_choice.get(depth + 1, most)))
+            return max(1, int(self.chunk_rows(depth + 1) / per_choice))
+        return chunk
+
     def timed(self, children: Nodes, started: float, polished: float, generated: float) -> None:
         """Record the wall seconds per child row generated (`generated`: more than `children`
         where a cut dropped some before pricing), generated and priced since `started` (less
@@ -342,17 +361,16 @@ class Walk:
         among the children (`Share`) are not marked done here but added to it: they are done
         only once the nodes handed to `deeper` are walked."""
         tree, incumbent = self.tree, self.incumbent
-        expansion = tree.expansion(nodes.depth)
-
-        def chunk() -> int:         # factor choices per slice, asked anew as the deadline nears
-            return max(1, self.chunk_rows(nodes.depth + 1) // expansion)
+        chunk = self._choices_per_slice(nodes.depth)
 
         started, polished = time.perf_counter(), self.polish_seconds
         cut, share = self._cut(nodes, known), self._share(nodes)
         if share is not None and held is not None:
             held.append(share)
             share = share.holding()
-        for node, children in fitting_children(tree, nodes, chunk, early=self._early(cut, share), cut=cut):
+        most_rows = functools.partial(self.chunk_rows, nodes.depth + 1)
+        for node, children in fitting_children(tree, nodes, chunk, early=self._early(cut, share), cut=cut,
+                                               most_rows=most_rows):
             if bounds is not None and beaten(self.objective, bounds[node], incumbent.bar):
                 if share is not None:
                     share.done_before(len(nodes))
@@ -364,6 +382,7 @@ class Walk:
             dilution = 1.0 if cut is None else cut.dilution()     # choices seen per kept, this slice
             if children is not None:        # generated (since the last slice) and priced
                 self.timed(children, started, polished, len(children) * dilution)
+                self._rows_per_choice[children.depth] = len(children) / _factor_choices(children)
             if self.setup.progress:         # every slice: a worker's count reaches the parent often
                 self.setup.progress(incumbent.evaluated)
             if priced is not None:
@@ -420,6 +439,15 @@ class Walk:
         """What rules out children of `nodes` before they are priced (`Cut`); None for the
         roots, whose energy and cycles bounds are not kept."""
         return None if known is None else Cut(self, nodes, known)
+
+
+def _factor_choices(children: Nodes) -> int:
+    """How many factor choices (with their parents) `children` came from: each one's children
+    are consecutive (`LevelTree.children_at`)."""
+    n = len(children)
+    identity = np.vstack([children.groups.T, children.orders[:-1].reshape(-1, n),
+                          children.stages[:-1], children.keeps[:-1]])
+    return 1 + int(np.any(identity[:, 1:] != identity[:, :-1], axis=0).sum())
 
 
 def _finish(*held: list) -> None:
