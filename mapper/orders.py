@@ -70,3 +70,22 @@ def is_stationary(workload: Workload, order: tuple[int, ...], tensor: int) -> bo
         elif seen_other:
             return False
     return True
+
+
+def tensor_best_orders(workload: Workload, dims: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """Orders of the non-unit loops `dims` (outermost first) among which every tensor finds an
+    order fetching it the fewest times, on every link below the level, whatever the factors.
+
+    A loop over a dim not indexing the tensor refetches its tile only from outside its
+    innermost relevant loop, so with every such loop innermost the tensor comes down once per
+    step of its relevant loops, the fewest any order gives. With a sliding axis (p+r) the order
+    of its relevant loops also decides which steps slide: each of their orders is taken, the
+    others still innermost (their steps move nothing). A bound that takes, tensor by tensor,
+    the least over these orders is below every order's cost (`search/joint/order_free.py`)."""
+    out = set()
+    for tensor in workload.tensors:
+        relevant = tuple(d for d in dims if d in tensor.dims)
+        others = tuple(d for d in dims if d not in tensor.dims)
+        for head in (itertools.permutations(relevant) if tensor.has_sliding_axis else (relevant,)):
+            out.add(head + others)
+    return tuple(sorted(out))

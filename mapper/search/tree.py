@@ -226,7 +226,14 @@ class LevelTree:
                                  allowed: np.ndarray | None = None) -> Nodes:
         """Expand each node over level `level`'s order classes (or just the first) and level+1's
         stages/keeps (those `allowed`, (N, stages x keeps), when given)."""
-        options, mask_class = self._order_options(nodes, level, first_order_only)
+        return self.expand(nodes, level, first_order_only, allowed)[0]
+
+    def expand(self, nodes: Nodes, level: int, first_order_only: bool = False, allowed: np.ndarray | None = None,
+               order_rows=None) -> tuple[Nodes, np.ndarray]:
+        """(`_with_orders_and_choices`'s children, the node each came from); with `order_rows`
+        ((level, mask of non-unit loops) -> (K, D) orders), over those orders instead of the
+        space's classes."""
+        options, mask_class = self._order_options(nodes, level, first_order_only, order_rows)
         n_orders = np.array([len(table) for table in options])[mask_class]
         next_level = level + 1
         if next_level < self.n_levels:
@@ -252,24 +259,28 @@ class LevelTree:
             stage_values = np.array(choice.stages)[choice_index // len(choice.keeps)]
             stages = np.concatenate([stages, stage_values[None]], axis=0)
             keeps = np.concatenate([keeps, (choice_index % len(choice.keeps))[None]], axis=0)
-        return Nodes(nodes.depth, nodes.groups[parent], orders, stages, keeps)
+        return Nodes(nodes.depth, nodes.groups[parent], orders, stages, keeps), parent
 
-    def _order_options(self, nodes: Nodes, level: int, first_order_only: bool = False):
-        """Level `level`'s order classes for each node: (the distinct tables of orders, each
-        node's table), by which of its loops are not unit."""
+    def _order_options(self, nodes: Nodes, level: int, first_order_only: bool = False, order_rows=None):
+        """Level `level`'s order classes (or `order_rows`, as in `expand`) for each node: (the
+        distinct tables of orders, each node's table), by which of its loops are not unit."""
         temporal = self.level_factors(nodes, level)[TEMPORAL]                       # (D, N)
         masks = ((temporal > 1) * (1 << np.arange(self.n_dims))[:, None]).sum(axis=0)
         unique, mask_class = np.unique(masks, return_inverse=True)
         # the innermost level's loop order changes no cost (nothing below it is refetched),
         # and equally good mappings rank by content: the smallest order is the one kept
+        if order_rows is not None:
+            return [order_rows(level, int(m)) for m in unique], mask_class.reshape(-1)
         options = [self._orders(level, int(m), first_order_only or level == self.n_levels - 1)
                    for m in unique]
         return options, mask_class.reshape(-1)
 
-    def expansions(self, nodes: Nodes, level: int, allowed: np.ndarray, first_order_only: bool = False) -> np.ndarray:
-        """(N,) the children each node expands to over level `level`'s order classes and the
-        next level's stage and keep options `allowed` ((N, stages x keeps), bool)."""
-        options, mask_class = self._order_options(nodes, level, first_order_only)
+    def expansions(self, nodes: Nodes, level: int, allowed: np.ndarray, first_order_only: bool = False,
+                   order_rows=None) -> np.ndarray:
+        """(N,) the children each node expands to over level `level`'s order classes (or
+        `order_rows`, as in `expand`) and the next level's stage and keep options `allowed`
+        ((N, stages x keeps), bool)."""
+        options, mask_class = self._order_options(nodes, level, first_order_only, order_rows)
         return np.array([len(table) for table in options])[mask_class] * allowed.sum(axis=1)
 
     def _orders(self, level: int, mask: int, first_only: bool) -> np.ndarray:

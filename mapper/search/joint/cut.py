@@ -11,6 +11,7 @@ from ..bounds import NodeBounds, compute_bound, lower_bounds
 from ..bounds.node import least_macs
 from ..objective import beaten, bound_primary, cost_bound, outranked
 from ..tree import Nodes
+from .order_free import OrderFreeCut
 from .parallel import Claims, content_hashes
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class Cut:
         self.bar, self.dead, self.prefix = walk.incumbent.bar, np.zeros(len(nodes), bool), None
         self.tied = None                    # nodes whose bounds tie the incumbent's key so far
         self.seen = self.kept = 0
+        # where the children are leaves: their factor choices bounded before the orders
+        self.order_free = OrderFreeCut(walk, nodes, self.known.cycles) if OrderFreeCut.applies(walk, nodes) else None
 
     def alive(self, parents: np.ndarray) -> np.ndarray:
         """Whether each of `parents` is still neither beaten nor outranked."""
@@ -121,6 +124,10 @@ class Cut:
                 time = np.maximum(time, self._chain_bound(parents, groups))
             out |= beaten(walk.objective, cost_bound(walk.objective, self.known.energy[parents],
                                                      np.maximum(self.known.cycles[parents], time)), bar)
+        if self.order_free is not None and bar is not None:
+            rows = np.flatnonzero(~out)
+            if len(rows):
+                out[rows] = self.order_free(parents[rows], groups[rows], bar)
         self.seen += len(out)
         self.kept += len(out) - int(out.sum())
         return out

@@ -445,6 +445,8 @@ def _factor_choices(children: Nodes) -> int:
     """How many factor choices (with their parents) `children` came from: each one's children
     are consecutive (`LevelTree.children_at`)."""
     n = len(children)
+    if not n:
+        return 1
     identity = np.vstack([children.groups.T, children.orders[:-1].reshape(-1, n),
                           children.stages[:-1], children.keeps[:-1]])
     return 1 + int(np.any(identity[:, 1:] != identity[:, :-1], axis=0).sum())

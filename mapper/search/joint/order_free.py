@@ -1,0 +1,122 @@
+"""A bound on the complete mappings of a factor choice before its loop orders are crossed in.
+
+Where a node's children are leaves (complete mappings), each factor choice of its level
+expands to every loop order of that level times the next level's stages and keeps: on a
+convolution's seven dims up to 720 orders, and the walk priced them all (on h100's ResNet-50
+res4-3x3, 3.9 M of the 6.5 M mappings priced to the proof; under a per-tensor bound 22 of
+their 132,645 factor choices stay open; docs/RESULTS.md).
+
+Every tensor's cost is that of its own traffic, and for each tensor one of a few orders
+fetches it the fewest times on every link (`orders.tensor_best_orders`). So a factor choice is
+priced over those orders only (with every stage and keep option that fits), and bounded by
+the least energy each tensor takes among them, summed, plus the MACs' energy (no order
+changes it) and the leakage over its cycles bound: the largest of its parent's cycles bound, its
+compute time and every level's time with each tensor's fewest bytes through it, none exposed
+(`timing.level_time` only grows with the bytes and what is exposed of them). No mapping below it
+costs less; the orders priced need not be members of the space (a mapspace may forbid some),
+as the least over more orders is only lower.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ...cost.timing import level_time
+from ...mapping import along_last
+from ...orders import tensor_best_orders
+from ..objective import beaten, cost_bound
+from ..tree import Nodes
+
+if TYPE_CHECKING:
+    from .walk import Walk
+
+
+WORTH = 2       # the orders' expansion, at most, as a share of the choice's own: else not bounded
+
+
+class OrderFreeCut:
+    """Which factor choices of `nodes` (whose children are leaves) the incumbent beats whatever
+    their loop order, stages and keeps (`__call__`); `known` holds the nodes' own bounds."""
+
+    def __init__(self, walk: "Walk", nodes: Nodes, known_cycles: np.ndarray):
+        self.walk, self.nodes, self.known_cycles = walk, nodes, known_cycles
+        self._orders: dict[tuple[int, int], np.ndarray] = {}
+        arch, tensors = walk.space.arch, walk.space.workload.tensors
+        self._leaks = np.array([level.leak for level in arch.levels])[:, None]
+        self._word_bytes = np.array([[level.word_bytes(t) for t in tensors] for level in arch.levels])[:, :, None]
+
+    @staticmethod
+    def applies(walk: "Walk", nodes: Nodes) -> bool:
+        """Whether the nodes' children are leaves and the objective has a cost bound."""
+        return nodes.depth + 1 == walk.tree.leaf_depth and walk.objective.kind != "bytes"
+
+    def _order_rows(self, level: int, mask: int) -> np.ndarray:
+        """(K, D) `tensor_best_orders` of the loops in `mask`, unit dims after them."""
+        if (level, mask) not in self._orders:
+            n_dims = self.walk.tree.n_dims
+            dims = tuple(d for d in range(n_dims) if mask >> d & 1)
+            rest = [d for d in range(n_dims) if not mask >> d & 1]
+            self._orders[level, mask] = np.array([list(o) + rest for o in tensor_best_orders(
+                self.walk.space.workload, dims)], np.int64).reshape(-1, n_dims)
+        return self._orders[level, mask]
+
+    def __call__(self, parents: np.ndarray, groups: np.ndarray, bar: tuple) -> np.ndarray:
+        """(M,) True where every completion of the factor choice (`parents`, its `groups`) is
+        beaten by the incumbent's ranking key `bar`, or none is valid; False where its own
+        expansion is too small for the bound to save pricing."""
+        nodes, k, tree = self.nodes, self.nodes.depth, self.walk.tree
+        choices = Nodes(k + 1, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages, nodes.keeps)))
+        allowed = tree._fitting_choices(choices)
+        # only where the orders priced here are at most half of what the choice expands to
+        mine = tree.expansions(choices, k, allowed, order_rows=self._order_rows)
+        worth = np.flatnonzero(WORTH * mine <= tree.expansions(choices, k, allowed))
+        out = np.zeros(len(parents), bool)
+        if not len(worth):
+            return out
+        # priced a slice's rows at a time (`Walk.chunk_rows`), so that memory stays bounded
+        block = (np.cumsum(mine[worth]) - 1) // max(1, self.walk.chunk_rows(k + 1))
+        for piece in np.split(worth, np.flatnonzero(np.diff(block)) + 1):
+            out[piece] = self._beaten(choices.take(piece), allowed[piece], parents[piece], bar)
+        return out
+
+    def _beaten(self, choices: Nodes, allowed: np.ndarray, parents: np.ndarray, bar: tuple) -> np.ndarray:
+        energy, cycles = self.bounds(choices, allowed, parents)
+        return beaten(self.walk.objective, cost_bound(self.walk.objective, energy, cycles), bar)
+
+    def bounds(self, choices: Nodes, allowed: np.ndarray, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(energy, cycles) bounds on every completion of each factor choice (`choices`, with the
+        next level's options `allowed`, of the nodes `parents`): inf where none is valid."""
+        walk, space, tree = self.walk, self.walk.space, self.walk.tree
+        rows, choice_of = tree.expand(choices, self.nodes.depth, allowed=allowed, order_rows=self._order_rows)
+        table = tree.table(rows)
+        valid = np.flatnonzero(space.valid_mask(table))
+        out = np.full(len(parents), np.inf), np.full(len(parents), np.inf)
+        if not len(valid):
+            return out
+        costs = walk.context.price(space.arch, space.workload, table.take(valid))
+        walk.incumbent.evaluated += len(valid)
+        # the rows come choice by choice (`LevelTree.expand`): `least` takes each choice's least
+        choice_of = choice_of[valid]
+        first = np.flatnonzero(np.r_[True, choice_of[1:] != choice_of[:-1]])
+        priced = choice_of[first]
+
+        def least(values: np.ndarray) -> np.ndarray:
+            return np.minimum.reduceat(values, first, axis=-1)
+        arch = space.arch
+        tensor_energy = costs.level_energy.sum(axis=0)                                  # (T, V)
+        if arch.leakage == "utilized":
+            leak = (self._leaks * costs.level_instances).sum(axis=0)
+        else:
+            leak = np.full(len(valid), float(sum(lv.leak * lv.instances for lv in arch.levels)))
+        macs = costs.energy_pj - tensor_energy.sum(axis=0) - leak * costs.cycles      # no order changes it
+        # each level's time with each tensor's fewest bytes, none of them exposed
+        compute = least(costs.compute_cycles)
+        cycles = np.maximum(self.known_cycles[parents[priced]], compute)
+        read = (self._word_bytes * least(costs.level_reads)).sum(axis=1)
+        write = (self._word_bytes * least(costs.level_fills + costs.level_updates)).sum(axis=1)
+        for lv, level in enumerate(arch.levels):
+            cycles = np.maximum(cycles, level_time(level, arch.cycle_rule, compute, read[lv], write[lv], 0.0, 0.0))
+        out[0][priced] = least(tensor_energy).sum(axis=0) + least(macs) + least(leak) * cycles
+        out[1][priced] = cycles
+        return out
