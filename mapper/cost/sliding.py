@@ -53,19 +53,26 @@ class SlidingMoves:
             spatial[level] = running
         inner = np.ones((len(dims), nest.n), itype)         # temporal bounds over d inside
         wrap = np.zeros((len(dims), nest.n), itype)         # sum of (b - 1) x stride inside
-        move = np.empty((len(dims), s, nest.n), itype)
-        for j in range(s - 1, -1, -1):
+        # a loop slot that is unit in every mapping never steps, changes no stride and is
+        # nobody's innermost loop: only the others are walked (a slice of the search's leaves
+        # shares its outer levels' loops, most of them unit)
+        slots = np.flatnonzero((self.slot_bound[:s] > 1).any(axis=1))
+        if not len(slots):                  # nothing above ever steps: the first fetch alone
+            return nest.tile[t][lv].copy()
+        move = np.empty((len(dims), len(slots), nest.n), itype)
+        for i in range(len(slots) - 1, -1, -1):
+            j = slots[i]
             level, bound = j // n_dims, self.slot_bound[j].astype(itype)
             on_d = self.slot_dim[j][None, :] == dim_ids[:, None]
             stride = spatial[level] * inner
-            move[:, j] = np.where(on_d, stride, 0) - wrap
+            move[:, i] = np.where(on_d, stride, 0) - wrap
             wrap = np.where(on_d, wrap + (bound - 1) * stride, wrap)
             inner = np.where(on_d, inner * bound, inner)
         position = {d: k for k, d in enumerate(dims)}
         n_moved = 0
         slides = []                          # (axis, shift) for axes summing several dims
         for a, axis in enumerate(tensor.axes):
-            shift = np.zeros((s, nest.n), itype)
+            shift = np.zeros((len(slots), nest.n), itype)
             for d, c in axis:
                 if d in position:
                     shift = shift + c * move[position[d]]
@@ -73,18 +80,19 @@ class SlidingMoves:
             if len(axis) > 1:
                 slides.append((a, shift))
         words = nest.tile[t][lv]
-        partial_words = np.zeros_like(self.steps[:s])
-        gradient = np.zeros_like(self.steps[:s])
+        steps = self.steps[slots]
+        partial_words = np.zeros_like(steps)
+        gradient = np.zeros_like(steps)
         for a, shift in slides:
             extent = nest.ext[t][a][lv]
             amount = np.abs(shift)
             slide = (n_moved == 1) & (shift != 0) & (amount < extent)
             partial_words = np.where(slide, words // extent * amount, partial_words)
             gradient = np.where(slide, 2 * a + 1 + (shift < 0), gradient)
-        nonunit = self.slot_bound[:s] > 1
-        innermost = s - 1 - np.argmax(nonunit[::-1], axis=0)
+        nonunit = self.slot_bound[slots] > 1
+        innermost = len(slots) - 1 - np.argmax(nonunit[::-1], axis=0)
         inner_gradient = np.where(nonunit.any(0),
                                   np.take_along_axis(gradient, innermost[None], axis=0)[0], 0)
         credited = (gradient > 0) & ((inner_gradient == 0) | (gradient == inner_gradient))
         cost = np.where(credited, partial_words, np.where(n_moved > 0, words, 0))
-        return words + (self.steps[:s] * cost).sum(0)
+        return words + (steps * cost).sum(0)
