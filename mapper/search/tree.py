@@ -176,12 +176,28 @@ class LevelTree:
         fanout = np.array(space.arch.fanout(lv - 1))[:, None]
         fits_fanout = (level_above[1:].prod(axis=1) <= fanout).all(axis=0)
         if lv >= self.n_levels:
-            return fits_fanout[:, None]
-        choice = space.choices[lv]
-        footprint = self._footprints(lv, self.spans(nodes), choice.keeps)
-        capacity = space.arch.levels[lv].capacity
-        fits = np.stack([footprint * s <= capacity for s in choice.stages])        # (S, K, N)
-        return fits.reshape(-1, len(nodes)).T & (fits_fanout & self._deeper_levels_can_fit(nodes))[:, None]
+            fits = fits_fanout[:, None]
+        else:
+            choice = space.choices[lv]
+            footprint = self._footprints(lv, self.spans(nodes), choice.keeps)
+            capacity = space.arch.levels[lv].capacity
+            fits = np.stack([footprint * s <= capacity for s in choice.stages])        # (S, K, N)
+            fits = fits.reshape(-1, len(nodes)).T & (fits_fanout & self._deeper_levels_can_fit(nodes))[:, None]
+        return self._judged(nodes, fits)
+
+    def _judged(self, nodes: Nodes, fits: np.ndarray) -> np.ndarray:
+        """`fits` ((N, stages x keeps), of nodes whose last loop order is still to come) where
+        the node is valid (`Mapspace.valid_mask`: fragments, occupancy, every capacity) if
+        complete, else `feasible`, judged on one order: no loop order changes either, and a
+        convolution's children, crossed with up to 720 orders each, were mostly ruled out
+        there, row by row (on h100's res2-3x3, most of the walk's time)."""
+        natural = np.arange(self.n_dims)[None]         # one order per choice, whichever
+        rows, _ = self.expand(nodes, nodes.depth - 1, allowed=fits, order_rows=lambda level, mask: natural)
+        table = self.table(rows)
+        out = np.zeros_like(fits)
+        out[np.nonzero(fits)] = (self.space.valid_mask(table) if nodes.depth >= self.leaf_depth
+                                 else feasible(self.space, nodes.depth, table))
+        return out
 
     def _footprints(self, lv: int, spans: np.ndarray, keeps) -> np.ndarray:
         """(keep options, N) bytes each keep option of level `lv` holds, given the dims' spans."""
