@@ -21,6 +21,9 @@ from ..mapping import MappingTable, along_last
 from ..mapspace import TEMPORAL, Mapspace
 
 
+JUDGED_ABOVE = 8        # loop orders a choice may take, at most, before it is judged on one (`_judged`)
+
+
 @dataclass
 class Nodes:
     """N nodes of one depth, as arrays (the mapping axis last where a table needs it)."""
@@ -183,7 +186,8 @@ class LevelTree:
             capacity = space.arch.levels[lv].capacity
             fits = np.stack([footprint * s <= capacity for s in choice.stages])        # (S, K, N)
             fits = fits.reshape(-1, len(nodes)).T & (fits_fanout & self._deeper_levels_can_fit(nodes))[:, None]
-        return self._judged(nodes, fits)
+        # judged apart only where a choice may take many orders: else pricing judges it as cheaply
+        return self._judged(nodes, fits) if self.expansion(lv - 1) >= JUDGED_ABOVE * max(fits.shape[1], 1) else fits
 
     def _judged(self, nodes: Nodes, fits: np.ndarray) -> np.ndarray:
         """`fits` ((N, stages x keeps), of nodes whose last loop order is still to come) where
