@@ -115,3 +115,35 @@ def test_node_bounds_stay_below_every_mapping_under_them(arch, workload, draws):
                               evaluate_many(space.arch, space.workload, node), links)
         assert (bounds.energy <= costs.energy_pj * (1 + 1e-9)).all(), depth
         assert (bounds.cycles <= costs.cycles * (1 + 1e-9)).all(), depth
+
+
+def test_the_chain_keeps_the_splits_of_the_innermost_level_among_its_units():
+    """The fragments of a fused role are met by the innermost level's tile, its own split
+    among the compute units included (`Mapspace.fragment_mask`): a conv1d's k = c.r of 2,
+    with r split 2 ways from the innermost level to the units, is a valid mapping whose units
+    each hold half a fragment. The chain once kept only the splits leaving the units a whole
+    fragment, bounded that mapping's cycles infinite (found by the node-bound property test)."""
+    from mapper.load import arch_from_dict, workload_from_dict
+    from mapper.mapping import LevelMapping, Mapping, to_table
+    from mapper.search.bounds.node import lower_bounds
+    from mapper.search.objective import parse_objective
+    from mapper.units import Where
+    level = {"bandwidth": "unlimited", "energy": {"read": 1, "write": 1, "update": 1}}
+    arch = arch_from_dict({"name": "a", "clock": "1 GHz", "levels": [
+        {"name": "L0", "mesh": [1, 1], "instances": 1, **level},
+        {"name": "L1", "mesh": [1, 1], "instances": 1, **level},
+        {"name": "L2", "mesh": [1, 1], "instances": 1, **level}],
+        "compute": {"mesh": [1, 2], "instances": 2, "energy": 1.0,
+                    "native_shape": {"m": 2, "n": 1, "k": 2}}}, Where("<test>"))
+    workload = workload_from_dict({"name": "c", "einsum": "O[k,p] += I[c,p+r] * W[k,c,r]",
+                                   "sizes": {"k": 1, "c": 1, "p": 1, "r": 2}, "dtype": 8}, Where("<test>"))
+    space = Mapspace(arch, workload)
+    everything = frozenset(range(3))
+    mapping = Mapping((LevelMapping(keep=everything), LevelMapping(keep=everything),
+                       LevelMapping(spatial=((3, 2, 1),), keep=everything)))
+    table = to_table([mapping], 4, 3)
+    assert space.valid_mask(table).all()
+    links = LinkBounds(space)
+    costs = evaluate_many(arch, workload, table)
+    bound = lower_bounds(space, parse_objective("cycles", arch), 3, table, costs, links)
+    assert bound.cycles[0] <= costs.cycles[0]

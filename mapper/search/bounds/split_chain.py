@@ -85,7 +85,10 @@ def split_chain(space: Mapspace, links, macs: float) -> SplitChain | None:
         return None
     splits, extents = combos
     below = np.cumprod(splits, axis=0)                        # (F, D, C) splits above each fanout's child
-    regions = extents // below[-1]
+    # the fragments are met by the innermost level's tile, its own split among the compute
+    # units included (`Mapspace.fragment_mask`): the region it holds is split by the fanouts above it
+    above = [f for f, lv in enumerate(fanouts) if lv < space.n_levels - 1]
+    regions = extents // below[above[-1]] if above else extents
     keep = space.fragments_possible(regions, extents)
     splits, below = splits[..., keep], below[..., keep]
     if splits.shape[-1] == 0:
