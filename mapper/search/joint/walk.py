@@ -16,7 +16,6 @@ ready (`offer_when_ready`), run a job once it has gone on for a while (`run_late
 from __future__ import annotations
 
 import functools
-
 import heapq
 import math
 import time
