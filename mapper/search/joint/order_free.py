@@ -37,7 +37,8 @@ WORTH = 2       # the orders' expansion, at most, as a share of the choice's own
 
 class OrderFreeCut:
     """Which factor choices of `nodes` (whose children are leaves) the incumbent beats whatever
-    their loop order, stages and keeps (`__call__`); `known` holds the nodes' own bounds."""
+    their loop order, stages and keeps (`__call__`); `known_cycles` are the nodes' own cycles
+    bounds (the cut's copy, which it raises in place as the incumbent improves)."""
 
     def __init__(self, walk: "Walk", nodes: Nodes, known_cycles: np.ndarray):
         self.walk, self.nodes, self.known_cycles = walk, nodes, known_cycles
