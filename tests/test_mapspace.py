@@ -16,9 +16,10 @@ from mapper.units import Where
 W = Where("<test>")
 
 
-def small_arch(capacity="24 B", fanout=(2, 2), stages=2, rf="6 B"):
+def small_arch(capacity="24 B", fanout=(2, 2), stages=2, rf="6 B", native_shape=None):
     """DRAM / buffer / a fanout of register files, with energies and bandwidths that make the
-    choices matter (DRAM 100 pJ, buffer 6 pJ with a 2 B/cycle port, RF 1 pJ, MAC 0.5 pJ)."""
+    choices matter (DRAM 100 pJ, buffer 6 pJ with a 2 B/cycle port, RF 1 pJ, MAC 0.5 pJ); the
+    compute units' `native_shape` ({m, n, k}), if any."""
     return arch_from_dict({
         "name": "small", "clock": "1 GHz",
         "levels": [{"name": "DRAM", "max_stages": 1, "energy": {"read": 100, "write": 100, "update": 100},
@@ -27,7 +28,8 @@ def small_arch(capacity="24 B", fanout=(2, 2), stages=2, rf="6 B"):
                     "energy": {"read": 6, "write": 6, "update": 6}, "block_size": 2},
                    {"name": "RF", "capacity": rf, "instances": fanout[0] * fanout[1],
                     "mesh": list(fanout), "energy": {"read": 1, "write": 1, "update": 1}}],
-        "compute": {"mesh": list(fanout), "instances": fanout[0] * fanout[1], "energy": 0.5}}, W)
+        "compute": {"mesh": list(fanout), "instances": fanout[0] * fanout[1], "energy": 0.5,
+                    **({"native_shape": native_shape} if native_shape else {})}}, W)
 
 
 def gemm(m=4, n=2, k=2):

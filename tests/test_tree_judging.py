@@ -9,24 +9,8 @@ from mapper.mapspace import Mapspace
 from mapper.search.fitting_children import fitting_children
 from mapper.search.tree import JUDGED_ABOVE, LevelTree, Nodes, feasible
 
-from mapper.load import arch_from_dict
-from mapper.units import Where
-
 from test_mapspace import small_arch
 from test_order_free import _conv2d
-
-
-def _native_arch():
-    """`small_arch`'s levels, with a native operation shape whose roles a convolution's dims
-    fill together (m = p.q, k = c.r.s): fragments then rule out tiles the capacities allow."""
-    return arch_from_dict({
-        "name": "small-native", "clock": "1 GHz",
-        "levels": [{"name": "DRAM", "max_stages": 1, "energy": {"read": 100, "write": 100, "update": 100}},
-                   {"name": "Buf", "capacity": "96 B", "max_stages": 2, "energy": {"read": 6, "write": 6, "update": 6}},
-                   {"name": "RF", "capacity": "32 B", "instances": 4, "mesh": [2, 2],
-                    "energy": {"read": 1, "write": 1, "update": 1}}],
-        "compute": {"mesh": [2, 2], "instances": 4, "energy": 0.5, "native_shape": {"m": 2, "n": 1, "k": 4}}},
-        Where("<test>"))
 
 
 def _rows(tree: LevelTree, nodes: Nodes) -> set:
@@ -49,7 +33,10 @@ def test_judging_a_choice_on_one_order_keeps_exactly_what_pricing_would(monkeypa
     makes are the children it made before judging, less exactly those that pricing would rule
     out (invalid complete mappings, infeasible partial ones); and where it judged any apart."""
     constraints = Constraints(levels=(("innermost", LevelConstraints(bypass=True)),)) if bypass else Constraints()
-    space = Mapspace(_native_arch(), _conv2d(), constraints)
+    # a native shape whose roles the convolution's dims fill together (m = p.q, k = c.r.s):
+    # fragments then rule out tiles the capacities allow
+    arch = small_arch(capacity="96 B", rf="32 B", native_shape={"m": 2, "n": 1, "k": 4})
+    space = Mapspace(arch, _conv2d(), constraints)
     tree = LevelTree(space)
     judged = []
     original = LevelTree._judged

@@ -22,7 +22,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from ..mapping import along_last
-from .tree import LevelTree, Nodes
+from .tree import LevelTree, Nodes, in_pieces
 
 EXAMINED_PER_SLICE = 16     # partial choices examined per slice asked for, at most, between slices
 
@@ -168,11 +168,8 @@ def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int, first
     allowed = tree._fitting_choices(factor_nodes)
     if choices is not None:
         allowed &= choices
-    pieces = [np.arange(len(parent))]
-    if most_rows is not None:
-        # consecutive choices whose last child falls in the same block of `most_rows`
-        block = (np.cumsum(tree.expansions(factor_nodes, k, allowed, first_order_only)) - 1) // max(1, most_rows())
-        pieces = np.split(pieces[0], np.flatnonzero(np.diff(block)) + 1)
+    pieces = ([np.arange(len(parent))] if most_rows is None
+              else in_pieces(tree.expansions(factor_nodes, k, allowed, first_order_only), most_rows()))
     for rows in pieces:
         if len(rows):
             yield first, tree._with_orders_and_choices(factor_nodes.take(rows), k, first_order_only, allowed[rows])

@@ -363,6 +363,13 @@ class LevelTree:
         return MappingTable(factors, order, keep, stages)
 
 
+def in_pieces(rows: np.ndarray, most: int) -> list[np.ndarray]:
+    """Indices of consecutive items, each expanding to `rows` ((M,)), cut into pieces whose
+    rows come to about `most` (a piece exceeds it by less than one item)."""
+    block = (np.cumsum(rows) - 1) // max(1, most)      # the block of `most` each item's last row falls in
+    return np.split(np.arange(len(rows)), np.flatnonzero(np.diff(block)) + 1)
+
+
 def _sorted_rows(table: np.ndarray) -> np.ndarray:
     return table[np.lexsort(table.T[::-1])]
 

@@ -26,7 +26,7 @@ from ...cost.timing import level_time
 from ...mapping import along_last
 from ...orders import tensor_best_orders
 from ..objective import beaten, cost_bound
-from ..tree import Nodes
+from ..tree import Nodes, in_pieces
 
 if TYPE_CHECKING:
     from .walk import Walk
@@ -76,9 +76,9 @@ class OrderFreeCut:
         if not len(worth):
             return out
         # priced a slice's rows at a time (`Walk.chunk_rows`), so that memory stays bounded
-        block = (np.cumsum(mine[worth]) - 1) // max(1, self.walk.chunk_rows(k + 1))
-        for piece in np.split(worth, np.flatnonzero(np.diff(block)) + 1):
-            out[piece] = self._beaten(choices.take(piece), allowed[piece], parents[piece], bar)
+        for piece in in_pieces(mine[worth], self.walk.chunk_rows(k + 1)):
+            rows = worth[piece]
+            out[rows] = self._beaten(choices.take(rows), allowed[rows], parents[rows], bar)
         return out
 
     def _beaten(self, choices: Nodes, allowed: np.ndarray, parents: np.ndarray, bar: tuple) -> np.ndarray:
