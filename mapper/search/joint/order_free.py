@@ -3,8 +3,9 @@
 Where a node's children are leaves (complete mappings), each factor choice of its level
 expands to every loop order of that level times the next level's stages and keeps: on a
 convolution's seven dims up to 720 orders, and the walk priced them all (on h100's ResNet-50
-res4-3x3, 3.9 M of the 6.5 M mappings priced to the proof; under a per-tensor bound from the exact least over every order, 22 of
-their 132,645 factor choices stay open; docs/RESULTS.md).
+res4-3x3, 3.9 M of the 6.5 M mappings priced to the proof; under a per-tensor bound from each
+tensor's exact least over every order, 22 of their 132,645 factor choices stay open;
+docs/RESULTS.md).
 
 Every tensor's cost is that of its own traffic, and for each tensor one of a few orders
 fetches it the fewest times on every link (`orders.tensor_best_orders`). So a factor choice is
