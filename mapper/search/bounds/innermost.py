@@ -175,6 +175,70 @@ class InnermostBound:
             self.least[key] = least if np.isfinite(least) else 0.0
         return self.least[key]
 
+    def node_split(self, depth: int, table) -> np.ndarray | None:
+        """(D, N) the nodes' splits over the decided fanouts above whose splits the cells
+        leave out (they share no transfer, `unsplit`), per dim; None where the nodes have
+        decided none, or the bound does not take them (`with_split`)."""
+        fanouts = [x for x in range(min(depth, self.level)) if self.unsplit[x] > 1]
+        if not self.enabled or depth >= self.level or not fanouts or not self._perfect():
+            return None
+        return np.prod([table.factors[x, 1:].prod(axis=0) for x in fanouts], axis=0)
+
+    def takes_split_at(self, level: int) -> bool:
+        """Whether `with_split` takes a split of the fanout at `level` (one whose splits the
+        cells leave out, above the innermost level, in a space of exact factors)."""
+        return self.enabled and level < self.level and self.unsplit[level] > 1 and self._perfect()
+
+    def with_split(self, depth: int, deepest: list[np.ndarray], split: np.ndarray) -> np.ndarray:
+        """Per node, the same bound (each word once) with the node's own splits `split` ((D, N)
+        per dim, `node_split`) over the fanouts above whose splits the cells leave out (they
+        share no transfer): every instance under them fills its own copy of what it keeps,
+        which the cells, counting one instance per such fanout, do not see (h100 ResNet-50
+        conv1: one SM's fills for 132). Only in a space where every factor divides its dim,
+        so that a completion's innermost tile, cell split and node split divide each dim."""
+        t = len(deepest)
+        columns = np.vstack([np.stack(deepest), split])
+        return self._per_node(depth, columns, lambda key, rows: self._least_split(depth, key[:t], key[t:]))
+
+    def _perfect(self) -> bool:
+        key = ("perfect",)
+        if key not in self.keep_free:
+            space = self.space
+            self.keep_free[key] = all((rows.prod(axis=1) == size).all()
+                                      for rows, size in zip(space.dim_tables, space.workload.sizes))
+        return self.keep_free[key]
+
+    def _least_split(self, depth: int, deepest: tuple[int, ...], split: tuple[int, ...]) -> float:
+        """The smallest total with each word coming down once, under the node split `split`
+        (per dim) beside each cell's own."""
+        key = ("split", depth, deepest, split)
+        if key not in self.least:
+            sizes = np.array(self.space.workload.sizes, float)
+            spans = self.tile * self.cell_split.T * np.array(split, float)[:, None]
+            cells = np.flatnonzero((np.mod(sizes[:, None], spans) == 0).all(axis=0))
+            trips = sizes[:, None] / spans[:, cells]
+            instances = self.instances[cells] * math.prod(split)
+            workload = self.space.workload
+            fills = []
+            for t, tensor in enumerate(workload.tensors):
+                once = instances * self.words[t][cells]
+                fills.append(np.stack([once if tensor.has_sliding_axis else
+                                       once * np.prod([trips[d] for d in way[t]], axis=0)
+                                       for way in self.orders]))
+            # the output's copies under the split take their first updates off its read-backs
+            terms = self._terms(depth, deepest)
+            kept_mac, bypass = list(terms.kept_mac), list(terms.bypass)
+            for t, tensor in enumerate(workload.tensors):
+                if tensor.is_output:
+                    extra = float(np.prod(np.array(split, float)[~workload.relevance[t]]))
+                    kept_mac[t] = self._kept_mac(t, extra)
+                    bypass[t] = self._bypassed_energy(t, terms.parents[t], extra)
+            terms = terms._replace(kept_mac=kept_mac, bypass=bypass)
+            least = min((float(total.min()) for _, _, _, total in self._base_totals(terms, cells, fills)
+                         if len(total)), default=np.inf)
+            self.least[key] = least if np.isfinite(least) else 0.0
+        return self.least[key]
+
     def _candidates_for(self, depth: int, deepest: tuple[int, ...]) -> "_Candidates":
         key = (depth, deepest)
         if key not in self.candidates:
@@ -232,7 +296,7 @@ class InnermostBound:
             self.keep_free[key] = self._bypassed_energy(t, parents)
         return self.keep_free[key]
 
-    def _bypassed_energy(self, t: int, parents: list[int]) -> np.ndarray:
+    def _bypassed_energy(self, t: int, parents: list[int], extra: float = 1.0) -> np.ndarray:
         macs = float(self.space.workload.macs)
         if not self.space.workload.tensors[t].is_output:
             return macs * self._per_word(t, parents, self.space.n_levels)
@@ -241,7 +305,7 @@ class InnermostBound:
         costs = []
         for p in parents:
             updates = macs / self._spread(t, p, self.space.n_levels)
-            first = workload.tensor_words(t) * self._copies(t, p)
+            first = workload.tensor_words(t) * self._copies(t, p) * extra
             costs.append(updates * serve_energy(level[p], tensor)
                          + read_back_energy(updates, first, math.prod(self.unsplit[:p]), read_energy(level[p], tensor),
                                             cheapest_read_above(self.space.arch, tensor, p)))
@@ -300,30 +364,12 @@ class InnermostBound:
         key = (depth, deepest)
         if key in self.terms:
             return self.terms[key]
-        space, arch, workload = self.space, self.space.arch, self.space.workload
+        space, workload = self.space, self.space.workload
         j, level = self.level, self.space.arch.levels[self.level]
-        macs = float(workload.macs)
         n_tensors = len(workload.tensors)
         parents = [self._parents(t, depth, deepest[t]) for t in range(n_tensors)]
-        below = [math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(j, space.n_levels)
-                           if arch.levels[x].shares(tensor)) for tensor in workload.tensors]
         if "kept" not in self.keep_free:
-            kept_mac = []
-            for t, tensor in enumerate(workload.tensors):
-                served = np.full(self.tile.shape[1], macs / below[t] * serve_energy(level, tensor))
-                if tensor.is_output:
-                    # read-modify-write: every update but the first of each word in each copy
-                    # reads. A copy is an instance holding the word beside others that differ in
-                    # dims it does not index, each over a slice of them at least this cell's
-                    # tile wide: at most prod(size / tile) over those dims
-                    irrelevant = ~workload.relevance[t]
-                    most = np.prod(np.array(workload.sizes, float)[irrelevant, None] / self.tile[irrelevant], axis=0)
-                    copies = np.minimum(self.cell_split[:, irrelevant].prod(axis=1) * math.prod(self.unenumerated), most)
-                    served = served + read_back_energy(macs / below[t], workload.tensor_words(t) * copies,
-                                                       np.clip(most / copies, 1.0, math.prod(self.unsplit)),
-                                                       read_energy(level, tensor), cheapest_read_above(arch, tensor, j))
-                kept_mac.append(served)
-            self.keep_free["kept"] = kept_mac
+            self.keep_free["kept"] = [self._kept_mac(t) for t in range(n_tensors)]
         kept_mac = self.keep_free["kept"]
         self.terms[key] = _Terms(
             parents, np.array([[t in keep for t in range(n_tensors)] for keep in space.choices[j].keeps]),
@@ -333,19 +379,48 @@ class InnermostBound:
             [0.0 if tensor.is_output else fill_energy(level, tensor) for tensor in workload.tensors])
         return self.terms[key]
 
-    def _base_totals(self, c: "_Terms"):
+    def _kept_mac(self, t: int, extra: float = 1.0) -> np.ndarray:
+        """(cells,) what the level serves the units per MAC if it keeps tensor t, and for the
+        output its read-modify-write: every update but the first of each word in each copy
+        reads. A copy is an instance holding the word beside others that differ in dims it
+        does not index, each over a slice of them at least this cell's tile wide: at most
+        prod(size / tile) over those dims; `extra` more copies where a node's split over a
+        fanout the cells leave out is known (`with_split`: each takes its first updates off
+        the read-backs)."""
+        space, workload = self.space, self.space.workload
+        arch, j, tensor = space.arch, self.level, workload.tensors[t]
+        level, macs = arch.levels[j], float(workload.macs)
+        below = math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(j, space.n_levels)
+                          if arch.levels[x].shares(tensor))
+        served = np.full(self.tile.shape[1], macs / below * serve_energy(level, tensor))
+        if not tensor.is_output:
+            return served
+        irrelevant = ~workload.relevance[t]
+        most = np.prod(np.array(workload.sizes, float)[irrelevant, None] / self.tile[irrelevant], axis=0)
+        copies = np.minimum(self.cell_split[:, irrelevant].prod(axis=1) * math.prod(self.unenumerated) * extra, most)
+        return served + read_back_energy(macs / below, workload.tensor_words(t) * copies,
+                                         np.clip(most / copies, 1.0, math.prod(self.unsplit)),
+                                         read_energy(level, tensor), cheapest_read_above(arch, tensor, j))
+
+    def _base_totals(self, c: "_Terms", cells: np.ndarray | None = None, fills: list | None = None):
         """(keep set, order, cells that fit, their totals with each word coming down once), for
-        every keep set and order."""
+        every keep set and order; among `cells` only, with their `fills` (per tensor, (orders,
+        len(cells))), where given."""
         workload, level = self.space.workload, self.space.arch.levels[self.level]
         choice = self.space.choices[self.level]
+        cells = np.arange(self.tile.shape[1]) if cells is None else cells
+        own = fills is not None             # indexed by position in `cells`, not by cell
+        fills = fills if own else c.fills
         for k, keep in enumerate(choice.keeps):
-            footprint = tiles.option_bytes(level, workload, self.words, [keep], self.tile.shape[1])[0]
-            fits = np.flatnonzero(footprint * min(choice.stages) <= level.capacity)
+            footprint = tiles.option_bytes(level, workload, [w[cells] for w in self.words], [keep], len(cells))[0]
+            at = np.flatnonzero(footprint * min(choice.stages) <= level.capacity)
+            fits = cells[at]
             for o in range(len(self.orders)):
                 total = np.zeros(len(fits))
                 for t in range(len(workload.tensors)):
                     if c.kept[k, t]:
-                        total += c.fills[t][o, fits] * (c.write[t] + c.fill_word[t][fits]) + c.kept_mac[t][fits]
+                        filled = fills[t][o, at] if own else fills[t][o, fits]
+                        total += filled * (c.write[t] + c.fill_word[t][fits]) + c.kept_mac[t][fits]
                     else:
                         total += c.bypass[t][fits]
                 yield k, o, fits, total

@@ -104,6 +104,7 @@ class _Known(NamedTuple):
     write: np.ndarray
     exposed_read: np.ndarray
     exposed_write: np.ndarray
+    by_tensor: np.ndarray | None = None     # (T, N) the decided traffic's energy, tensor by tensor
 
 class _Open(NamedTuple):
     """The bound on what is still open below a node, beside what the cycles bound and the
@@ -160,6 +161,48 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
                           shares)
         bound = cost_bound(objective, energy, cycles)
     return NodeBounds(bound, energy, cycles)
+
+class SplitTerms(NamedTuple):
+    """What a bound on a node's children from the splits they decide over a fanout that
+    shares nothing takes from the node (`InnermostBound.with_split`, `joint/copies_cut.py`)."""
+    base: np.ndarray                    # (N,) decided energy plus the links of the levels between
+    inner_share: np.ndarray | float     # what the innermost level's traffic is scaled by
+    deepest: list                       # per tensor, (N,) its deepest decided keeper
+    split: np.ndarray | None            # (D, N) the nodes' own such splits (`node_split`)
+
+def split_terms(space: Mapspace, depth: int, table: MappingTable, costs: Costs, links: LinkBounds) -> SplitTerms:
+    """The nodes' `SplitTerms` (their completion `table`, priced as `costs`): a child's energy is
+    at least `base` plus `inner_share` times the innermost level's bound under its split."""
+    shares = valid_shares(space, table)
+    open_ = _open(space, depth, table, links, _known(space, depth, table, costs, shares, least_macs(space, table, depth)),
+                  shares, with_operand=False)
+    return SplitTerms(open_.known.energy + open_.between, open_.inner_share, open_.deepest,
+                      links.innermost.node_split(depth, table))
+
+def order_free_parts(space: Mapspace, depth: int, table: MappingTable, costs: Costs,
+                     links: LinkBounds) -> tuple[np.ndarray, np.ndarray]:
+    """A node's energy bound in two parts: (T, N) the decided traffic's energy tensor by
+    tensor, which the loop order of the level above the node changes, and (N,) what no such
+    order changes: the MACs' energy, the innermost level's bound (under the node's split
+    over fanouts that share nothing) and the link bounds of the levels between, without the
+    node's refetches (`joint/order_free.py` takes each tensor's least over a few orders)."""
+    shares = valid_shares(space, table)
+    macs = least_macs(space, table, depth)
+    known = _known(space, depth, table, costs, shares, macs)
+    rest = macs * space.arch.compute.energy_per_mac
+    deepest = [deepest_keeper(space, t, depth, table) for t in range(len(space.workload.tensors))]
+    innermost = links.innermost.bound(depth, deepest)
+    if innermost is not None:
+        split = links.innermost.node_split(depth, table)
+        if split is not None:
+            innermost = np.maximum(innermost, links.innermost.with_split(depth, deepest, split))
+        n_levels = space.n_levels
+        spans = table.factors[min(depth, n_levels - 1):].prod(axis=(0, 1))
+        between = sum((links.energy[j].below(spans) * (shares.least if may_draw_masked(space, shares, j) else 1.0)
+                       for j in range(depth + 1, n_levels - 1)), np.zeros(len(table)))
+        inner_share = shares.least if may_draw_masked(space, shares, n_levels) else 1.0
+        rest = rest + innermost * inner_share + between
+    return known.by_tensor, rest
 
 def _cycles(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | None, open_: _Open,
             compute_on: ComputeOn, requests: np.ndarray | None) -> np.ndarray:
@@ -218,7 +261,7 @@ def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs, share
     valid words (`shares`); its bytes per instance (for the times) are the padded tiles'."""
     arch, workload = space.arch, space.workload
     n_levels, n = len(arch.levels), len(table)
-    energy = macs * arch.compute.energy_per_mac          # the fewest MACs any completion runs
+    by_tensor = np.zeros((len(workload.tensors), n))
     known_read, known_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
     exposed_read, exposed_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
     for t, tensor in enumerate(workload.tensors):
@@ -232,7 +275,7 @@ def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs, share
                 inst = inst * shares.tensor[t]
             fills = costs.level_fills[lv, t]
             e = action_energy(level, fills, wb, level.energy_write, level.byte_energy_write)
-            energy += np.where(kept, e * inst, 0)
+            by_tensor[t] += np.where(kept, e * inst, 0)
             known_write[lv] += np.where(kept, fills * wb, 0)
             exposed_write[lv] += np.where(kept & (table.stages[lv] == 1), fills * wb, 0)
             if lv < depth:
@@ -240,7 +283,7 @@ def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs, share
                 reads, updates = costs.level_reads[lv, t], costs.level_updates[lv, t]
                 e = (action_energy(level, reads, wb, level.energy_read, level.byte_energy_read)
                      + action_energy(level, updates, wb, level.energy_update, level.byte_energy_update))
-                energy += np.where(passing_known, e * inst, 0)
+                by_tensor[t] += np.where(passing_known, e * inst, 0)
                 child_stages = np.take_along_axis(table.stages, np.maximum(child, 0)[None], axis=0)[0]
                 waits = passing_known & (child_stages == 1)
                 known_read[lv] += np.where(passing_known, reads * wb, 0)
@@ -248,7 +291,8 @@ def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs, share
                 exposed_read[lv] += np.where(waits, reads * wb, 0)
                 exposed_write[lv] += np.where(waits, updates * wb, 0)
             child = np.where(kept, lv, child)
-    return _Known(energy, known_read, known_write, exposed_read, exposed_write)
+    energy = macs * arch.compute.energy_per_mac + by_tensor.sum(axis=0)     # the fewest MACs any completion runs
+    return _Known(energy, known_read, known_write, exposed_read, exposed_write, by_tensor)
 
 def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | None, known: _Known,
           shares: ValidShares | None, with_operand: bool = True) -> _Open:
@@ -288,6 +332,10 @@ def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | 
     deepest = [deepest_keeper(space, t, depth, table) for t in range(len(tensors))]
     innermost = links.innermost.bound(depth, deepest)
     if innermost is not None:
+        # with the node's own splits over the fanouts that share nothing, where it has any
+        split = links.innermost.node_split(depth, table)
+        if split is not None:
+            innermost = np.maximum(innermost, links.innermost.with_split(depth, deepest, split))
         innermost = innermost * inner_share
     between = 0.0
     if innermost is not None:

@@ -11,7 +11,8 @@ from ..bounds import NodeBounds, compute_bound, lower_bounds
 from ..bounds.node import least_macs
 from ..objective import beaten, bound_primary, cost_bound, outranked
 from ..tree import Nodes
-from .order_free import OrderFreeCut
+from .copies_cut import CopiesCut
+from .order_free import OrderFreeCut, PartialOrderFreeCut
 from .parallel import Claims, content_hashes
 
 if TYPE_CHECKING:
@@ -46,7 +47,10 @@ class Cut:
         self.tied = None                    # nodes whose bounds tie the incumbent's key so far
         self.seen = self.kept = 0
         # where the children are leaves: their factor choices bounded before the orders
-        self.order_free = OrderFreeCut(walk, nodes, self.known.cycles) if OrderFreeCut.applies(walk, nodes) else None
+        self.order_free = next((kind(walk, nodes, self.known.cycles) for kind in (OrderFreeCut, PartialOrderFreeCut)
+                                if kind.applies(walk, nodes)), None)
+        # where the children split a fanout that shares nothing: their copies there bounded
+        self.copies = CopiesCut(walk, nodes, self.known.cycles) if CopiesCut.applies(walk, nodes) else None
 
     def alive(self, parents: np.ndarray) -> np.ndarray:
         """Whether each of `parents` is still neither beaten nor outranked."""
@@ -124,6 +128,10 @@ class Cut:
                 time = np.maximum(time, self._chain_bound(parents, groups))
             out |= beaten(walk.objective, cost_bound(walk.objective, self.known.energy[parents],
                                                      np.maximum(self.known.cycles[parents], time)), bar)
+        if self.copies is not None and bar is not None:
+            rows = np.flatnonzero(~out)
+            if len(rows):
+                out[rows] = self.copies(parents[rows], groups[rows], bar)
         if self.order_free is not None and bar is not None:
             rows = np.flatnonzero(~out)
             if len(rows):

@@ -26,8 +26,9 @@ import numpy as np
 from ...cost.timing import level_time
 from ...mapping import along_last
 from ...orders import tensor_best_orders
+from ..bounds.node import order_free_parts
 from ..objective import beaten, cost_bound
-from ..tree import Nodes, in_pieces
+from ..tree import Nodes, feasible, in_pieces
 
 if TYPE_CHECKING:
     from .walk import Walk
@@ -120,5 +121,46 @@ class OrderFreeCut:
         for lv, level in enumerate(arch.levels):
             cycles = np.maximum(cycles, level_time(level, arch.cycle_rule, compute, read[lv], write[lv], 0.0, 0.0))
         out[0][priced] = least(tensor_energy).sum(axis=0) + least(macs) + least(leak) * cycles
+        out[1][priced] = cycles
+        return out
+
+
+class PartialOrderFreeCut(OrderFreeCut):
+    """The same where the children are not leaves: a child's energy bound (`lower_bounds`)
+    is at least its decided traffic's, tensor by tensor, plus what no loop order of the
+    node's level changes (the MACs, the innermost level's bound under the child's splits,
+    the links between; `bounds.node.order_free_parts`), so each tensor's least over
+    `tensor_best_orders` bounds it, with the node's cycles bound. On h100 ResNet-50 conv1,
+    pricing the children of the depth-1 nodes with every order of the L2's loops was most of
+    the walk, and most of them were then pruned (docs/RESULTS.md)."""
+
+    def __init__(self, walk: "Walk", nodes: Nodes, known_cycles: np.ndarray):
+        super().__init__(walk, nodes, known_cycles)
+        arch = walk.space.arch
+        self._leak = sum(lv.leak * lv.instances for lv in arch.levels) if arch.leakage == "all" else 0.0
+
+    @staticmethod
+    def applies(walk: "Walk", nodes: Nodes) -> bool:
+        """Whether the nodes' children are partial nodes and the objective has a cost bound."""
+        return nodes.depth + 1 < walk.tree.leaf_depth and walk.objective.kind != "bytes"
+
+    def bounds(self, choices: Nodes, allowed: np.ndarray, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        walk, space, tree = self.walk, self.walk.space, self.walk.tree
+        rows, choice_of = tree.expand(choices, self.nodes.depth, allowed=allowed, order_rows=self._order_rows)
+        table = tree.table(rows)
+        kept = np.flatnonzero(feasible(space, self.nodes.depth + 1, table))
+        out = np.full(len(parents), np.inf), np.full(len(parents), np.inf)
+        if not len(kept):
+            return out
+        table = table.take(kept)
+        costs = walk.context.price(space.arch, space.workload, table)
+        walk.incumbent.evaluated += len(kept)
+        by_tensor, rest = order_free_parts(space, self.nodes.depth + 1, table, costs, walk.links)
+        choice_of = choice_of[kept]
+        first = np.flatnonzero(np.r_[True, choice_of[1:] != choice_of[:-1]])
+        priced = choice_of[first]
+        cycles = self.known_cycles[parents[priced]]
+        least = [np.minimum.reduceat(values, first, axis=-1) for values in (by_tensor, rest)]
+        out[0][priced] = least[0].sum(axis=0) + least[1] + self._leak * cycles
         out[1][priced] = cycles
         return out

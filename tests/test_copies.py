@@ -1,0 +1,184 @@
+"""Bounds that see the copies a split over a fanout that shares nothing forces (every SM
+fills its own), and the factor choices bounded before the loop orders of a level above the
+leaves are crossed in (`bounds/innermost.py` `with_split`, `joint/copies_cut.py`,
+`joint/order_free.py` `PartialOrderFreeCut`)."""
+import numpy as np
+import pytest
+
+from mapper.constraints import Constraints
+from mapper.cost import evaluate_many
+from mapper.load import arch_from_dict, workload_from_dict
+from mapper.mapping import MappingTable, along_last
+from mapper.mapspace import Mapspace
+from mapper.search import Exhaustive, Joint, parse_objective
+from mapper.search.bounds import LinkBounds, lower_bounds
+from mapper.search.bounds.node import deepest_keeper
+from mapper.search.joint import copies_cut, order_free
+from mapper.search.tree import LevelTree, Nodes, feasible
+from mapper.units import Where
+
+from test_joint import _walk
+
+W = Where("<test>")
+
+
+def _gpu_like_dict(shares: bool = False) -> dict:
+    """DRAM / L2 / a fanout of 2 buffers (like SMs: the L2's network shares nothing, unless
+    `shares`) / a fanout of 2 register files each, with energies that make copies cost."""
+    level = {"max_stages": 1, "block_size": 1}
+    return {
+        "name": "gpu-like", "clock": "1 GHz",
+        "levels": [dict(level, name="DRAM", energy={"read": 100, "write": 100, "update": 100}),
+                   dict(level, name="L2", capacity="64 B", energy={"read": 8, "write": 8, "update": 8},
+                        multicast=shares, spatial_reduction=shares),
+                   dict(level, name="SM", capacity="16 B", instances=2, mesh=[2, 1], max_stages=2,
+                        energy={"read": 3, "write": 3, "update": 3}),
+                   dict(level, name="RF", capacity="4 B", instances=4, mesh=[2, 2],
+                        energy={"read": 1, "write": 1, "update": 1})],
+        "compute": {"mesh": [2, 2], "instances": 4, "energy": 0.5}}
+
+
+def _gpu_like(shares: bool = False):
+    return arch_from_dict(_gpu_like_dict(shares), W)
+
+
+def _workloads():
+    return [workload_from_dict({"name": "g", "einsum": "Z[m,n] += A[m,k] * B[k,n]",
+                                "sizes": {"m": 4, "n": 2, "k": 2}, "dtype": 8}, W),
+            workload_from_dict({"name": "c", "einsum": "O[k,p] += I[c,p+r] * W[k,c,r]",
+                                "sizes": {"k": 2, "c": 1, "p": 4, "r": 2}, "dtype": 8, "dtypes": {"O": 16}}, W)]
+
+
+def _completions(tree: LevelTree, space: Mapspace, nodes: Nodes):
+    """Every valid complete mapping under `nodes`, with the node each comes from."""
+    origin = np.arange(len(nodes))
+    while nodes.depth < tree.leaf_depth:
+        children, parent = [], []
+        for i in range(len(nodes)):
+            kids = tree.children(nodes.take([i]))
+            children.append(kids)
+            parent.append(np.full(len(kids), origin[i]))
+        nodes, origin = Nodes.concat(children), np.concatenate(parent)
+    table = tree.table(nodes)
+    valid = np.flatnonzero(space.valid_mask(table))
+    return table.take(valid), origin[valid]
+
+
+@pytest.mark.parametrize("workload", _workloads(), ids=["gemm", "conv1d"])
+def test_node_bounds_with_their_split_stay_below_every_mapping_under_them(workload):
+    """At every depth, the bounds of every mapping's prefix (energy, and EDP refined as under
+    an incumbent that beats none) stay at or below its cost, and the node's split over the
+    SMs raises the innermost level's bound above the one that counts one SM, for some node."""
+    arch = _gpu_like()
+    space = Mapspace(arch, workload, Constraints())
+    links = LinkBounds(space)
+    assert links.innermost.takes_split_at(1)
+    sample = space.sample(3000, np.random.default_rng(0))
+    costs = evaluate_many(arch, workload, sample)
+    objective = parse_objective("edp", arch)
+    raised = 0
+    for depth in range(space.n_levels + 1):
+        factors = sample.factors.copy()
+        if depth < space.n_levels:
+            factors[depth, 0] = factors[depth:].prod(axis=(0, 1))
+            factors[depth, 1:] = 1
+            factors[depth + 1:] = 1
+        node = MappingTable(factors, sample.order.copy(), sample.keep.copy(), sample.stages.copy())
+        node_costs = evaluate_many(arch, workload, node)
+        bounds = lower_bounds(space, objective, min(depth, space.n_levels), node, node_costs, links,
+                              refine_below=(np.inf, np.inf, np.inf))
+        assert (bounds.energy <= costs.energy_pj * (1 + 1e-9)).all(), depth
+        assert (bounds.objective <= costs.edp * (1 + 1e-9)).all(), depth
+        split = links.innermost.node_split(depth, node)
+        if split is not None:
+            deepest = [deepest_keeper(space, t, depth, node) for t in range(len(workload.tensors))]
+            plain = links.innermost.bound(depth, deepest)
+            raised += int((links.innermost.with_split(depth, deepest, split) > plain * (1 + 1e-9)).sum())
+    assert raised > 0
+
+
+@pytest.mark.parametrize("workload", _workloads(), ids=["gemm", "conv1d"])
+def test_a_factor_choice_above_the_leaves_is_bounded_below_every_completion_of_it(workload):
+    """For every factor choice of the depth-1 nodes (whose children are partial nodes): the
+    bound before the L2's orders are crossed in (`PartialOrderFreeCut.bounds`) and the bound
+    from the choice's split over the SMs (`CopiesCut`, as energy) lie below the least energy
+    among the choice's completions; and the latter cuts none whose completions beat a bar."""
+    arch = _gpu_like()
+    space = Mapspace(arch, workload, Constraints())
+    tree = LevelTree(space)
+    objective = parse_objective("energy", arch)
+    walk = _walk(space, objective, tree)
+    nodes = tree.children(tree.roots())
+    nodes = nodes.take(np.flatnonzero(feasible(space, 1, tree.table(nodes))))
+    assert tree.leaf_depth == 3 and order_free.PartialOrderFreeCut.applies(walk, nodes)
+    assert copies_cut.CopiesCut.applies(walk, nodes)
+    partial = order_free.PartialOrderFreeCut(walk, nodes, np.zeros(len(nodes)))
+    copies = copies_cut.CopiesCut(walk, nodes, np.zeros(len(nodes)))
+    children = tree.children(nodes)
+    # each factor choice once: its first child (every order, stage and keep follows it)
+    identity = np.vstack([children.groups.T, children.orders[:-1].reshape(-1, len(children)),
+                          children.stages[:-1], children.keeps[:-1]])
+    first = np.flatnonzero(np.r_[True, np.any(identity[:, 1:] != identity[:, :-1], axis=0)])
+    parents = np.searchsorted(np.cumsum([len(tree.children(nodes.take([i]))) for i in range(len(nodes))]),
+                              first, side="right")
+    groups = children.groups[first]
+    choices = Nodes(2, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages, nodes.keeps)))
+    allowed = tree._fitting_choices(choices)
+    energy, _ = partial.bounds(choices, allowed, parents)
+    completions, origin = _completions(tree, space, tree.expand(choices, 1, allowed=allowed)[0])
+    choice_of = tree.expand(choices, 1, allowed=allowed)[1][origin]
+    least = np.full(len(choices), np.inf)
+    np.minimum.at(least, choice_of, evaluate_many(arch, workload, completions).energy_pj)
+    finite = np.isfinite(least)
+    assert finite.sum() > 20
+    assert (energy[finite] <= least[finite] * (1 + 1e-9)).all()
+    # the copies bound: beaten exactly where its energy exceeds the bar, never above a completion
+    for bar in np.quantile(least[finite], [0.1, 0.5, 0.9]):
+        cut = copies(parents, groups, (bar, bar, 0.0))
+        assert not (cut & (least < bar * (1 - 1e-9))).any()
+
+
+def _conv2d():
+    return workload_from_dict({"name": "c2", "einsum": "O[k,p,q] += I[c,p+r,q+s] * W[k,c,r,s]",
+                               "sizes": {"k": 2, "c": 2, "p": 4, "q": 2, "r": 2, "s": 2}, "dtype": 8,
+                               "dtypes": {"O": 32}}, W)
+
+
+def _conv1d():
+    return workload_from_dict({"name": "c", "einsum": "O[k,p] += I[c,p+r] * W[k,c,r]",
+                               "sizes": {"k": 2, "c": 2, "p": 6, "r": 3}, "dtype": 8}, W)
+
+
+# each search ~6 s here (exhaustive's): one of the 2-D convolution's in the default run
+ROOMY = (None, "64 B", "24 B", "8 B")       # room for loops at every level: the orders matter
+
+
+@pytest.mark.parametrize("workload, capacities, objective, cutting", [
+    (_conv1d, None, "edp", copies_cut.CopiesCut), (_conv2d, ROOMY, "edp", order_free.PartialOrderFreeCut),
+    *(pytest.param(_conv2d, ROOMY, o, order_free.PartialOrderFreeCut, marks=pytest.mark.slow)
+      for o in ("energy", "delay,energy"))])
+def test_the_joint_search_with_both_cuts_returns_the_optimum(monkeypatch, workload, capacities, objective, cutting):
+    """On GPU-like spaces the joint search, with the factor choices above the leaves cut by
+    their copies and by their orders' least, returns exactly exhaustive search's mapping, and
+    the cut under test drops some choices."""
+    spec = _gpu_like_dict()
+    if capacities:
+        spec["levels"] = [{**level, "capacity": capacity} if capacity else level
+                          for level, capacity in zip(spec["levels"], capacities)]
+    arch = arch_from_dict(spec, W)
+    space = Mapspace(arch, workload(), Constraints())
+    objective = parse_objective(objective, arch)
+    seen = []
+    call = cutting.__call__
+
+    def counted(self, *args):
+        out = call(self, *args)
+        seen.append(int(out.sum()))
+        return out
+    monkeypatch.setattr(cutting, "__call__", counted)
+    exact = Exhaustive().run(space, objective)
+    # greedy's mapping to start from: the cuts need an incumbent to bound against
+    joint = Joint(local_search=False, dives=0, cpsat_seconds=0, parts_above=10**9,
+                  parallel_above=10**9, workers=1).run(space, objective)
+    assert joint.optimal and joint.score == exact.score and joint.mapping == exact.mapping
+    assert sum(seen) > 0
