@@ -156,16 +156,21 @@ def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int, first
     parent = np.concatenate([p.parent for p in pending])
     groups = np.concatenate([p.groups for p in pending])
     first = int(parent[0])      # before the cut: a parent is no further on for what it drops
+    allowed = None
     if cut is not None:
         kept = ~cut(parent, np.concatenate([p.units for p in pending], axis=1), groups)
         parent, groups = parent[kept], groups[kept]
         if not len(parent):
             yield first, None
             return
+        # a cut that judged the stage and keep options of the choices it kept says so
+        judged = getattr(cut, "allowed", None)
+        allowed = None if judged is None else judged[kept]
     k = nodes.depth
     factor_nodes = Nodes(k + 1, groups, along_last(nodes.orders, parent),
                          along_last(nodes.stages, parent), along_last(nodes.keeps, parent))
-    allowed = tree._fitting_choices(factor_nodes)
+    if allowed is None:
+        allowed = tree._fitting_choices(factor_nodes)
     if choices is not None:
         allowed &= choices
     pieces = ([np.arange(len(parent))] if most_rows is None

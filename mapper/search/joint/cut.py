@@ -46,6 +46,7 @@ class Cut:
         self.bar, self.dead, self.prefix = walk.incumbent.bar, np.zeros(len(nodes), bool), None
         self.tied = None                    # nodes whose bounds tie the incumbent's key so far
         self.seen = self.kept = 0
+        self.allowed = None         # (M, stages, keeps) of the choices of the last call, where judged
         # where the children are leaves: their factor choices bounded before the orders
         self.order_free = next((kind(walk, nodes, self.known.cycles) for kind in (OrderFreeCut, PartialOrderFreeCut)
                                 if kind.applies(walk, nodes)), None)
@@ -132,10 +133,14 @@ class Cut:
             rows = np.flatnonzero(~out)
             if len(rows):
                 out[rows] = self.copies(parents[rows], groups[rows], bar)
+        self.allowed = None
         if self.order_free is not None and bar is not None:
             rows = np.flatnonzero(~out)
             if len(rows):
                 out[rows] = self.order_free(parents[rows], groups[rows], bar)
+                # what it judged of every choice left, kept for their expansion (`fitting_children`)
+                self.allowed = np.zeros((len(out),) + self.order_free.allowed.shape[1:], bool)
+                self.allowed[rows] = self.order_free.allowed
         self.seen += len(out)
         self.kept += len(out) - int(out.sum())
         return out

@@ -45,6 +45,7 @@ class OrderFreeCut:
     def __init__(self, walk: "Walk", nodes: Nodes, known_cycles: np.ndarray):
         self.walk, self.nodes, self.known_cycles = walk, nodes, known_cycles
         self._orders: dict[tuple[int, int], np.ndarray] = {}
+        self.allowed = None         # the stage and keep options that fit the choices of the last call
         arch, tensors = walk.space.arch, walk.space.workload.tensors
         self._leaks = np.array([level.leak for level in arch.levels])[:, None]
         self._word_bytes = np.array([[level.word_bytes(t) for t in tensors] for level in arch.levels])[:, :, None]
@@ -70,7 +71,7 @@ class OrderFreeCut:
         expansion is too small for the bound to save pricing."""
         nodes, k, tree = self.nodes, self.nodes.depth, self.walk.tree
         choices = Nodes(k + 1, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages, nodes.keeps)))
-        allowed = tree._fitting_choices(choices)
+        allowed = self.allowed = tree._fitting_choices(choices)
         # only where the orders priced here are at most half of what the choice expands to
         mine = tree.expansions(choices, k, allowed, order_rows=self._order_rows)
         worth = np.flatnonzero(WORTH * mine <= tree.expansions(choices, k, allowed))
