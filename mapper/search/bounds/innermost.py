@@ -201,6 +201,9 @@ class InnermostBound:
         return self._per_node(depth, columns, lambda key, rows: self._least_split(depth, key[:t], key[t:]))
 
     def _perfect(self) -> bool:
+        """Whether every factor row of every dim multiplies to the dim's size (no padded
+        extents, no masked tails): only then does a completion's tile times its splits
+        divide each dim, which `with_split` counts on."""
         key = ("perfect",)
         if key not in self.keep_free:
             space = self.space

@@ -291,7 +291,8 @@ def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs, share
                 exposed_read[lv] += np.where(waits, reads * wb, 0)
                 exposed_write[lv] += np.where(waits, updates * wb, 0)
             child = np.where(kept, lv, child)
-    energy = macs * arch.compute.energy_per_mac + by_tensor.sum(axis=0)     # the fewest MACs any completion runs
+    # the energy of the fewest MACs any completion runs, and of the decided traffic
+    energy = macs * arch.compute.energy_per_mac + by_tensor.sum(axis=0)
     return _Known(energy, known_read, known_write, exposed_read, exposed_write, by_tensor)
 
 def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | None, known: _Known,
