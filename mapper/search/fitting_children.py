@@ -52,7 +52,9 @@ def fitting_children(tree: LevelTree, nodes: Nodes, limit, first_order_only: boo
     a walk on several cores, parents the incumbent now beats), decided before the other dims
     are crossed in; with `cut` ((parents (M,), level k's spatial factors per mesh axis (2, M))
     -> bool), the factor choices it marks are dropped before their orders and choices are
-    crossed in (the walk's bound from the units they reach); with `most_rows` (a function), a
+    crossed in (the walk's bound from the units they reach; where it has an `allowed` array
+    after a call, the stage and keep options it judged for each choice, used instead of judging
+    them again); with `most_rows` (a function), a
     slice whose choices expand to more children than it says comes out in several pieces."""
     limit = limit if callable(limit) else (lambda rows=limit: rows)
     k, n_dims = nodes.depth, tree.n_dims

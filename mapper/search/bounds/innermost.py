@@ -222,12 +222,7 @@ class InnermostBound:
             trips = sizes[:, None] / spans[:, cells]
             instances = self.instances[cells] * math.prod(split)
             workload = self.space.workload
-            fills = []
-            for t, tensor in enumerate(workload.tensors):
-                once = instances * self.words[t][cells]
-                fills.append(np.stack([once if tensor.has_sliding_axis else
-                                       once * np.prod([trips[d] for d in way[t]], axis=0)
-                                       for way in self.orders]))
+            fills = [self._filled(t, instances, self.words[t][cells], trips) for t in range(len(workload.tensors))]
             # the output's copies under the split take their first updates off its read-backs
             terms = self._terms(depth, deepest)
             kept_mac, bypass = list(terms.kept_mac), list(terms.bypass)
@@ -454,20 +449,16 @@ class InnermostBound:
         whole computation if it keeps tensor t, per order of the merged loops above it."""
         key = ("fills", t)
         if key not in self.keep_free:
-            tensor = self.space.workload.tensors[t]
-            # a window (p+r) moving along its axis fetches only the new slice, which the merged
-            # loops' whole-tile count does not see: each instance fills its tile at least once,
-            # nothing more is certain
-            refetch = [np.ones(self.tile.shape[1]) if tensor.has_sliding_axis else self._refetch(way[t])
-                       for way in self.orders]
-            self.keep_free[key] = self.instances * self.words[t] * np.stack(refetch)
+            self.keep_free[key] = self._filled(t, self.instances, self.words[t], self.trips)
         return self.keep_free[key]
 
-    def _refetch(self, outer: tuple[int, ...]) -> np.ndarray:
-        """(cells,) times each instance's tile of a tensor is filled when the merged loops above
-        the level out to its innermost relevant one are over the dims `outer`."""
-        key = ("refetch", outer)                # tensors and ways share them
-        if key not in self.keep_free:
-            self.keep_free[key] = (np.prod([self.trips[d] for d in outer], axis=0) if outer
-                                     else np.ones(self.tile.shape[1]))
-        return self.keep_free[key]
+    def _filled(self, t: int, instances: np.ndarray, words: np.ndarray, trips: np.ndarray) -> np.ndarray:
+        """(orders, cells) the same for cells of `instances` instances holding tiles of `words`
+        words of tensor t under merged loops of `trips` ((D, cells)): each instance's tile is
+        filled once per step of the loops out to the tensor's innermost relevant one. A window
+        (p+r) moving along its axis fetches only the new slice, which that whole-tile count does
+        not see: each instance fills its tile at least once, nothing more is certain."""
+        once = instances * words
+        if self.space.workload.tensors[t].has_sliding_axis:
+            return np.broadcast_to(once, (len(self.orders), len(once)))
+        return np.stack([once * trips[list(way[t])].prod(axis=0) for way in self.orders])

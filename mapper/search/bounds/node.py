@@ -142,7 +142,7 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
     known = open_.known
     cycles = _cycles(space, depth, table, links, open_, compute_on, costs.fetch_requests)
     # with "utilized" (Timeloop's rule) idle instances do not leak: no term
-    leak = sum(lv.leak * lv.instances for lv in arch.levels) if arch.leakage == "all" else 0.0
+    leak = leak_per_cycle(arch)
     energy = open_.energy + leak * cycles
     if objective.kind == "bytes":
         bound = (known.read + known.write)[objective.level] * costs.level_instances[objective.level]
@@ -161,6 +161,12 @@ def lower_bounds(space: Mapspace, objective: Objective, depth: int, table: Mappi
                           shares)
         bound = cost_bound(objective, energy, cycles)
     return NodeBounds(bound, energy, cycles)
+
+def leak_per_cycle(arch) -> float:
+    """The leakage energy every completion pays per cycle, whatever it keeps busy: every
+    instance's under "all"; none certain under "utilized" (Timeloop's rule: idle instances
+    do not leak)."""
+    return sum(lv.leak * lv.instances for lv in arch.levels) if arch.leakage == "all" else 0.0
 
 class SplitTerms(NamedTuple):
     """What a bound on a node's children from the splits they decide over a fanout that
@@ -191,11 +197,8 @@ def order_free_parts(space: Mapspace, depth: int, table: MappingTable, costs: Co
     known = _known(space, depth, table, costs, shares, macs)
     rest = macs * space.arch.compute.energy_per_mac
     deepest = [deepest_keeper(space, t, depth, table) for t in range(len(space.workload.tensors))]
-    innermost = links.innermost.bound(depth, deepest)
+    innermost = _innermost(links, depth, table, deepest)
     if innermost is not None:
-        split = links.innermost.node_split(depth, table)
-        if split is not None:
-            innermost = np.maximum(innermost, links.innermost.with_split(depth, deepest, split))
         n_levels = space.n_levels
         spans = table.factors[min(depth, n_levels - 1):].prod(axis=(0, 1))
         between = sum((links.energy[j].below(spans) * (shares.least if may_draw_masked(space, shares, j) else 1.0)
@@ -331,12 +334,8 @@ def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | 
     # that must keep each tensor: the traffic into the undecided levels between (their
     # fills, their parents' reads) is other accesses, bounded by their own link bounds
     deepest = [deepest_keeper(space, t, depth, table) for t in range(len(tensors))]
-    innermost = links.innermost.bound(depth, deepest)
+    innermost = _innermost(links, depth, table, deepest)
     if innermost is not None:
-        # with the node's own splits over the fanouts that share nothing, where it has any
-        split = links.innermost.node_split(depth, table)
-        if split is not None:
-            innermost = np.maximum(innermost, links.innermost.with_split(depth, deepest, split))
         innermost = innermost * inner_share
     between = 0.0
     if innermost is not None:
@@ -345,6 +344,15 @@ def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | 
     open_ = _Open(energy, known, spans, refetched, instances, deepest, innermost, between, undecided_links,
                   inner_share)
     return _with_operand(space, depth, table, links, shares, open_) if with_operand else open_
+
+def _innermost(links: LinkBounds, depth: int, table: MappingTable, deepest: list) -> np.ndarray | None:
+    """The innermost level's bound for the nodes (`InnermostBound.bound`), with their own
+    splits over the fanouts that share nothing where they have any (`with_split`)."""
+    innermost = links.innermost.bound(depth, deepest)
+    split = None if innermost is None else links.innermost.node_split(depth, table)
+    if split is not None:
+        innermost = np.maximum(innermost, links.innermost.with_split(depth, deepest, split))
+    return innermost
 
 def _with_operand(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds, shares: ValidShares | None,
                   open_: _Open, rows: np.ndarray | None = None) -> _Open:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...mapping import along_last
-from ..bounds.node import split_terms
+from ..bounds.node import leak_per_cycle, split_terms
 from ..objective import beaten, cost_bound
 from ..tree import Nodes
 
@@ -36,8 +36,7 @@ class CopiesCut:
         table = walk.tree.table(nodes)
         self.terms = split_terms(space, nodes.depth, table, walk.context.price(space.arch, space.workload, table),
                                  walk.links)
-        arch = space.arch
-        self.leak = sum(lv.leak * lv.instances for lv in arch.levels) if arch.leakage == "all" else 0.0
+        self.leak = leak_per_cycle(walk.space.arch)
 
     @staticmethod
     def applies(walk: "Walk", nodes: Nodes) -> bool:

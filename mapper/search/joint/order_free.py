@@ -26,7 +26,7 @@ import numpy as np
 from ...cost.timing import level_time
 from ...mapping import along_last
 from ...orders import tensor_best_orders
-from ..bounds.node import order_free_parts
+from ..bounds.node import leak_per_cycle, order_free_parts
 from ..objective import beaten, cost_bound
 from ..tree import Nodes, feasible, in_pieces
 
@@ -137,8 +137,7 @@ class PartialOrderFreeCut(OrderFreeCut):
 
     def __init__(self, walk: "Walk", nodes: Nodes, known_cycles: np.ndarray):
         super().__init__(walk, nodes, known_cycles)
-        arch = walk.space.arch
-        self._leak = sum(lv.leak * lv.instances for lv in arch.levels) if arch.leakage == "all" else 0.0
+        self._leak = leak_per_cycle(walk.space.arch)
 
     @staticmethod
     def applies(walk: "Walk", nodes: Nodes) -> bool:
