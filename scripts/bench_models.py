@@ -51,7 +51,7 @@ def sweep(arch: str, flags: list[str], time_limit: float, db: Path) -> tuple[lis
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", default="h100")
-    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per point (default 60)")
+    parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per point (default 120)")
     parser.add_argument("--only", default="", help="run the models whose label contains this")
     parser.add_argument("--write", metavar="FILE", help="also put the table into this Markdown file "
                         "(its `bench_models` section, dated)")
