@@ -42,11 +42,14 @@ import numpy as np
 from ... import tiles
 from ...mapspace import Mapspace
 from .energy import cheapest_read_above, fill_energy, read_back_energy, read_energy, serve_energy
-from .operand import SplitVectors, shared_dims
-from .refetch import merged_orders
+from .operand import MAX_VECTORS, SplitVectors, shared_dims
+from . import window
+from .refetch import orders_by_way
 
 
 MAX_CELLS = 1_000_000      # tiles x split vectors priced together at most (else splits relaxed)
+
+MAX_WIDE_CELLS = 100_000   # the same where only the tiles that fit are crossed with the vectors
 
 MAX_TILES = 200_000        # tile vectors of the innermost level (else no bound from here)
 
@@ -89,11 +92,16 @@ class InnermostBound:
         if not self.enabled:
             return
         grid = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")]).astype(float)   # (D, M)
-        vectors = splits.at_depth[0]
-        if vectors is not None and len(vectors) * grid.shape[1] <= MAX_CELLS:
-            vectors = vectors[:, :self.level]                                    # (V, j, D)
-        else:
-            vectors = None
+        # the split vectors, as many as priced with every tile; more where only a few tiles
+        # fit the level with some keep set at its fewest stages (a register file of a few
+        # words under a 256 x 256 array), which are all the cells need
+        every = max(1, grid.shape[1])
+        level, choice = space.arch.levels[self.level], space.choices[self.level]
+        footprint = tiles.option_bytes(level, workload, [tiles.words(tensor, grid) for tensor in workload.tensors],
+                                       choice.keeps, grid.shape[1]).min(axis=0)
+        grid = grid[:, footprint * min(choice.stages) <= level.capacity]
+        most = max(min(MAX_VECTORS, MAX_CELLS // every), MAX_WIDE_CELLS // max(1, grid.shape[1]))
+        vectors = splits.above(self.level, most)                                # (V, j, D) or None
         sizes = np.array(workload.sizes, float)
         if vectors is None:
             self.split = np.ones((1, space.n_dims))
@@ -121,8 +129,9 @@ class InnermostBound:
         self.words = [tiles.words(tensor, self.tile) for tensor in workload.tensors]
         # per way the merged loops above may refetch them, per tensor the dims out to its
         # innermost relevant one (a window's fills do not depend on them)
-        self.orders = merged_orders(workload, {t for t, tensor in enumerate(workload.tensors)
-                                               if not tensor.has_sliding_axis})
+        by_way = orders_by_way(workload, {t for t, tensor in enumerate(workload.tensors)
+                                          if not tensor.has_sliding_axis})
+        self.orders, self.way_orders = list(by_way), list(by_way.values())
 
     def for_space(self, part: Mapspace) -> "InnermostBound":
         """The same bound for a part of the space (`Mapspace.with_keeps`): the tiles and splits
@@ -222,7 +231,8 @@ class InnermostBound:
             trips = sizes[:, None] / spans[:, cells]
             instances = self.instances[cells] * math.prod(split)
             workload = self.space.workload
-            fills = [self._filled(t, instances, self.words[t][cells], trips) for t in range(len(workload.tensors))]
+            fills = [self._filled(t, instances, self.words[t][cells], trips, self.tile[:, cells])
+                     for t in range(len(workload.tensors))]
             # the output's copies under the split take their first updates off its read-backs
             terms = self._terms(depth, deepest)
             kept_mac, bypass = list(terms.kept_mac), list(terms.bypass)
@@ -273,14 +283,19 @@ class InnermostBound:
             arch, workload = self.space.arch, self.space.workload
             tensor, shared = workload.tensors[t], shared_dims(workload, t)
             spread = np.ones(self.tile.shape[1])
+            windows = []            # enumerated fanouts over which a window's copies coincide
             for x in range(p, stop):
                 if not arch.levels[x].shares(tensor) or not shared.any():
                     continue
-                if self.cell_vectors is not None and x < self.level:
-                    spread = spread * self.cell_vectors[:, x][:, shared].prod(axis=1)
-                else:       # not enumerated: the whole fanout may multicast
-                    fx, fy = arch.fanout(x)
+                if self.cell_vectors is None or x >= self.level:
+                    fx, fy = arch.fanout(x)         # not enumerated: the whole fanout may multicast
                     spread = spread * fx * fy
+                elif tensor.has_sliding_axis:
+                    windows.append(x)
+                else:
+                    spread = spread * self.cell_vectors[:, x][:, shared].prod(axis=1)
+            if windows:
+                spread = spread * window.multicast(arch, tensor, self.cell_vectors, self.tile, self.level, windows)
             self.keep_free[key] = spread
         return self.keep_free[key]
 
@@ -452,13 +467,29 @@ class InnermostBound:
             self.keep_free[key] = self._filled(t, self.instances, self.words[t], self.trips)
         return self.keep_free[key]
 
-    def _filled(self, t: int, instances: np.ndarray, words: np.ndarray, trips: np.ndarray) -> np.ndarray:
+    def _filled(self, t: int, instances: np.ndarray, words: np.ndarray, trips: np.ndarray,
+                tile: np.ndarray | None = None) -> np.ndarray:
         """(orders, cells) the same for cells of `instances` instances holding tiles of `words`
         words of tensor t under merged loops of `trips` ((D, cells)): each instance's tile is
         filled once per step of the loops out to the tensor's innermost relevant one. A window
         (p+r) moving along its axis fetches only the new slice, which that whole-tile count does
-        not see: each instance fills its tile at least once, nothing more is certain."""
+        not see: each instance fills at least its tile, and in a space of exact factors every
+        word it touches (`window.touched`), whatever the order, and where its tile spans one
+        value along each sliding axis, a whole tile per step out to each order's window cutoff
+        (`window.steps`). `tile` ((D, cells)): the cells' tiles, where not all of them."""
         once = instances * words
-        if self.space.workload.tensors[t].has_sliding_axis:
-            return np.broadcast_to(once, (len(self.orders), len(once)))
-        return np.stack([once * trips[list(way[t])].prod(axis=0) for way in self.orders])
+        stepped = np.stack([once * trips[list(way[t])].prod(axis=0) for way in self.orders])
+        tensor = self.space.workload.tensors[t]
+        if not tensor.has_sliding_axis:
+            return stepped
+        tile = self.tile if tile is None else tile
+        if not self._perfect():         # whole values per dim, and loops wherever trips > 1
+            return np.repeat(once[None], len(self.orders), axis=0)
+        least = instances * np.maximum(words, window.touched(tensor, tile, trips))
+        out = np.repeat(least[None], len(self.orders), axis=0)
+        unit = np.flatnonzero((tile[window.sliding_dims(tensor)] == 1).all(axis=0))
+        if len(unit):
+            cutoffs = self.keep_free.setdefault(("window cutoffs", t), {})
+            steps = window.steps(tensor, trips[:, unit], self.way_orders, cutoffs)
+            out[:, unit] = np.maximum(out[:, unit], once[unit] * steps)
+        return out

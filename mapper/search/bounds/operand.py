@@ -59,13 +59,22 @@ class SplitVectors:
         grid = np.array(list(itertools.product(*values)), np.int64).reshape(-1, space.n_dims)
         return grid[grid.prod(axis=1) <= fx * fy]
 
-    def _cross(self, depth: int):
+    def above(self, level: int, most: int):
+        """(V, level, D) every split vector of the fanouts above `level`, or None where there
+        are more than `most` (the innermost level's bound, which prices each with few tiles,
+        may take more than `MAX_VECTORS`)."""
+        vectors = self._cross(0, stop=level, most=most)
+        return None if vectors is None else vectors[:, :level]
+
+    def _cross(self, depth: int, stop: int | None = None, most: int | None = None):
         space = self.space
-        free = [lv for lv in range(depth, space.n_levels) if self.per_level[lv] is not None]
+        most = MAX_VECTORS if most is None else most
+        stop = space.n_levels if stop is None else stop
+        free = [lv for lv in range(depth, stop) if self.per_level[lv] is not None]
         if any(len(self.per_level[lv]) == 0 for lv in free):
             return None
         count = math.prod(len(self.per_level[lv]) for lv in free)
-        if count > MAX_VECTORS:
+        if count > most:
             return None
         out = np.ones((count, space.n_levels, space.n_dims), np.int64)
         for i, combo in enumerate(itertools.product(*[self.per_level[lv] for lv in free])):

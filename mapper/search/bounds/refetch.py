@@ -25,19 +25,26 @@ def merged_orders(workload, counted) -> list[tuple[tuple[int, ...], ...]]:
     tile and is left out, and orders giving every counted tensor the same dims are one way:
     a 7-dim convolution has far fewer ways than its 5,040 orders. Beyond MAX_ORDER_DIMS dims,
     one way: each tensor at its best alone (a looser bound)."""
+    return list(orders_by_way(workload, counted))
+
+
+def orders_by_way(workload, counted) -> dict[tuple, list[tuple[int, ...]]]:
+    """`merged_orders`' ways, each with the orders (of the dims of size > 1, outermost first)
+    that make it; beyond MAX_ORDER_DIMS dims, its one way with no order."""
     moving = [d for d, size in enumerate(workload.sizes) if size > 1]
     tensors = workload.tensors
     if len(moving) > MAX_ORDER_DIMS:
-        return [tuple(tuple(sorted(d for d in t.dims if d in moving)) if i in counted else ()
-                      for i, t in enumerate(tensors))]
-    ways = {}
+        return {tuple(tuple(sorted(d for d in t.dims if d in moving)) if i in counted else ()
+                      for i, t in enumerate(tensors)): []}
+    ways: dict[tuple, list] = {}
     for order in itertools.permutations(moving):
         way = []
         for i, tensor in enumerate(tensors):
             relevant = [k for k, d in enumerate(order) if d in tensor.dims]
             way.append(tuple(sorted(order[:relevant[-1] + 1])) if i in counted and relevant else ())
-        ways.setdefault(tuple(way), None)
-    return list(ways)
+        ways.setdefault(tuple(way), []).append(order)
+    return ways
+
 
 class Refetched(NamedTuple):
     energy: np.ndarray      # (L, N) by the level filled (or drained)
