@@ -22,13 +22,15 @@ from mapper.units import Where
 W = Where("<test>")
 
 CASES = [
-    # (einsum, sizes, PE capacity, whether the one-value-wide rule beats the touched words somewhere)
+    # (einsum, sizes, PE capacity)
     # cancellations possible: s of 2 (q up, s back), and q of 8 split into loops
-    ("O[k,p,q] += I[c,p+r,q+s] * W[k,c,r,s]", {"k": 2, "c": 2, "p": 4, "q": 8, "r": 2, "s": 2}, "4 B", True),
-    ("O[k,p,q] += I[c,2*p+r,q+s] * W[k,c,r,s]", {"k": 1, "c": 2, "p": 4, "q": 4, "r": 3, "s": 2}, "4 B", True),
-    ("O[k,p] += I[c,p+2*r] * W[k,c,r]", {"k": 2, "c": 2, "p": 8, "r": 4}, "4 B", False),
+    ("O[k,p,q] += I[c,p+r,q+s] * W[k,c,r,s]", {"k": 2, "c": 2, "p": 4, "q": 8, "r": 2, "s": 2}, "4 B"),
+    ("O[k,p,q] += I[c,2*p+r,q+s] * W[k,c,r,s]", {"k": 1, "c": 2, "p": 4, "q": 4, "r": 3, "s": 2}, "4 B"),
+    ("O[k,p] += I[c,p+2*r] * W[k,c,r]", {"k": 2, "c": 2, "p": 8, "r": 4}, "4 B"),
+    # odd trips (least primes 3): no cancellation by a wrap of one
+    ("O[k,p,q] += I[c,p+r,q+s] * W[k,c,r,s]", {"k": 4, "c": 1, "p": 6, "q": 9, "r": 3, "s": 3}, "4 B"),
     # wider tiles fit: the touched-words rule beside the one-value-wide one
-    ("O[k,p] += I[c,p+r] * W[k,c,r]", {"k": 3, "c": 2, "p": 12, "r": 4}, "6 B", False),
+    ("O[k,p] += I[c,p+r] * W[k,c,r]", {"k": 3, "c": 2, "p": 12, "r": 4}, "6 B"),
 ]
 
 
@@ -67,12 +69,12 @@ def test_the_window_cutoff_by_hand():
     assert window_cutoff(reversed_, (0, 1)) == 0
 
 
-@pytest.mark.parametrize("einsum, sizes, capacity, raised", CASES)
-def test_a_windowed_tensors_fills_stay_below_every_mapping_of_their_cell(einsum, sizes, capacity, raised):
+@pytest.mark.parametrize("einsum, sizes, capacity", CASES)
+def test_a_windowed_tensors_fills_stay_below_every_mapping_of_their_cell(einsum, sizes, capacity):
     """For each sampled mapping whose PE keeps the input, the least over the merged orders of
     the bound's fills of its cell (tile and split) is at or below the cost model's fills; the
     bound meets some mapping exactly, and the one-value-wide rule raises it above the words
-    each instance touches for some cell (where `raised`)."""
+    each instance touches for some cell."""
     space = _space(einsum, sizes, capacity)
     bound = LinkBounds(space).innermost
     workload = space.workload
@@ -80,7 +82,7 @@ def test_a_windowed_tensors_fills_stay_below_every_mapping_of_their_cell(einsum,
     least = bound._fills(t).min(axis=0)
     touched = bound.instances * np.maximum(bound.words[t], window.touched(space.workload.tensors[t], bound.tile, bound.trips))
     assert (least >= touched * (1 - 1e-9)).all()
-    assert (least > touched * (1 + 1e-9)).any() == raised
+    assert (least > touched * (1 + 1e-9)).any()
     sample = space.sample(20000, np.random.default_rng(5))
     costs = evaluate_many(space.arch, workload, sample)
     j = bound.level
@@ -93,13 +95,13 @@ def test_a_windowed_tensors_fills_stay_below_every_mapping_of_their_cell(einsum,
                               & (bound.cell_vectors[:, 1] == split[:, n][None]).all(axis=1))
         assert len(cell) == 1
         ratios.append(least[cell[0]] / (costs.level_fills[j, t, n] * costs.level_instances[j, n]))
-    assert len(ratios) > 500
+    assert len(ratios) > 300
     assert max(ratios) <= 1 + 1e-9
     assert max(ratios) > 1 - 1e-9
 
 
-@pytest.mark.parametrize("einsum, sizes, capacity, raised", CASES[:2])
-def test_node_bounds_on_windows_stay_below_every_mapping(monkeypatch, einsum, sizes, capacity, raised):
+@pytest.mark.parametrize("einsum, sizes, capacity", CASES[:2])
+def test_node_bounds_on_windows_stay_below_every_mapping(monkeypatch, einsum, sizes, capacity):
     """At every depth the node bounds (energy; EDP refined as under an incumbent that beats
     none) stay at or below each sampled mapping, with the split vectors enumerated past
     `MAX_VECTORS` for the innermost level alone (`SplitVectors.above`)."""
@@ -124,6 +126,17 @@ def test_node_bounds_on_windows_stay_below_every_mapping(monkeypatch, einsum, si
                               evaluate_many(arch, workload, node), links, refine_below=(np.inf, np.inf, np.inf))
         assert (bounds.energy <= costs.energy_pj * (1 + 1e-9)).all(), depth
         assert (bounds.objective <= costs.edp * (1 + 1e-9)).all(), depth
+
+
+def test_a_sweep_revisited_by_hand():
+    """Loops over q (trips 28) inside X, s (3) and k (128) outside: each of the 384 sweeps
+    visits 28 places, at least 14 of q's trips inside (28 / 2), so 384 x 14 fills beyond the
+    sweeps' first places; the split q, s inside: 14 + 2 beyond one a sweep."""
+    trips = np.array([[128.0], [28.0], [3.0]])           # dims k, q, s
+    assert window.revisited(trips, (0, 2), ((1,),))[0] == 384 * 14
+    assert window.revisited(trips, (0,), ((1, 2),))[0] == 128 * (14 + 2)
+    assert window.revisited(trips, (0, 1, 2), ((),))[0] == 0
+    assert list(window.least_prime(np.array([1.0, 2, 9, 28, 49, 97]))) == [1, 2, 3, 2, 7, 97]
 
 
 def test_coinciding_windows_share_a_transfer_in_the_bound():

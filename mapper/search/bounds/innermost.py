@@ -65,6 +65,7 @@ class _Terms(NamedTuple):
     kept_mac: list          # per tensor, (cells,) what the level serves the units if it keeps it
     bypass: list            # per tensor, (cells,) what a parent serves them if it does not
     write: list             # per tensor, energy per word written into the level
+    first: list             # per tensor, (cells,) of its fills those that bring no word (`_first`)
 
 class _Candidates(NamedTuple):
     """The innermost level's choices by their total with each word coming down once
@@ -363,7 +364,8 @@ class InnermostBound:
             total = np.zeros(len(cell))
             for t in range(len(workload.tensors)):
                 fills = terms.fills[t][order, cell]
-                kept = (np.maximum(fills, least[t]) * terms.write[t]
+                written = np.maximum(np.maximum(fills, least[t]) - terms.first[t][cell], 0.0)
+                kept = (written * terms.write[t]
                         + np.maximum(fills * terms.fill_word[t][cell], served[t]) + terms.kept_mac[t][cell])
                 total += np.where(terms.kept[keep, t], kept, np.maximum(terms.bypass[t][cell], served[t]))
             best = min(best, float(total.min()))
@@ -389,8 +391,27 @@ class InnermostBound:
             [self._fills(t) for t in range(n_tensors)],
             [self._per_word(t, parents[t], j) for t in range(n_tensors)], kept_mac,
             [self._bypassed(t, parents[t]) for t in range(n_tensors)],
-            [0.0 if tensor.is_output else fill_energy(level, tensor) for tensor in workload.tensors])
+            [fill_energy(level, tensor) for tensor in workload.tensors],
+            [self._first(t) for t in range(n_tensors)])
         return self.terms[key]
+
+    def _first(self, t: int) -> np.ndarray:
+        """(cells,) how many of the level's fills of tensor t write nothing in: none for an
+        input; for the output, each instance's first touch of each word (its partial sum
+        starts there), the rest being read-backs written into the level. Counted exactly
+        (every instance's tile times its trips over the output's dims) only where every
+        fanout above is enumerated and every factor divides its dim; elsewhere all of them."""
+        key = ("first", t)
+        if key not in self.keep_free:
+            workload, cells = self.space.workload, self.tile.shape[1]
+            if not workload.tensors[t].is_output:
+                self.keep_free[key] = np.zeros(cells)
+            elif self.cell_vectors is None or math.prod(self.unsplit) > 1 or not self._perfect():
+                self.keep_free[key] = np.full(cells, np.inf)
+            else:
+                relevant = np.flatnonzero(workload.relevance[t])
+                self.keep_free[key] = self.instances * self.words[t] * self.trips[relevant].prod(axis=0)
+        return self.keep_free[key]
 
     def _kept_mac(self, t: int, extra: float = 1.0) -> np.ndarray:
         """(cells,) what the level serves the units per MAC if it keeps tensor t, and for the
@@ -433,7 +454,11 @@ class InnermostBound:
                 for t in range(len(workload.tensors)):
                     if c.kept[k, t]:
                         filled = fills[t][o, at] if own else fills[t][o, fits]
-                        total += filled * (c.write[t] + c.fill_word[t][fits]) + c.kept_mac[t][fits]
+                        # an output's read-backs, where its first touches are known (not under
+                        # a node's own split, whose copies `first` does not count)
+                        first = (np.inf if own else c.first[t][fits]) if workload.tensors[t].is_output else 0.0
+                        written = np.maximum(filled - first, 0.0)
+                        total += written * c.write[t] + filled * c.fill_word[t][fits] + c.kept_mac[t][fits]
                     else:
                         total += c.bypass[t][fits]
                 yield k, o, fits, total

@@ -87,14 +87,56 @@ def steps(tensor, trips: np.ndarray, way_orders: list[list[tuple[int, ...]]], cu
             for order in orders:
                 looped = tuple(d for d in order if mask[d])
                 if looped not in cutoffs:
-                    at = cutoff(tensor, looped)
-                    inside = set(looped[at:])
-                    cutoffs[looped] = (tuple(sorted(looped[:at])),
-                                       tuple(tuple(d for d, c in axis if c and d in inside) for axis in tensor.axes))
+                    cutoffs[looped] = _cuts(tensor, looped)
                 cuts.add(cutoffs[looped])
             if cuts:
-                out[w, cells] = np.min([swept(trips[:, cells], outside, axes) for outside, axes in cuts], axis=0)
+                out[w, cells] = np.min([_filled(trips[:, cells], cut) for cut in cuts], axis=0)
     return out
+
+
+def _cuts(tensor, looped: tuple[int, ...]) -> tuple:
+    """What `_filled` needs of a looped order: (outside, inside axes) at the window cutoff,
+    and the same at every split of the order (`revisited`)."""
+    def split(at):
+        inside = set(looped[at:])
+        return (tuple(sorted(looped[:at])),
+                tuple(tuple(d for d, c in axis if c and d in inside) for axis in tensor.axes))
+    return split(cutoff(tensor, looped)), tuple(split(at) for at in range(len(looped)))
+
+
+def _filled(trips: np.ndarray, cut: tuple) -> np.ndarray:
+    """(cells,) the larger of the two counts (`swept` at the cutoff, `revisited` at every
+    split of the order) of a looped order's `_cuts`."""
+    at_cutoff, splits = cut
+    out = swept(trips, *at_cutoff)
+    for outside, axes in splits:
+        out = np.maximum(out, revisited(trips, outside, axes))
+    return out
+
+
+def revisited(trips: np.ndarray, outside: tuple[int, ...], axes: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """(cells,) fills of a one-value-wide window tile, split anywhere: each iteration of the
+    loops out to a point X (the dims `outside`, whose loops all lie there) sweeps the loops
+    inside X, and every place a sweep visits but its first is a fill (a change of place is
+    a whole tile: nothing slides partially), however the steps between sweeps fall. A dim
+    inside X has a loop of 2 or more there, so at most T / p of its trips T lie outside (p
+    its least prime factor, u below), and an axis's dims inside give each sweep at least
+    sum(T_i / u_i - 1) + 1 places over prod(u_i) more sweeps: at least sum(T_i (1 - 1 / p_i))
+    fills beyond one a sweep; the best axis counts."""
+    out = np.zeros(trips.shape[1])
+    for dims in axes:
+        if dims:
+            out = np.maximum(out, sum(trips[d] - trips[d] / least_prime(trips[d]) for d in dims))
+    return trips[list(outside)].prod(axis=0) * out
+
+
+def least_prime(values: np.ndarray) -> np.ndarray:
+    """(N,) the least prime factor of each integer value (>= 2; 1 stays 1)."""
+    values = np.rint(values).astype(np.int64)
+    out = values.copy()
+    for factor in range(int(np.sqrt(max(values.max(initial=1), 1))), 1, -1):
+        out = np.where(values % factor == 0, factor, out)
+    return np.where(values > 1, np.minimum(out, values), 1).astype(float)
 
 
 def swept(trips: np.ndarray, outside: tuple[int, ...], axes: tuple[tuple[int, ...], ...]) -> np.ndarray:
