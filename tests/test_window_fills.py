@@ -108,7 +108,7 @@ def test_node_bounds_on_windows_stay_below_every_mapping(monkeypatch, einsum, si
     monkeypatch.setattr(operand, "MAX_VECTORS", 8)
     space = _space(einsum, sizes, capacity)
     links = LinkBounds(space)
-    assert links.innermost.cell_vectors is not None and len(links.innermost.split) > 8
+    assert links.innermost.cell_vectors is not None and len(links.innermost.cell_vectors) > 8
     assert operand.SplitVectors(space).at_depth[0] is None
     arch, workload = space.arch, space.workload
     sample = space.sample(6000, np.random.default_rng(2))

@@ -42,14 +42,11 @@ import numpy as np
 from ... import tiles
 from ...mapspace import Mapspace
 from .energy import cheapest_read_above, fill_energy, read_back_energy, read_energy, serve_energy
-from .operand import MAX_VECTORS, SplitVectors, shared_dims
+from .cells import innermost_cells
+from .operand import SplitVectors, shared_dims
 from . import window
 from .refetch import orders_by_way
 
-
-MAX_CELLS = 1_000_000      # tiles x split vectors priced together at most (else splits relaxed)
-
-MAX_WIDE_CELLS = 100_000   # the same where only the tiles that fit are crossed with the vectors
 
 MAX_TILES = 200_000        # tile vectors of the innermost level (else no bound from here)
 
@@ -92,44 +89,18 @@ class InnermostBound:
         self.enabled = self.level >= 1 and math.prod(len(v) for v in values) <= MAX_TILES
         if not self.enabled:
             return
-        grid = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")]).astype(float)   # (D, M)
-        # the split vectors, as many as priced with every tile; more where only a few tiles
-        # fit the level with some keep set at its fewest stages (a register file of a few
-        # words under a 256 x 256 array), which are all the cells need
-        every = max(1, grid.shape[1])
-        level, choice = space.arch.levels[self.level], space.choices[self.level]
-        footprint = tiles.option_bytes(level, workload, [tiles.words(tensor, grid) for tensor in workload.tensors],
-                                       choice.keeps, grid.shape[1]).min(axis=0)
-        grid = grid[:, footprint * min(choice.stages) <= level.capacity]
-        most = max(min(MAX_VECTORS, MAX_CELLS // every), MAX_WIDE_CELLS // max(1, grid.shape[1]))
-        vectors = splits.above(self.level, most)                                # (V, j, D) or None
-        sizes = np.array(workload.sizes, float)
-        if vectors is None:
-            self.split = np.ones((1, space.n_dims))
-        else:
-            self.split = vectors.prod(axis=1).astype(float)                      # (V, D)
-        # cells: every (tile, split) pair whose tile times split fits the dim
-        m, v = grid.shape[1], len(self.split)
-        tile = np.repeat(grid, v, axis=1)                                       # (D, M*V)
-        split = np.tile(self.split.T, (1, m))                                    # (D, M*V)
-        fits = (tile * split <= sizes[:, None]).all(axis=0)
-        self.tile, split_of = tile[:, fits], np.tile(np.arange(v), m)[fits]
-        # per cell, its split vector (per fanout level and dim) and its split per dim
-        self.cell_vectors = None if vectors is None else vectors[split_of]          # (cells, j, D)
-        self.cell_split = self.split[split_of]                                      # (cells, D)
+        cells = innermost_cells(space, splits, values)
+        self.tile, self.cell_vectors, self.cell_split, self.instances, self.trips = cells
         # the fanouts above the level no vector splits (a network that shares nothing is
         # not enumerated, `SplitVectors`): a word may have a copy under each of their units
         self.unsplit = [math.prod(space.arch.fanout(x)) if splits.per_level[x] is None else 1
                         for x in range(self.level)]
         # and the sharing fanouts, when the vectors are too many to enumerate: at their whole
-        self.unenumerated = [math.prod(space.arch.fanout(x)) if vectors is None and splits.per_level[x] is not None
+        self.unenumerated = [math.prod(space.arch.fanout(x)) if cells.vectors is None and splits.per_level[x] is not None
                              else 1 for x in range(self.level)]
-        split = split[:, fits]
-        self.instances = split.prod(axis=0)
-        self.trips = np.maximum(sizes[:, None] / (self.tile * split), 1.0)
         self.words = [tiles.words(tensor, self.tile) for tensor in workload.tensors]
         # per way the merged loops above may refetch them, per tensor the dims out to its
-        # innermost relevant one (a window's fills do not depend on them)
+        # innermost relevant one, and the orders that make each (a window counts by them)
         by_way = orders_by_way(workload, {t for t, tensor in enumerate(workload.tensors)
                                           if not tensor.has_sliding_axis})
         self.orders, self.way_orders = list(by_way), list(by_way.values())

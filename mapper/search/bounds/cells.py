@@ -1,0 +1,52 @@
+"""The innermost level's cells, which its bound (`innermost.py`) prices one by one: every
+pair of a tile the level may hold and a split of the fanouts above it, where the tile times
+the split fits each dim.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ... import tiles
+from ...mapspace import Mapspace
+from .operand import MAX_VECTORS, SplitVectors
+
+MAX_CELLS = 1_000_000      # tiles x split vectors priced together at most (else splits relaxed)
+
+MAX_WIDE_CELLS = 100_000   # the same where only the tiles that fit are crossed with the vectors
+
+
+class Cells(NamedTuple):
+    tile: np.ndarray                # (D, cells) the level's tile
+    vectors: np.ndarray | None      # (cells, j, D) the split per fanout above and dim; None: not enumerated
+    split: np.ndarray               # (cells, D) the split per dim over the fanouts above
+    instances: np.ndarray           # (cells,) the instances the split uses
+    trips: np.ndarray               # (D, cells) the merged loops above: size / (tile x split), at least 1
+
+
+def innermost_cells(space: Mapspace, splits: SplitVectors, values: list[np.ndarray]) -> Cells:
+    """The cells of the innermost level, from the values its tile takes per dim (`values`).
+    The split vectors are taken as many as can be priced with every tile, and more where
+    only a few tiles fit the level with some keep set at its fewest stages (a register file
+    of a few words under a 256 x 256 array), which are all the cells need; beyond either,
+    none (each fanout then taken at its whole, `InnermostBound.unenumerated`)."""
+    workload, j = space.workload, space.n_levels - 1
+    grid = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")]).astype(float)   # (D, M)
+    every = max(1, grid.shape[1])
+    level, choice = space.arch.levels[j], space.choices[j]
+    footprint = tiles.option_bytes(level, workload, [tiles.words(tensor, grid) for tensor in workload.tensors],
+                                   choice.keeps, grid.shape[1]).min(axis=0)
+    grid = grid[:, footprint * min(choice.stages) <= level.capacity]
+    most = max(min(MAX_VECTORS, MAX_CELLS // every), MAX_WIDE_CELLS // max(1, grid.shape[1]))
+    vectors = splits.above(j, most)                                                 # (V, j, D) or None
+    per_vector = np.ones((1, space.n_dims)) if vectors is None else vectors.prod(axis=1).astype(float)
+    m, v = grid.shape[1], len(per_vector)
+    tile = np.repeat(grid, v, axis=1)                                               # (D, M*V)
+    split = np.tile(per_vector.T, (1, m))                                            # (D, M*V)
+    sizes = np.array(workload.sizes, float)
+    fits = (tile * split <= sizes[:, None]).all(axis=0)
+    split_of = np.tile(np.arange(v), m)[fits]
+    tile, split = tile[:, fits], split[:, fits]
+    return Cells(tile, None if vectors is None else vectors[split_of], per_vector[split_of],
+                 split.prod(axis=0), np.maximum(sizes[:, None] / (tile * split), 1.0))
