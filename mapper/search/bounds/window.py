@@ -74,69 +74,44 @@ def steps(tensor, trips: np.ndarray, way_orders: list[list[tuple[int, ...]]], cu
     in a space of exact factors: a fill per step out to the window cutoff (`cutoff`) of each
     of the way's orders cut to the dims that have loops in the cell (trips > 1), and per sweep
     inside it the places it visits (`swept`), least over the orders. Where the orders are too
-    many to walk per set of such dims, 1. `cutoffs` memoises the cut of each looped order."""
+    many to walk per set of such dims, 1. `cutoffs` memoises, per set of looped dims, each
+    way's distinct cuts."""
     masks, inverse = np.unique(trips.T > 1, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     out = np.ones((len(way_orders), trips.shape[1]))
     if len(masks) * sum(len(orders) for orders in way_orders) > MAX_WINDOW_ORDERS:
         return out
+    kept = trips - trips / least_prime(trips)      # per dim the trips a loop inside a split keeps, at least
     for m, mask in enumerate(masks):
         cells = np.flatnonzero(inverse == m)
-        for w, orders in enumerate(way_orders):
-            cuts = set()
-            for order in orders:
-                looped = tuple(d for d in order if mask[d])
-                if looped not in cutoffs:
-                    cutoffs[looped] = _cuts(tensor, looped)
-                cuts.add(cutoffs[looped])
-            if cuts:
-                out[w, cells] = np.min([_filled(trips[:, cells], cut) for cut in cuts], axis=0)
+        key = tuple(mask.tolist())
+        if key not in cutoffs:          # per way, the distinct cuts of its orders under this mask
+            cutoffs[key] = [{_cuts(tensor, tuple(d for d in order if mask[d])) for order in orders}
+                            for orders in way_orders]
+        at, below = trips[:, cells], kept[:, cells]
+        counted: dict = {}              # each count once per set of looped dims
+        for w, cuts in enumerate(cutoffs[key]):
+            per_order = []
+            for at_cutoff, splits in cuts:
+                if ("swept", at_cutoff) not in counted:
+                    counted["swept", at_cutoff] = swept(at, *at_cutoff)
+                for split in splits:
+                    if split not in counted:
+                        counted[split] = revisited(at, below, *split)
+                per_order.append(np.max([counted["swept", at_cutoff]] + [counted[split] for split in splits], axis=0))
+            if per_order:
+                out[w, cells] = np.min(per_order, axis=0)
     return out
 
 
 def _cuts(tensor, looped: tuple[int, ...]) -> tuple:
-    """What `_filled` needs of a looped order: (outside, inside axes) at the window cutoff,
-    and the same at every split of the order (`revisited`)."""
+    """What `steps` counts of a looped order: (outside, inside axes) at the window cutoff
+    (`swept`), and the same at every split of the order (`revisited`)."""
     def split(at):
         inside = set(looped[at:])
         return (tuple(sorted(looped[:at])),
                 tuple(tuple(d for d, c in axis if c and d in inside) for axis in tensor.axes))
-    return split(cutoff(tensor, looped)), tuple(split(at) for at in range(len(looped)))
-
-
-def _filled(trips: np.ndarray, cut: tuple) -> np.ndarray:
-    """(cells,) the larger of the two counts (`swept` at the cutoff, `revisited` at every
-    split of the order) of a looped order's `_cuts`."""
-    at_cutoff, splits = cut
-    out = swept(trips, *at_cutoff)
-    for outside, axes in splits:
-        out = np.maximum(out, revisited(trips, outside, axes))
-    return out
-
-
-def revisited(trips: np.ndarray, outside: tuple[int, ...], axes: tuple[tuple[int, ...], ...]) -> np.ndarray:
-    """(cells,) fills of a one-value-wide window tile, split anywhere: each iteration of the
-    loops out to a point X (the dims `outside`, whose loops all lie there) sweeps the loops
-    inside X, and every place a sweep visits but its first is a fill (a change of place is
-    a whole tile: nothing slides partially), however the steps between sweeps fall. A dim
-    inside X has a loop of 2 or more there, so at most T / p of its trips T lie outside (p
-    its least prime factor, u below), and an axis's dims inside give each sweep at least
-    sum(T_i / u_i - 1) + 1 places over prod(u_i) more sweeps: at least sum(T_i (1 - 1 / p_i))
-    fills beyond one a sweep; the best axis counts."""
-    out = np.zeros(trips.shape[1])
-    for dims in axes:
-        if dims:
-            out = np.maximum(out, sum(trips[d] - trips[d] / least_prime(trips[d]) for d in dims))
-    return trips[list(outside)].prod(axis=0) * out
-
-
-def least_prime(values: np.ndarray) -> np.ndarray:
-    """(N,) the least prime factor of each integer value (>= 2; 1 stays 1)."""
-    values = np.rint(values).astype(np.int64)
-    out = values.copy()
-    for factor in range(int(np.sqrt(max(values.max(initial=1), 1))), 1, -1):
-        out = np.where(values % factor == 0, factor, out)
-    return np.where(values > 1, np.minimum(out, values), 1).astype(float)
+    return split(cutoff(tensor, looped)), tuple(sorted({split(at) for at in range(len(looped))}))
 
 
 def swept(trips: np.ndarray, outside: tuple[int, ...], axes: tuple[tuple[int, ...], ...]) -> np.ndarray:
@@ -149,6 +124,32 @@ def swept(trips: np.ndarray, outside: tuple[int, ...], axes: tuple[tuple[int, ..
     for dims in axes:
         out = out * (sum((trips[d] - 1 for d in dims), np.zeros(trips.shape[1])) + 1)
     return out
+
+
+def revisited(trips: np.ndarray, kept: np.ndarray, outside: tuple[int, ...],
+              axes: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """(cells,) fills of a one-value-wide window tile, split anywhere: each iteration of the
+    loops out to a point X (the dims `outside`, whose loops all lie there) sweeps the loops
+    inside X, and every place a sweep visits but its first is a fill (a change of place is
+    a whole tile: nothing slides partially), however the steps between sweeps fall. A dim
+    inside X has a loop of 2 or more there, so at most T / p of its trips T lie outside (p
+    its least prime factor, u below), and an axis's dims inside give each sweep at least
+    sum(T_i / u_i - 1) + 1 places over prod(u_i) more sweeps: at least sum(T_i (1 - 1 / p_i))
+    (`kept`, per dim) fills beyond one a sweep; the best axis counts."""
+    out = np.zeros(trips.shape[1])
+    for dims in axes:
+        if dims:
+            out = np.maximum(out, kept[list(dims)].sum(axis=0))
+    return trips[list(outside)].prod(axis=0) * out
+
+
+def least_prime(values: np.ndarray) -> np.ndarray:
+    """(N,) the least prime factor of each integer value (>= 2; 1 stays 1)."""
+    values = np.rint(values).astype(np.int64)
+    out = values.copy()
+    for factor in range(int(np.sqrt(max(values.max(initial=1), 1))), 1, -1):
+        out = np.where(values % factor == 0, factor, out)
+    return np.where(values > 1, np.minimum(out, values), 1).astype(float)
 
 
 def cutoff(tensor, order: tuple[int, ...]) -> int:
