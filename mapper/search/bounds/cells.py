@@ -50,3 +50,17 @@ def innermost_cells(space: Mapspace, splits: SplitVectors, values: list[np.ndarr
     tile, split = tile[:, fits], split[:, fits]
     return Cells(tile, None if vectors is None else vectors[split_of], per_vector[split_of],
                  split.prod(axis=0), np.maximum(sizes[:, None] / (tile * split), 1.0))
+
+
+def cell_of(cells_tile: np.ndarray, cells_vectors: np.ndarray, tile: np.ndarray, vectors: np.ndarray,
+            memo: dict) -> np.ndarray:
+    """(N,) the index among the cells (`cells_tile` (D, C), `cells_vectors` (C, j, D)) of each
+    tile ((D, N)) and split vectors ((N, j, D)), -1 where none; `memo` keeps the cells' index."""
+    if "cell index" not in memo:
+        keys = np.concatenate([cells_tile.T, cells_vectors.reshape(len(cells_vectors), -1)], axis=1)
+        memo["cell index"] = {tuple(row): i for i, row in enumerate(np.rint(keys).astype(np.int64).tolist())}
+    index = memo["cell index"]
+    keys = np.concatenate([tile.T, vectors.reshape(len(vectors), -1)], axis=1)
+    unique, inverse = np.unique(np.rint(keys).astype(np.int64), axis=0, return_inverse=True)
+    found = np.array([index.get(tuple(row), -1) for row in unique.tolist()], np.int64)
+    return found[inverse.reshape(-1)]

@@ -147,6 +147,16 @@ class InnermostBound:
         out[order] = np.repeat(values, ends - starts)
         return out
 
+    def cell_least(self, depth: int, deepest: tuple[int, ...]) -> np.ndarray:
+        """(cells,) each cell's smallest total with each word coming down once (inf: no keep fits)."""
+        key = ("cells", depth, deepest)
+        if key not in self.least:
+            out = np.full(self.tile.shape[1], np.inf)
+            for _, _, fits, total in self._base_totals(self._terms(depth, deepest)):
+                np.minimum.at(out, fits, total)
+            self.least[key] = out
+        return self.least[key]
+
     def _least(self, depth: int, deepest: tuple[int, ...]) -> float:
         """The smallest total with each word coming down once."""
         key = (depth, deepest)
@@ -425,8 +435,7 @@ class InnermostBound:
                 for t in range(len(workload.tensors)):
                     if c.kept[k, t]:
                         filled = fills[t][o, at] if own else fills[t][o, fits]
-                        # an output's read-backs, where its first touches are known (not under
-                        # a node's own split, whose copies `first` does not count)
+                        # an output's read-backs (not under a node's own split: `first` misses its copies)
                         first = (np.inf if own else c.first[t][fits]) if workload.tensors[t].is_output else 0.0
                         written = np.maximum(filled - first, 0.0)
                         total += written * c.write[t] + filled * c.fill_word[t][fits] + c.kept_mac[t][fits]

@@ -11,6 +11,7 @@ from ..bounds import NodeBounds, compute_bound, lower_bounds
 from ..bounds.node import least_macs
 from ..objective import beaten, bound_primary, cost_bound, outranked
 from ..tree import Nodes
+from .cell_cut import CellCut
 from .copies_cut import CopiesCut
 from .order_free import OrderFreeCut, PartialOrderFreeCut
 from .parallel import Claims, content_hashes
@@ -52,6 +53,8 @@ class Cut:
                                 if kind.applies(walk, nodes)), None)
         # where the children split a fanout that shares nothing: their copies there bounded
         self.copies = CopiesCut(walk, nodes, self.known.cycles) if CopiesCut.applies(walk, nodes) else None
+        # where the children decide the innermost level's cell: each bounded by its own
+        self.cells = CellCut(walk, nodes, self.known.cycles) if CellCut.applies(walk, nodes) else None
 
     def alive(self, parents: np.ndarray) -> np.ndarray:
         """Whether each of `parents` is still neither beaten nor outranked."""
@@ -129,10 +132,10 @@ class Cut:
                 time = np.maximum(time, self._chain_bound(parents, groups))
             out |= beaten(walk.objective, cost_bound(walk.objective, self.known.energy[parents],
                                                      np.maximum(self.known.cycles[parents], time)), bar)
-        if self.copies is not None and bar is not None:
-            rows = np.flatnonzero(~out)
+        for cut in (self.copies, self.cells):
+            rows = np.flatnonzero(~out) if cut is not None and bar is not None else ()
             if len(rows):
-                out[rows] = self.copies(parents[rows], groups[rows], bar)
+                out[rows] = cut(parents[rows], groups[rows], bar)
         self.allowed = None
         if self.order_free is not None and bar is not None:
             rows = np.flatnonzero(~out)

@@ -1,0 +1,74 @@
+"""A bound on the factor choices that decide the innermost level's cell (its tile and the
+split of every fanout above it), before their orders are crossed in.
+
+The children of a node one level above the innermost one decide the last factors: the
+innermost tile and every split are then known, which is one cell of the innermost level's
+bound (`InnermostBound.cell_least`: its least total over the keep sets and merged loop
+orders). Each choice is bounded by its own cell on top of what its parent has decided
+(`bounds.node.split_terms`), where the node's bound took the least over every cell. On
+TPU's 3x3 convolutions the walk priced every order of every such choice under the depth-1
+nodes that the root's bound could not cut (docs/RESULTS.md).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ...mapping import along_last
+from ..bounds.cells import cell_of
+from ..bounds.node import leak_per_cycle, split_terms
+from ..objective import beaten, cost_bound
+from ..tree import Nodes
+
+if TYPE_CHECKING:
+    from .walk import Walk
+
+
+class CellCut:
+    """Which factor choices of `nodes` the incumbent beats once their innermost cell is
+    known (`__call__`); `known_cycles` are the nodes' cycles bounds (the cut's copy)."""
+
+    def __init__(self, walk: "Walk", nodes: Nodes, known_cycles: np.ndarray):
+        self.walk, self.nodes, self.known_cycles = walk, nodes, known_cycles
+        space = walk.space
+        table = walk.tree.table(nodes)
+        self.terms = split_terms(space, nodes.depth, table, walk.context.price(space.arch, space.workload, table),
+                                 walk.links)
+        self.leak = leak_per_cycle(space.arch)
+        # the factors the nodes decided, per level above theirs: (levels, 3, D, N)
+        self.decided = np.stack([walk.tree.level_factors(nodes, level) for level in range(nodes.depth)])
+
+    @staticmethod
+    def applies(walk: "Walk", nodes: Nodes) -> bool:
+        """Whether the objective has an energy part, the children decide the level just above
+        the innermost one, and the innermost bound enumerates every fanout's splits in a
+        space of exact factors (so that a choice's tile and splits name one of its cells)."""
+        inner = walk.links.innermost
+        return (walk.objective.kind not in ("bytes", "cycles") and inner.enabled
+                and nodes.depth == inner.level - 1 and inner.cell_vectors is not None
+                and not any(x > 1 for x in inner.unsplit) and inner._perfect())
+
+    def __call__(self, parents: np.ndarray, groups: np.ndarray, bar: tuple) -> np.ndarray:
+        """(M,) True where every completion of the factor choice (`parents`, its `groups`) is
+        beaten by the incumbent's ranking key `bar`."""
+        walk, nodes, k, terms = self.walk, self.nodes, self.nodes.depth, self.terms
+        inner = walk.links.innermost
+        children = Nodes(k + 1, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages, nodes.keeps)))
+        mine = walk.tree.level_factors(children, k)                                     # (3, D, M)
+        levels = np.concatenate([self.decided[:, :, :, parents], mine[None]])           # (k + 1, 3, D, M)
+        sizes = np.array(walk.space.workload.sizes, np.int64)[:, None]
+        tile = sizes // levels.prod(axis=(0, 1))                                        # (D, M)
+        vectors = levels[:, 1:].prod(axis=1).transpose(2, 0, 1)                         # (M, k + 1, D)
+        cell = cell_of(inner.tile, inner.cell_vectors, tile, vectors[:, :inner.level], inner.keep_free)
+        least = np.zeros(len(parents))
+        deepest = np.stack([d[parents] for d in terms.deepest])                         # (T, M)
+        combos, which = np.unique(deepest, axis=1, return_inverse=True)
+        which = which.reshape(-1)
+        for c in range(combos.shape[1]):
+            rows = np.flatnonzero((which == c) & (cell >= 0))
+            least[rows] = inner.cell_least(k, tuple(int(x) for x in combos[:, c]))[cell[rows]]
+        share = terms.inner_share[parents] if np.ndim(terms.inner_share) else terms.inner_share
+        cycles = self.known_cycles[parents]
+        energy = terms.base[parents] + share * least + self.leak * cycles
+        return beaten(walk.objective, cost_bound(walk.objective, energy, cycles), bar)
