@@ -435,7 +435,7 @@ def test_under_an_incumbent_the_operand_bound_is_computed_only_where_it_is_neede
     assert sum(c for _, c, _ in lazy) < 0.5 * sum(n for _, _, n in lazy)
 
 
-def test_children_of_a_tied_node_that_rank_after_the_incumbent_are_cut_before_pricing():
+def test_children_of_a_tied_node_that_rank_after_the_incumbent_are_cut_before_pricing(monkeypatch):
     """`joint.cut.Cut`: under a node whose bounds tie the incumbent's score, energy and cycles,
     a child whose decided factors so far (the node's, then its own level's) compare above the
     incumbent's ranks after it whatever it costs, and is dropped before it is priced; the
@@ -445,6 +445,9 @@ def test_children_of_a_tied_node_that_rank_after_the_incumbent_are_cut_before_pr
     from mapper.search.fitting_children import fitting_children
     from mapper.search.objective import outranked
     from mapper.search.tree import Nodes
+    from mapper.search.joint.cell_cut import CellCut
+    # the children here decide the innermost cell, which would cut more than the ranking
+    monkeypatch.setattr(CellCut, "applies", staticmethod(lambda walk, nodes: False))
     arch = load_arch("toy")
     space = Mapspace(arch, gemm(8, 4, 4), Constraints())
     objective = parse_objective("energy", arch)
