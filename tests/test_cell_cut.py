@@ -5,12 +5,11 @@ import numpy as np
 import pytest
 
 from mapper.cost import evaluate_many
-from mapper.mapping import along_last
 from mapper.search import Exhaustive, Joint, parse_objective
 from mapper.search.joint import cell_cut
-from mapper.search.tree import LevelTree, Nodes, feasible
+from mapper.search.tree import LevelTree, feasible
 
-from test_copies import _completions
+from test_copies import _completions, factor_choices
 from test_joint import _walk
 from test_window_fills import CASES, _space
 
@@ -32,15 +31,7 @@ def test_a_choice_is_cut_only_where_every_completion_of_it_is_beaten(einsum, siz
     nodes = nodes.take(np.flatnonzero(feasible(space, 1, tree.table(nodes))))
     assert tree.leaf_depth == 2 and cell_cut.CellCut.applies(walk, nodes)
     cut = cell_cut.CellCut(walk, nodes, np.zeros(len(nodes)))
-    children = tree.children(nodes)
-    # each factor choice once: its first child (every order, stage and keep follows it)
-    identity = np.vstack([children.groups.T, children.orders[:-1].reshape(-1, len(children)),
-                          children.stages[:-1], children.keeps[:-1]])
-    first = np.flatnonzero(np.r_[True, np.any(identity[:, 1:] != identity[:, :-1], axis=0)])
-    parents = np.searchsorted(np.cumsum([len(tree.children(nodes.take([i]))) for i in range(len(nodes))]),
-                              first, side="right")
-    groups = children.groups[first]
-    choices = Nodes(2, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages, nodes.keeps)))
+    parents, groups, choices = factor_choices(tree, nodes)
     expanded, choice_of = tree.expand(choices, 1)
     completions, origin = _completions(tree, space, expanded)
     least = np.full(len(choices), np.inf)

@@ -65,6 +65,19 @@ def _completions(tree: LevelTree, space: Mapspace, nodes: Nodes):
     return table.take(valid), origin[valid]
 
 
+def factor_choices(tree: LevelTree, nodes: Nodes):
+    """Each factor choice of the depth-1 `nodes`' children once (its first child: every order,
+    stage and keep follows it): its parent, its groups, and the choices as depth-2 nodes."""
+    children = tree.children(nodes)
+    identity = np.vstack([children.groups.T, children.orders[:-1].reshape(-1, len(children)),
+                          children.stages[:-1], children.keeps[:-1]])
+    first = np.flatnonzero(np.r_[True, np.any(identity[:, 1:] != identity[:, :-1], axis=0)])
+    parents = np.searchsorted(np.cumsum([len(tree.children(nodes.take([i]))) for i in range(len(nodes))]),
+                              first, side="right")
+    groups = children.groups[first]
+    return parents, groups, Nodes(2, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages, nodes.keeps)))
+
+
 @pytest.mark.parametrize("workload", _workloads(), ids=["gemm", "conv1d"])
 def test_node_bounds_with_their_split_stay_below_every_mapping_under_them(workload):
     """At every depth, the bounds of every mapping's prefix (energy, and EDP refined as under
@@ -115,15 +128,7 @@ def test_a_factor_choice_above_the_leaves_is_bounded_below_every_completion_of_i
     assert copies_cut.CopiesCut.applies(walk, nodes)
     partial = order_free.PartialOrderFreeCut(walk, nodes, np.zeros(len(nodes)))
     copies = copies_cut.CopiesCut(walk, nodes, np.zeros(len(nodes)))
-    children = tree.children(nodes)
-    # each factor choice once: its first child (every order, stage and keep follows it)
-    identity = np.vstack([children.groups.T, children.orders[:-1].reshape(-1, len(children)),
-                          children.stages[:-1], children.keeps[:-1]])
-    first = np.flatnonzero(np.r_[True, np.any(identity[:, 1:] != identity[:, :-1], axis=0)])
-    parents = np.searchsorted(np.cumsum([len(tree.children(nodes.take([i]))) for i in range(len(nodes))]),
-                              first, side="right")
-    groups = children.groups[first]
-    choices = Nodes(2, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages, nodes.keeps)))
+    parents, groups, choices = factor_choices(tree, nodes)
     allowed = tree._fitting_choices(choices)
     energy, _ = partial.bounds(choices, allowed, parents)
     completions, origin = _completions(tree, space, tree.expand(choices, 1, allowed=allowed)[0])

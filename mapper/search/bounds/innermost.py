@@ -171,14 +171,14 @@ class InnermostBound:
         leave out (they share no transfer, `unsplit`), per dim; None where the nodes have
         decided none, or the bound does not take them (`with_split`)."""
         fanouts = [x for x in range(min(depth, self.level)) if self.unsplit[x] > 1]
-        if not self.enabled or depth >= self.level or not fanouts or not self._perfect():
+        if not self.enabled or depth >= self.level or not fanouts or not self.perfect():
             return None
         return np.prod([table.factors[x, 1:].prod(axis=0) for x in fanouts], axis=0)
 
     def takes_split_at(self, level: int) -> bool:
         """Whether `with_split` takes a split of the fanout at `level` (one whose splits the
         cells leave out, above the innermost level, in a space of exact factors)."""
-        return self.enabled and level < self.level and self.unsplit[level] > 1 and self._perfect()
+        return self.enabled and level < self.level and self.unsplit[level] > 1 and self.perfect()
 
     def with_split(self, depth: int, deepest: list[np.ndarray], split: np.ndarray) -> np.ndarray:
         """Per node, the same bound (each word once) with the node's own splits `split` ((D, N)
@@ -191,7 +191,7 @@ class InnermostBound:
         columns = np.vstack([np.stack(deepest), split])
         return self._per_node(depth, columns, lambda key, rows: self._least_split(depth, key[:t], key[t:]))
 
-    def _perfect(self) -> bool:
+    def perfect(self) -> bool:
         """Whether every factor row of every dim multiplies to the dim's size (no padded
         extents, no masked tails): only then does a completion's tile times its splits
         divide each dim, which `with_split` counts on."""
@@ -387,7 +387,7 @@ class InnermostBound:
             workload, cells = self.space.workload, self.tile.shape[1]
             if not workload.tensors[t].is_output:
                 self.keep_free[key] = np.zeros(cells)
-            elif self.cell_vectors is None or math.prod(self.unsplit) > 1 or not self._perfect():
+            elif self.cell_vectors is None or math.prod(self.unsplit) > 1 or not self.perfect():
                 self.keep_free[key] = np.full(cells, np.inf)
             else:
                 relevant = np.flatnonzero(workload.relevance[t])
@@ -488,7 +488,7 @@ class InnermostBound:
         if not tensor.has_sliding_axis:
             return stepped
         tile = self.tile if tile is None else tile
-        if not self._perfect():         # whole values per dim, and loops wherever trips > 1
+        if not self.perfect():         # whole values per dim, and loops wherever trips > 1
             return np.repeat(once[None], len(self.orders), axis=0)
         least = instances * np.maximum(words, window.touched(tensor, tile, trips))
         out = np.repeat(least[None], len(self.orders), axis=0)

@@ -17,25 +17,20 @@ import numpy as np
 
 from ...mapping import along_last
 from ..bounds.cells import cell_of
-from ..bounds.node import leak_per_cycle, split_terms
-from ..objective import beaten, cost_bound
 from ..tree import Nodes
+from .copies_cut import CopiesCut
 
 if TYPE_CHECKING:
     from .walk import Walk
 
 
-class CellCut:
+class CellCut(CopiesCut):
     """Which factor choices of `nodes` the incumbent beats once their innermost cell is
-    known (`__call__`); `known_cycles` are the nodes' cycles bounds (the cut's copy)."""
+    known (`__call__`); `known_cycles` are the nodes' cycles bounds (the cut's copy). What it
+    takes from the nodes is the copies cut's (`split_terms`)."""
 
     def __init__(self, walk: "Walk", nodes: Nodes, known_cycles: np.ndarray):
-        self.walk, self.nodes, self.known_cycles = walk, nodes, known_cycles
-        space = walk.space
-        table = walk.tree.table(nodes)
-        self.terms = split_terms(space, nodes.depth, table, walk.context.price(space.arch, space.workload, table),
-                                 walk.links)
-        self.leak = leak_per_cycle(space.arch)
+        super().__init__(walk, nodes, known_cycles)
         # the factors the nodes decided, per level above theirs: (levels, 3, D, N)
         self.decided = np.stack([walk.tree.level_factors(nodes, level) for level in range(nodes.depth)])
 
@@ -47,7 +42,7 @@ class CellCut:
         inner = walk.links.innermost
         return (walk.objective.kind not in ("bytes", "cycles") and inner.enabled
                 and nodes.depth == inner.level - 1 and inner.cell_vectors is not None
-                and not any(x > 1 for x in inner.unsplit) and inner._perfect())
+                and not any(x > 1 for x in inner.unsplit) and inner.perfect())
 
     def __call__(self, parents: np.ndarray, groups: np.ndarray, bar: tuple) -> np.ndarray:
         """(M,) True where every completion of the factor choice (`parents`, its `groups`) is
@@ -68,7 +63,4 @@ class CellCut:
         for c in range(combos.shape[1]):
             rows = np.flatnonzero((which == c) & (cell >= 0))
             least[rows] = inner.cell_least(k, tuple(int(x) for x in combos[:, c]))[cell[rows]]
-        share = terms.inner_share[parents] if np.ndim(terms.inner_share) else terms.inner_share
-        cycles = self.known_cycles[parents]
-        energy = terms.base[parents] + share * least + self.leak * cycles
-        return beaten(walk.objective, cost_bound(walk.objective, energy, cycles), bar)
+        return self._beaten(parents, least, bar)

@@ -53,7 +53,13 @@ class CopiesCut:
         split = self.walk.tree.level_factors(children, k)[1:].prod(axis=0)             # (D, M)
         if terms.split is not None:
             split = split * terms.split[:, parents]
-        inner = self.walk.links.innermost.with_split(k, [d[parents] for d in terms.deepest], split)
+        return self._beaten(parents, self.walk.links.innermost.with_split(k, [d[parents] for d in terms.deepest], split),
+                            bar)
+
+    def _beaten(self, parents: np.ndarray, inner: np.ndarray, bar: tuple) -> np.ndarray:
+        """(M,) whether the choices under `parents` are beaten by `bar`, with `inner` (M,)
+        their innermost level's bound on top of what their nodes decided."""
+        terms = self.terms
         share = terms.inner_share[parents] if np.ndim(terms.inner_share) else terms.inner_share
         cycles = self.known_cycles[parents]
         energy = terms.base[parents] + share * inner + self.leak * cycles
