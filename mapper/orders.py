@@ -72,20 +72,44 @@ def is_stationary(workload: Workload, order: tuple[int, ...], tensor: int) -> bo
     return True
 
 
-def tensor_best_orders(workload: Workload, dims: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+def tensor_best_orders(workload: Workload, dims: tuple[int, ...], every_link: bool = False) -> tuple[tuple[int, ...], ...]:
     """Orders of the non-unit loops `dims` (outermost first) among which every tensor finds an
-    order fetching it the fewest times, on every link below the level, whatever the factors.
+    order fetching it the fewest times into each level directly below (no non-unit temporal
+    loop between them and this level), whatever the factors; with `every_link`, into every
+    level below, whatever loops lie between. A bound that takes, tensor by tensor, the least
+    over these orders is below every order's cost (`search/joint/order_free.py`).
 
-    A loop over a dim not indexing the tensor refetches its tile only from outside its
-    innermost relevant loop, so with every such loop innermost the tensor comes down once per
-    step of its relevant loops, the fewest any order gives. With a sliding axis (p+r) the order
-    of its relevant loops also decides which steps slide: each of their orders is taken, the
-    others still innermost (their steps move nothing). A bound that takes, tensor by tensor,
-    the least over these orders is below every order's cost (`search/joint/order_free.py`)."""
+    A loop over a dim the tensor does not index moves nothing: its step costs only what the
+    loops inside it undo (their wrap), and each of its iterations repeats all that they fetch.
+    With nothing below, that is nothing, and with every such loop innermost the tensor comes
+    down once per step of its relevant loops, on no more steps than any order gives. A sliding
+    axis (p+r) lets the order of the relevant loops decide which steps slide (and which
+    cancel: an advance of r undone by p's wrap moves no tile), so each of their orders is
+    taken, the others innermost: the innermost loop then moves nothing, which credits every
+    slide (docs/COST_MODEL.md), so no other order fetches less on the links directly below.
+
+    Where loops below repeat the fetches, an outer place can be cheaper: the others' steps
+    then break a chain of cancelling steps less often (conv: O[k,p,q] += I[c,p+r,q+s]...,
+    with r split, reaches its fewest fetches of I with k outermost). Each loop of a block of
+    them adds (bound - 1) x what one more pass of the loops inside its place costs, times the
+    bounds outside it, the same for every order of the block; so two of them at different
+    places never beat both at the cheaper one, except that one left innermost changes which
+    slides are credited. So with `every_link` a sliding tensor takes, for each order of its
+    relevant loops, the others as one block at each place among them, or one of them
+    innermost and the rest as one block at each place."""
     out = set()
     for tensor in workload.tensors:
         relevant = tuple(d for d in dims if d in tensor.dims)
         others = tuple(d for d in dims if d not in tensor.dims)
-        for head in (itertools.permutations(relevant) if tensor.has_sliding_axis else (relevant,)):
-            out.add(head + others)
+        if not tensor.has_sliding_axis:
+            out.add(relevant + others)
+            continue
+        for head in itertools.permutations(relevant):
+            if not every_link:
+                out.add(head + others)
+                continue
+            for innermost in ((),) + tuple((d,) for d in others if len(others) > 1):
+                block = tuple(d for d in others if d not in innermost)
+                for place in range(len(head) + 1):
+                    out.add(head[:place] + block + head[place:] + innermost)
     return tuple(sorted(out))

@@ -10,7 +10,7 @@ import pytest
 from mapper.constraints import Constraints, LevelConstraints
 from mapper.cost import evaluate_many
 from mapper.load import workload_from_dict
-from mapper.mapping import Mapping, along_last, to_table
+from mapper.mapping import LevelMapping, Mapping, along_last, to_table
 from mapper.mapspace import Mapspace
 from mapper.orders import tensor_best_orders
 from mapper.search import Exhaustive, Joint, parse_objective
@@ -34,32 +34,77 @@ def _reordered(mapping: Mapping, level: int, orders) -> list[Mapping]:
     return out
 
 
+def _least_over(arch, workload, mapping, level, dims, orders):
+    """Each cost's least over every order of level `level`'s loops (`dims`) and over `orders`:
+    (per-tensor energy, reads, fills, updates, MACs' energy, compute cycles) for both."""
+    every = list(itertools.permutations(dims))
+    n_dims, n_tensors = len(workload.dims), len(workload.tensors)
+    costs = evaluate_many(arch, workload, to_table(_reordered(mapping, level, every + list(orders)),
+                                                   n_dims, n_tensors))
+    per_tensor = costs.level_energy.sum(axis=0)                 # (T, rows)
+    leak = sum(lv.leak * lv.instances for lv in arch.levels)
+    macs = costs.energy_pj - per_tensor.sum(axis=0) - leak * costs.cycles
+    assert np.allclose(macs, macs[0], rtol=1e-12) and (costs.compute_cycles == costs.compute_cycles[0]).all()
+    values = {"energy": per_tensor, "reads": costs.level_reads, "fills": costs.level_fills,
+              "updates": costs.level_updates}
+    return ({k: v[..., :len(every)].min(axis=-1) for k, v in values.items()},
+            {k: v[..., len(every):].min(axis=-1) for k, v in values.items()})
+
+
+def _reached(least_best, least_all) -> np.ndarray:
+    return least_best <= least_all * (1 + 1e-12) + 1e-9
+
+
 @quick_and_full(60, 400, problems(latency=True))
 def test_each_tensor_finds_its_fewest_fetches_among_its_best_orders(problem):
     """For every level of a random mapping (bypass, stages, sliding and strided windows), the
     least energy each tensor takes over every order of the level's loops, and the fewest words
-    it reads and writes at each level, are reached among `tensor_best_orders`; the MACs'
-    energy and the compute time do not depend on the order at all."""
+    it reads, is filled with and takes back at each level, are reached among
+    `tensor_best_orders(every_link=True)`; without `every_link`, the fewest fills of each level
+    directly below (no non-unit loop between), and the reads and updates it serves, are. The
+    MACs' energy and the compute time do not depend on the order at all."""
     arch, workload, mapping = problem
-    n_dims, n_tensors = len(workload.dims), len(workload.tensors)
-    for level in range(len(arch.levels)):
+    n_levels = len(arch.levels)
+    for level in range(n_levels):
         dims = tuple(d for d, _ in mapping.levels[level].temporal)
         if len(dims) < 2:
             continue
-        every = list(itertools.permutations(dims))
-        best = tensor_best_orders(workload, dims)
-        assert set(best) <= set(every)
-        costs = evaluate_many(arch, workload, to_table(_reordered(mapping, level, every + list(best)),
-                                                       n_dims, n_tensors))
-        per_tensor = costs.level_energy.sum(axis=0)                 # (T, rows)
-        # each tensor's energy, and its reads and writes at every level, at their least
-        for values in (per_tensor, costs.level_reads, costs.level_fills + costs.level_updates):
-            least_all, least_best = values[..., :len(every)].min(axis=-1), values[..., len(every):].min(axis=-1)
-            assert (least_best <= least_all * (1 + 1e-12) + 1e-9).all(), (dims, least_best, least_all)
-        others = costs.energy_pj - per_tensor.sum(axis=0)
-        leak = sum(lv.leak * lv.instances for lv in arch.levels)
-        macs = others - leak * costs.cycles
-        assert np.allclose(macs, macs[0], rtol=1e-12) and (costs.compute_cycles == costs.compute_cycles[0]).all()
+        every = set(itertools.permutations(dims))
+        narrow, wide = tensor_best_orders(workload, dims), tensor_best_orders(workload, dims, every_link=True)
+        assert set(narrow) <= set(wide) <= every
+        least_all, least_wide = _least_over(arch, workload, mapping, level, dims, wide)
+        for key, value in least_wide.items():
+            assert _reached(value, least_all[key]).all(), (key, dims, value, least_all[key])
+        # the levels directly below `level`, and the levels above it (which no order changes)
+        direct = [lv <= level or all(b == 1 for between in mapping.levels[level + 1:lv] for _, b in between.temporal)
+                  for lv in range(n_levels)]
+        _, least_narrow = _least_over(arch, workload, mapping, level, dims, narrow)
+        for t in range(len(workload.tensors)):
+            for lv in range(n_levels):
+                consumer = next((c for c in range(lv + 1, n_levels) if t in mapping.levels[c].keep), None)
+                checks = (["fills"] if direct[lv] else []) + (
+                    ["reads", "updates"] if consumer is None or direct[consumer] else [])
+                for key in checks:
+                    assert _reached(least_narrow[key][lv, t], least_all[key][lv, t]), (key, lv, t, dims)
+
+
+def test_a_sliding_window_fetched_below_a_split_loop_may_need_the_others_outside():
+    """CI's counterexample to the narrow orders on every link: I[c,p+r,q+s] kept only two
+    levels down, under a loop r2 at the level between. With k innermost at the top level each
+    of k's steps undoes that r2 and breaks the chain of cancelling slides (26 fetches at
+    best); with k outside the chain, 20. `every_link` reaches 20, and the level directly below
+    (which keeps nothing here) has nothing to miss."""
+    workload = _conv2d(k=2, c=1, p=2, q=2, r=4, s=1)
+    arch = small_arch(capacity="1 KB", rf="1 KB")
+    keep = lambda *tensors: frozenset(tensors)
+    top = LevelMapping(temporal=((0, 2), (2, 2), (3, 2), (4, 2)), spatial=(), keep=keep(0, 1, 2), stages=1)
+    mapping = Mapping((top, LevelMapping(temporal=((4, 2),), spatial=(), keep=keep(), stages=1),
+                       LevelMapping(temporal=(), spatial=(), keep=keep(1), stages=1)))
+    dims = (0, 2, 3, 4)
+    least_all, least_narrow = _least_over(arch, workload, mapping, 0, dims, tensor_best_orders(workload, dims))
+    _, least_wide = _least_over(arch, workload, mapping, 0, dims, tensor_best_orders(workload, dims, every_link=True))
+    assert least_all["reads"][0, 1] == 20
+    assert least_narrow["reads"][0, 1] == 26 and least_wide["reads"][0, 1] == 20
 
 
 def _conv2d(k=2, c=2, p=4, q=2, r=2, s=2):

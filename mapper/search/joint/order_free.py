@@ -8,7 +8,11 @@ tensor's exact least over every order, 22 of their 132,645 factor choices stay o
 docs/RESULTS.md).
 
 Every tensor's cost is that of its own traffic, and for each tensor one of a few orders
-fetches it the fewest times on every link (`orders.tensor_best_orders`). So a factor choice is
+fetches it the fewest times into each level directly below, with no non-unit loop between
+(`orders.tensor_best_orders`). Those are the only links whose traffic the cut takes from the
+orders it prices: below the ordered level of a complete mapping lies only the innermost
+level, whose own loops move nothing into it, and a partial node's decided traffic is the
+fills of the level just below and the reads that serve them. So a factor choice is
 priced over those orders only (with every stage and keep option that fits), and bounded by
 the least energy each tensor takes among them, summed, plus the MACs' energy (no order
 changes it) and the leakage over its cycles bound: the largest of its parent's cycles bound, its
