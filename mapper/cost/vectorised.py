@@ -425,7 +425,14 @@ def _energy(arch: Arch, level_energy, instances, spatial_all, executed_per_unit,
     else:
         leak = sum(level.leak * level.instances for level in arch.levels)
     executed = executed_per_unit * instances[-1] * spatial_all[-1]
-    return level_energy.sum(axis=(0, 1)) + executed * arch.compute.energy_per_mac + leak * cycles
+    # One (level, tensor) slice at a time, in the scalar model's order: `.sum(axis=(0, 1))`
+    # sums a table of one row pairwise (its axes contiguous) and a larger one column by column,
+    # so the same mapping would be priced an ulp apart in two tables, and searches that compare
+    # their best against each other (joint against exhaustive) would disagree on ties.
+    access = np.zeros(level_energy.shape[2])
+    for part in level_energy.reshape(-1, level_energy.shape[2]):
+        access += part
+    return access + executed * arch.compute.energy_per_mac + leak * cycles
 
 
 def _valid(arch: Arch, nest: _Nest, footprint: np.ndarray) -> np.ndarray:
