@@ -32,7 +32,8 @@ def add_commands(sub) -> None:
     sw.add_argument("--objective", default=None, help="comma-separated objectives (default edp)")
     sw.add_argument("--mapspace", default=None, help="comma-separated mapspace presets or files")
     # 0 is a point without a time limit, as `time_limit: 0` in a sweep file
-    sw.add_argument("--time-limit", type=flags.seconds_or_zero, default=None, help="seconds per point (default 10)")
+    sw.add_argument("--time-limit", type=flags.seconds_or_zero, default=None,
+                    help="seconds per point at most (default 120; a point ends once it is proven)")
     sw.add_argument("--cpsat-seconds", type=flags.seconds_or_zero, default=None,
                     help="joint: CP-SAT proposal cap per point")
     sw.add_argument("--seed", type=flags.count_or_zero, default=None)
