@@ -167,14 +167,12 @@ def test_a_mapping_is_priced_alone_as_in_any_table():
     report it an ulp apart. CI's counterexample to the test above: 6561.999999999999 alone,
     6562.0 in a table of 17 rows, while the levels' nine (level, tensor) energies were summed
     pairwise for one row and column by column for many."""
-    level = {"block_size": 1, "max_stages": 1, "energy": {"read": 0.0, "write": 0.0, "update": 0.0}}
+    def level(name, units, block=1, update=0.0, byte_read=0.0):
+        return {"name": name, "instances": units, "mesh": [units, 1], "block_size": block, "max_stages": 1,
+                "energy": {"read": 0.0, "write": 0.0, "update": update}, "energy_per_byte": {"read": byte_read}}
     arch = arch_from_dict({
         "name": "ulp-gpu", "clock": "1 GHz",
-        "levels": [{"name": "L0", "instances": 1, "mesh": [1, 1], **level, "block_size": 4,
-                    "energy": {"read": 0.0, "write": 0.0, "update": 1.0}},
-                   {"name": "L1", "instances": 2, "mesh": [2, 1], **level},
-                   {"name": "L2", "instances": 2, "mesh": [2, 1], **level,
-                    "energy": {"read": 0.0, "write": 0.0, "update": 30.0}, "energy_per_byte": {"read": 30.0}}],
+        "levels": [level("L0", 1, block=4, update=1.0), level("L1", 2), level("L2", 2, update=30.0, byte_read=30.0)],
         "compute": {"instances": 2, "mesh": [2, 1], "macs_per_cycle": 1, "energy": 1.0,
                     "native_shape": {"m": 1, "n": 2, "k": 1}},
         "gpu": {"sms": 2, "smem_per_sm": 64, "registers_per_sm": 16, "max_blocks_per_sm": 1}}, Where("<test>"))

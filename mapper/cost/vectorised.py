@@ -414,6 +414,18 @@ def _level_times(arch: Arch, compute_cycles, traffic: _Traffic, lat_hidden, lat_
                      for lv, level in enumerate(arch.levels)]).astype(float)
 
 
+def _summed_in_order(parts: np.ndarray) -> np.ndarray:
+    """(N,) the slices of `parts` (..., N) added one at a time, in the scalar model's order.
+    numpy's `.sum` over the leading axes adds a table of one row pairwise (those axes then
+    contiguous) and a larger one column by column: the same mapping would be priced an ulp
+    apart in two tables, and searches that compare their best across tables (joint against
+    exhaustive) would disagree on a tie."""
+    total = np.zeros(parts.shape[-1])
+    for part in parts.reshape(-1, parts.shape[-1]):
+        total += part
+    return total
+
+
 def _energy(arch: Arch, level_energy, instances, spatial_all, executed_per_unit, cycles) -> np.ndarray:
     """(N,) total energy: access energy, MACs (`executed_per_unit` on each unit, padding
     included) and leakage. Scales `level_energy` (per instance, (L, T, N)) in place to all the
@@ -421,18 +433,11 @@ def _energy(arch: Arch, level_energy, instances, spatial_all, executed_per_unit,
     level_energy *= np.stack([level.charged_instances(instances[lv])
                               for lv, level in enumerate(arch.levels)])[:, None, :]
     if arch.leakage == "utilized":              # Timeloop's rule: only used instances leak
-        leak = (np.array([level.leak for level in arch.levels])[:, None] * instances).sum(axis=0)
+        leak = _summed_in_order(np.array([level.leak for level in arch.levels])[:, None] * instances)
     else:
         leak = sum(level.leak * level.instances for level in arch.levels)
     executed = executed_per_unit * instances[-1] * spatial_all[-1]
-    # One (level, tensor) slice at a time, in the scalar model's order: `.sum(axis=(0, 1))`
-    # sums a table of one row pairwise (its axes contiguous) and a larger one column by column,
-    # so the same mapping would be priced an ulp apart in two tables, and searches that compare
-    # their best against each other (joint against exhaustive) would disagree on ties.
-    access = np.zeros(level_energy.shape[2])
-    for part in level_energy.reshape(-1, level_energy.shape[2]):
-        access += part
-    return access + executed * arch.compute.energy_per_mac + leak * cycles
+    return _summed_in_order(level_energy) + executed * arch.compute.energy_per_mac + leak * cycles
 
 
 def _valid(arch: Arch, nest: _Nest, footprint: np.ndarray) -> np.ndarray:

@@ -37,10 +37,8 @@ from .grid import combinations, parse_dim_grid, size_values
 from .chains import ChainGroup
 from .models import expand, load_model
 
-# Seconds per point: a point ends once it is proven, so this is only what an unproven point
-# costs. 120 s proves every layer of the bundled models on h100, tpu and eyeriss with a core
-# per point (ResNet-50's conv1 on h100 needs about 65 s; at 10 s five of its 21 layers kept a
-# gap of up to 46%: docs/RESULTS.md).
+# Seconds per point at most: a point ends once it is proven, so only a point out of a proof's
+# reach costs all of it; enough to prove every layer of the bundled models (docs/RESULTS.md).
 DEFAULT_TIME_LIMIT = 120.0
 GEMM_EINSUM = "Z[m,n] += A[m,k] * B[k,n]"
 
