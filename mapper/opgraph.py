@@ -22,13 +22,21 @@ import networkx as nx
 from .spec import Workload
 
 # elementwise kinds and their arithmetic per output element (estimates: GELU in its tanh form,
-# SiLU x*sigmoid(x) as exp, add, divide, multiply)
+# SiLU x*sigmoid(x) as exp, add, divide, multiply); `map` is any other elementwise function (its
+# `flops_per_element` says what it costs), `gather` an embedding lookup (the rows it reads are
+# its input: no arithmetic)
 ELEMENTWISE_FLOPS = MappingProxyType({"gelu": 8.0, "silu": 4.0, "relu": 1.0, "bias": 1.0,
-                                      "add": 1.0, "scale": 1.0, "mul": 1.0, "mask": 1.0})
+                                      "add": 1.0, "scale": 1.0, "mul": 1.0, "mask": 1.0,
+                                      "map": 1.0, "gather": 0.0})
 # row reductions: (FLOPs per element, passes over the row): softmax max, then sum of exp, then
 # normalise; layernorm mean and variance, then normalise; rmsnorm mean square, then normalise.
 REDUCTIONS = MappingProxyType({"softmax": (5.0, 3), "layernorm": (8.0, 2), "rmsnorm": (5.0, 2)})
-FAMILIES = ("einsum", "elementwise", "reduction")
+# a streaming op: any op whose inputs and output need not share an iteration space (pooling, a
+# global reduction, an operator a model importer knows only by its bytes). Its inputs may index
+# dims its output lacks; its streaming einsum reads each input and writes the output, and it
+# shares no kernel with another op (nothing says how its tiles would line up with theirs).
+STREAMS = MappingProxyType({"stream": 0.0})
+FAMILIES = ("einsum", "elementwise", "reduction", "stream")
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,8 @@ class Op:
     def family(self) -> str:
         if self.kind == "einsum":
             return "einsum"
+        if self.kind in STREAMS:
+            return "stream"
         return "reduction" if self.kind in REDUCTIONS else "elementwise"
 
     @property

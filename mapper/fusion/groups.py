@@ -108,6 +108,10 @@ class Grouper:
         if outside:
             return Refusal("dependency", f"{self.graph.ops[outside].name} needs an output of the group and "
                            "feeds it: one kernel would wait on itself")
+        streams = [i for i in ops if self.graph.ops[i].family == "stream"]
+        if streams:
+            return Refusal("streaming op", f"{self.graph.ops[streams[0]].name} is a streaming op: its iteration "
+                           "space is not its neighbours', so it runs as a kernel of its own")
         einsums = [i for i in ops if self.graph.ops[i].family == "einsum"]
         if len(einsums) > 1 and self.slices_possible():
             return self._buffered(ops)

@@ -13,13 +13,13 @@ import networkx as nx
 
 from ..einsum import parse_einsum
 from ..errors import shown
-from ..opgraph import ELEMENTWISE_FLOPS, REDUCTIONS, GraphTensor, Op, OpGraph
+from ..opgraph import ELEMENTWISE_FLOPS, REDUCTIONS, STREAMS, GraphTensor, Op, OpGraph
 from ..units import Where
 from ..validate import fields, name_list, name_text, positive_int, text
 from .files import read_yaml, resolve
 from .workload import workload_from_dict
 
-KINDS = tuple(ELEMENTWISE_FLOPS) + tuple(REDUCTIONS)
+KINDS = tuple(ELEMENTWISE_FLOPS) + tuple(REDUCTIONS) + tuple(STREAMS)
 
 
 def is_opgraph(data) -> bool:
@@ -105,7 +105,7 @@ def _op(raw, where: Where, sizes: dict, default_dtype, dtypes: dict) -> Op:
             raise (where / "inputs").error("expected a list of tensors such as ['Z[m,n]', 'b[n]']")
         output = text(raw["output"], where / "output")
         einsum = f"{output} += {' * '.join(inputs)}"
-        flops, passes = (ELEMENTWISE_FLOPS[kind], 1) if kind in ELEMENTWISE_FLOPS else REDUCTIONS[kind]
+        flops, passes = REDUCTIONS[kind] if kind in REDUCTIONS else ({**ELEMENTWISE_FLOPS, **STREAMS}[kind], 1)
         if "flops_per_element" in raw:
             flops = _nonnegative(raw["flops_per_element"], where / "flops_per_element")
         if "passes" in raw:
@@ -114,7 +114,7 @@ def _op(raw, where: Where, sizes: dict, default_dtype, dtypes: dict) -> Op:
         if kind in REDUCTIONS and dim is None:
             raise (where / "dim").error(f"a {kind} needs `dim`, the dim it reduces over")
         if kind not in REDUCTIONS and dim is not None:
-            raise (where / "dim").error(f"an elementwise {kind} reduces over no dim")
+            raise (where / "dim").error(f"a {kind} op has no row (`dim` is for {', '.join(REDUCTIONS)})")
     key = where / ("einsum" if kind == "einsum" else "inputs")
     parsed = parse_einsum(einsum, key)
     used = [d for _, axes, _ in parsed for axis in axes for d in axis]
@@ -132,7 +132,7 @@ def _op(raw, where: Where, sizes: dict, default_dtype, dtypes: dict) -> Op:
             raise key.error(f"tensor {tensor}: an op graph indexes tensors by plain dims (no 2*p+r)")
     dims_of = {t: tuple(next(iter(axis)) for axis in axes) for t, axes, _ in parsed}
     out_name = parsed[0][0]
-    if kind != "einsum":
+    if kind != "einsum" and kind not in STREAMS:
         for t in tensor_names[1:]:
             extra = [d for d in dims_of[t] if d not in dims_of[out_name]]
             if extra:

@@ -58,8 +58,9 @@ class ChainGroup:
 def chain_from_dict(raw, where: Where, layer_names: set[str]) -> Chain:
     fields(raw, where, ("name", "layers", "sizes", "ops"), ("description", "count", "dtypes"))
     layers = raw["layers"]
-    if not isinstance(layers, list) or not layers or not all(isinstance(n, str) for n in layers):
-        raise (where / "layers").error("expected a non-empty list of the model's layer names")
+    if not isinstance(layers, list) or not all(isinstance(n, str) for n in layers):
+        raise (where / "layers").error("expected a list of the model's layer names (empty for a chain of "
+                                       "non-GEMM ops alone: an embedding lookup, a norm between convolutions)")
     for i, name in enumerate(layers):
         if name not in layer_names:
             raise (where / "layers" / i).error(f"no layer named {name!r} in the model")

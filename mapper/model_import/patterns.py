@@ -1,0 +1,437 @@
+"""What the lowered ops mean: attention's two products, projections that share their input,
+and the named ops that exporters write out as many small ones.
+
+- `attention_roles`: a product of two activations whose result reaches a softmax (through
+  scale, mask and their like) computes attention scores; one whose left operand comes from a
+  softmax applies them to the values. They are named as the presets name them.
+- `merge_projections`: GEMMs that read the same activations and feed attention (query, key and
+  value projections written as three) are one GEMM over their concatenated outputs, as the
+  presets and the kernels that run them do (their biases with them). Other siblings (an MLP's
+  gate and up projections) stay apart.
+- `coalesce`: a data tensor that forks into elementwise ops and rejoins (x * sigmoid(x); the
+  root mean square of x, then x times its inverse; GELU's polynomial) is one op from the fork
+  to the join, named by what it holds: `rmsnorm`, `layernorm` (a mean-centring then a
+  normalisation), `softmax` (a max-centring, exp, then a sum-normalisation), `gelu`, `silu`,
+  or a `map` with the FLOPs of its parts; a norm takes the scale and shift that follow it.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+
+from .lower import Lowered, _aligned, _materialise, _matmul_views
+from .ops import Op, Operand
+
+ELEMENTWISE_KINDS = frozenset({"map", "scale", "mask", "add", "mul", "bias", "relu", "gelu", "silu"})
+PASS_THROUGH = ELEMENTWISE_KINDS | {"softmax"}
+MAX_REGION = 24                     # ops in one coalesced region at most
+SCAN = 48                           # ops after a fork searched for its join
+
+
+def readers(low: Lowered) -> dict[str, list[int]]:
+    """Materialised tensor -> the ops that read it (through views and copies)."""
+    out = defaultdict(list)
+    for op in low.ops:
+        for operand in op.inputs:
+            for root in low.roots(operand.tensor):
+                if op.id not in out[root]:
+                    out[root].append(op.id)
+    return out
+
+
+def _data_roots(low: Lowered, op: Op) -> set[str]:
+    return {r for o in op.inputs if o.tensor not in low.constant for r in low.roots(o.tensor)
+            if r not in low.constant}
+
+
+def _producers(low: Lowered, op: Op) -> set[int]:
+    return {low.producer[r] for r in _data_roots(low, op) if r in low.producer}
+
+
+def renumber(low: Lowered, ops: list[Op]) -> None:
+    """Keep `ops` (in order), ids their positions, producers pointing at them."""
+    low.ops = [replace(op, id=i) for i, op in enumerate(ops)]
+    low.producer = {op.output.tensor: op.id for op in low.ops}
+
+
+# ------------------------------------------------------------------------------ attention
+
+def attention_roles(low: Lowered) -> None:
+    read = readers(low)
+    by_id = {op.id: op for op in low.ops}
+
+    def reaches_softmax(op: Op, hops: int = 6) -> bool:
+        frontier = [op.output.tensor]
+        for _ in range(hops):
+            nxt = []
+            for t in frontier:
+                for j in read.get(t, []):
+                    reader = by_id[j]
+                    if reader.kind == "softmax":
+                        return True
+                    if reader.kind in ELEMENTWISE_KINDS:
+                        nxt.append(reader.output.tensor)
+            frontier = nxt
+        return False
+
+    def from_softmax(operand: Operand, hops: int = 4) -> bool:
+        tensors = set(low.roots(operand.tensor))
+        for _ in range(hops):
+            ops = [by_id[low.producer[t]] for t in tensors if t in low.producer]
+            if any(op.kind == "softmax" for op in ops):
+                return True
+            tensors = {r for op in ops if op.kind in ELEMENTWISE_KINDS for r in _data_roots(low, op)}
+        return False
+
+    for op in low.ops:
+        if op.kind == "einsum" and op.role in ("bmm", "score", "value") and not op.weights:
+            if op.role == "bmm" and reaches_softmax(op):
+                op.role = "score"
+                _masks_after(op, read, by_id)
+            elif op.role == "bmm" and from_softmax(op.inputs[0]):
+                op.role = "value"
+
+
+def _masks_after(score: Op, read, by_id) -> None:
+    """A constant added to the scores on their way to the softmax is the attention mask."""
+    t = score.output.tensor
+    for _ in range(6):
+        nxt = [by_id[j] for j in read.get(t, [])]
+        if len(nxt) != 1 or nxt[0].kind not in ELEMENTWISE_KINDS:
+            return
+        op = nxt[0]
+        if op.kind == "add" and op.weights:
+            op.kind, op.note = "mask", "adds the attention mask"
+        t = op.output.tensor
+
+
+def feeds_attention(low: Lowered, op: Op, read, by_id, hops: int = 8) -> bool:
+    frontier = [op.output.tensor]
+    for _ in range(hops):
+        nxt = []
+        for t in frontier:
+            for j in read.get(t, []):
+                reader = by_id[j]
+                if reader.kind == "einsum":
+                    if reader.role in ("score", "value"):
+                        return True
+                    continue
+                nxt.append(reader.output.tensor)
+        frontier = nxt
+    return False
+
+
+# ------------------------------------------------------------------------------ projections
+
+def merge_projections(low: Lowered) -> int:
+    """Query/key/value projections as one GEMM; returns how many were merged away."""
+    read = readers(low)
+    by_id = {op.id: op for op in low.ops}
+    groups = defaultdict(list)
+    for op in low.ops:
+        if op.kind == "einsum" and op.role == "gemm" and op.weights == frozenset({1}):
+            a = op.inputs[0]
+            leaves = tuple(low.table.leaves(x for axis in a.axes for x in axis))
+            groups[(a.tensor, leaves)].append(op)
+    merged_away = set()
+    new_ops = []
+    for members in groups.values():
+        if len(members) < 2 or not all(feeds_attention(low, m, read, by_id) for m in members):
+            continue
+        shapes = [low.shapes[m.output.tensor] for m in members]
+        if len({s[:-1] for s in shapes}) != 1:
+            continue
+        first = members[0]
+        names = [m.output.tensor for m in members]
+        weights = [m.inputs[1].tensor for m in members]
+        out = "+".join(names)
+        w = "+".join(weights)
+        k = low.table.axis_size(first.inputs[1].axes[0])
+        n = sum(s[-1] for s in shapes)
+        _materialise(low, w, (k, n))
+        low.constant.add(w)
+        low.dtypes[w] = low.dtypes.get(weights[0])
+        low.dtypes[out] = low.dtypes.get(names[0])
+        op = _matmul_views(low, first.inputs[0].tensor, w, first.inputs[0].axes, low.views[w], out,
+                           shapes[0][:-1] + (n,), first.nodes[0])
+        low.ops.pop()                       # placed below, where its members were
+        op.nodes = tuple(node for m in members for node in m.nodes)
+        op.scope = _common_scope([m.scope for m in members])
+        op.note = "projections " + ", ".join(".".join(m.scope[-1:]) or m.nodes[0].name for m in members) + \
+                  " (one GEMM: they read the same activations)"
+        new_ops.append((first.id, op))
+        merged_away.update(m.id for m in members)
+        for name in names:                  # each projection's output: a slice of the merged one
+            low.origins[name] = frozenset({out})
+            low.producer.pop(name, None)
+        _merge_biases(low, members, names, out, read, by_id, merged_away, new_ops)
+    if not merged_away:
+        return 0
+    placed = dict(new_ops)
+    ops = []
+    for op in low.ops:
+        if op.id in placed:
+            ops.extend(placed[op.id] if isinstance(placed[op.id], list) else [placed[op.id]])
+        if op.id not in merged_away:
+            ops.append(op)
+    renumber(low, ops)
+    return len(merged_away)
+
+
+def _merge_biases(low, members, names, out, read, by_id, merged_away, new_ops) -> None:
+    """Each projection's bias add, where every one has one, as one bias on the merged output."""
+    biases = []
+    for name in names:
+        ops = [by_id[j] for j in read.get(name, [])]
+        if len(ops) != 1 or ops[0].kind != "bias":
+            return
+        biases.append(ops[0])
+    vectors = [next(o.tensor for i, o in enumerate(b.inputs) if i in b.weights) for b in biases]
+    n = low.shapes[out][-1]
+    vector = "+".join(vectors)
+    _materialise(low, vector, (n,))
+    low.constant.add(vector)
+    low.dtypes[vector] = low.dtypes.get(vectors[0])
+    result = "+".join(b.output.tensor for b in biases)
+    _materialise(low, result, low.shapes[out])
+    low.dtypes[result] = low.dtypes.get(biases[0].output.tensor)
+    inputs = [low.operand(out), low.operand(vector)]
+    op = Op(id=-1, kind="bias", role="elementwise", output=low.operand(result), inputs=inputs,
+            equal=_aligned(low, inputs, low.views[result]), nodes=tuple(n for b in biases for n in b.nodes),
+            scope=_common_scope([b.scope for b in biases]), weights=frozenset({1}))
+    first = min(b.id for b in biases)
+    new_ops.append((first, op))
+    merged_away.update(b.id for b in biases)
+    for b in biases:
+        low.origins[b.output.tensor] = frozenset({result})
+        low.producer.pop(b.output.tensor, None)
+
+
+def _common_scope(scopes) -> tuple[str, ...]:
+    common = []
+    for parts in zip(*scopes):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    return tuple(common)
+
+
+# ------------------------------------------------------------------------------ regions
+
+def _region_node_ops(low: Lowered, ops: list[Op]) -> list[str]:
+    return [n.op for op in ops for n in op.nodes]
+
+
+def _member(op: Op) -> bool:
+    if op.kind in ELEMENTWISE_KINDS:
+        return True
+    # a reduction over the last axis, kept as an axis of one (a mean, max or sum of a row)
+    return op.kind == "stream" and op.role == "reduce" and op.note in ("ReduceMean", "ReduceMax", "ReduceSum")
+
+
+def _find_region(low: Lowered, x: str, read, by_id) -> tuple[list[Op], str] | None:
+    first = [by_id[j] for j in read.get(x, []) if _member(by_id[j]) and by_id[j].kind != "softmax"]
+    if len(first) < 2:
+        return None
+    closed = []
+    for start in sorted(op.id for op in first):      # x may feed several forks (rotary on q and k)
+        closed += _closed_regions(low, x, start, read)
+    if not closed:
+        return None
+    # the join of as many of x's readers as rejoin (rotary: x*cos + rotate(x)*sin), the
+    # smallest such region (a norm's scale that follows is its own step)
+    _, _, members, out = max(closed, key=lambda c: (c[0], c[1]))
+    return members, out
+
+
+def _closed_regions(low: Lowered, x: str, start: int, read) -> list:
+    """Regions from op `start` on that read x twice or more and let one tensor out."""
+    region, avail, closed = [], {x}, []
+    for op in low.ops[start:start + SCAN]:
+        if not _member(op):
+            continue
+        ins = _data_roots(low, op)
+        if not ins or not ins <= avail:
+            continue
+        region.append(op)
+        avail.add(op.output.tensor)
+        if len(region) > MAX_REGION:
+            break
+        forks = sum(1 for r in region if x in _data_roots(low, r))
+        if forks < 2:
+            continue
+        outs = [r.output.tensor for r in region]
+        ids = {r.id for r in region}
+        escaping = [t for t in outs if any(j not in ids for j in read.get(t, [])) or not read.get(t)]
+        if len(escaping) == 1 and escaping[0] == outs[-1]:
+            closed.append((forks, -len(region), list(region), outs[-1]))
+    return closed
+
+
+def _classify(node_ops: list[str]) -> str:
+    ops = set(node_ops) - {"Cast", "CastLike"}
+    if "Erf" in ops or ("Tanh" in ops and "Pow" in ops):
+        return "gelu"
+    if ops == {"Sigmoid", "Mul"}:
+        return "silu"
+    if "ReduceMax" in ops and ops <= {"ReduceMax", "Sub"}:
+        return "max-centre"
+    if "ReduceSum" in ops and ops <= {"ReduceSum", "Div", "Reciprocal", "Mul"}:
+        return "sum-normalise"
+    if "ReduceMean" in ops and ops <= {"ReduceMean", "Sub"}:
+        return "mean-centre"
+    if "ReduceMean" in ops and ops & {"Sqrt", "Reciprocal", "Div", "Rsqrt"} and ops & {"Pow", "Mul"}:
+        return "normalise"
+    return "map"
+
+
+def coalesce(low: Lowered) -> None:
+    changed = True
+    while changed:
+        changed = False
+        read = readers(low)
+        by_id = {op.id: op for op in low.ops}
+        for x in _tensors_in_order(low):
+            found = _find_region(low, x, read, by_id)
+            if found is None:
+                continue
+            region, out = found
+            _replace(low, region, x, out, _classify(_region_node_ops(low, region)))
+            changed = True
+            break
+    _join_partials(low)
+    _absorb_affine(low)
+
+
+def _tensors_in_order(low: Lowered) -> list[str]:
+    seen = []
+    for op in low.ops:
+        for o in op.inputs:
+            for r in low.roots(o.tensor):
+                if r not in low.constant and r not in seen:
+                    seen.append(r)
+    return seen
+
+
+def _region_op(low: Lowered, members: list[Op], x: str, out: str, kind: str, note: str) -> Op:
+    """One op for `members`: reads x (as the member that writes `out`'s shape reads it) and
+    every constant they read, writes `out`."""
+    inside = {m.output.tensor for m in members}
+    x_operand = next((o for m in members for o in m.inputs if x in low.roots(o.tensor)
+                      and len(o.axes) == len(low.views[out])), None) or low.operand(x)
+    inputs = [x_operand]
+    seen = {x}
+    for m in members:
+        for i, o in enumerate(m.inputs):
+            if i in m.weights and o.tensor not in seen and o.tensor not in inside:
+                inputs.append(o)
+                seen.add(o.tensor)
+    view = low.views[out]
+    weights = frozenset(range(1, len(inputs)))
+    reduced = view[-1] if kind in ("layernorm", "rmsnorm", "softmax") else None
+    flops = None
+    if kind == "map":
+        flops = float(sum(m.flops_per_element if m.flops_per_element is not None else 1.0 for m in members))
+    nodes = tuple(n for m in members for n in m.nodes)
+    return Op(id=members[0].id, kind=kind, role="reduction" if reduced is not None else "elementwise",
+              output=low.operand(out), inputs=inputs, equal=_aligned(low, inputs, view), nodes=nodes,
+              scope=_common_scope([m.scope for m in members]) or members[-1].scope, weights=weights,
+              reduced=reduced, flops_per_element=flops, note=note)
+
+
+def _replace(low: Lowered, region: list[Op], x: str, out: str, kind: str) -> None:
+    note = f"{kind}: " + ", ".join(_region_node_ops(low, region))
+    op = _region_op(low, region, x, out, kind, note)
+    gone = {m.id for m in region}
+    ops = []
+    for existing in low.ops:
+        if existing.id == region[0].id:
+            ops.append(op)
+        elif existing.id not in gone:
+            ops.append(existing)
+    renumber(low, ops)
+
+
+def _join_partials(low: Lowered) -> None:
+    """mean-centre -> normalise is a layernorm, normalise alone an rmsnorm; max-centre -> Exp ->
+    sum-normalise a softmax."""
+    changed = True
+    while changed:
+        changed = False
+        read = readers(low)
+        by_id = {op.id: op for op in low.ops}
+        for op in low.ops:
+            nxt = _single_reader(op, read, by_id)
+            if op.kind == "mean-centre" and nxt is not None and nxt.kind == "normalise":
+                _fuse_ops(low, [op, nxt], "layernorm")
+            elif op.kind == "max-centre" and nxt is not None and nxt.note == "Exp":
+                after = _single_reader(nxt, read, by_id)
+                if after is None or after.kind != "sum-normalise":
+                    continue
+                _fuse_ops(low, [op, nxt, after], "softmax")
+            elif op.kind == "normalise":
+                _fuse_ops(low, [op], "rmsnorm")
+            elif op.kind in ("mean-centre", "max-centre", "sum-normalise"):
+                op.kind, op.role, op.reduced = "map", "elementwise", None
+                op.flops_per_element = float(len(op.nodes))
+            else:
+                continue
+            changed = True
+            break
+
+
+def _single_reader(op: Op, read, by_id) -> Op | None:
+    ids = read.get(op.output.tensor, [])
+    return by_id[ids[0]] if len(ids) == 1 else None
+
+
+def _fuse_ops(low: Lowered, chain: list[Op], kind: str) -> None:
+    x = next(iter(_data_roots(low, chain[0])))
+    note = f"{kind}: " + ", ".join(n.op for op in chain for n in op.nodes)
+    op = _region_op(low, chain, x, chain[-1].output.tensor, kind, note)
+    op.nodes = tuple(n for m in chain for n in m.nodes)
+    gone = {m.id for m in chain}
+    ops = [op if existing.id == chain[0].id else existing for existing in low.ops
+           if existing.id == chain[0].id or existing.id not in gone]
+    renumber(low, ops)
+
+
+def _absorb_affine(low: Lowered) -> None:
+    """A norm's scale (a multiply by a constant vector along the row) and shift (an add of one)
+    that follow it alone are its own inputs, as in LayerNormalization's."""
+    changed = True
+    while changed:
+        changed = False
+        read = readers(low)
+        by_id = {op.id: op for op in low.ops}
+        for op in low.ops:
+            if op.kind not in ("layernorm", "rmsnorm") or "affine" in op.attrs:
+                continue
+            nxt = _single_reader(op, read, by_id)
+            steps = []
+            for wanted in (("scale", "mul", "map"), ("bias",)):
+                if nxt is not None and nxt.kind in wanted and _row_vector(low, nxt) and \
+                        (wanted == ("bias",) or any(n.op == "Mul" for n in nxt.nodes)):
+                    steps.append(nxt)
+                    nxt = _single_reader(nxt, read, by_id)
+            if op.kind == "rmsnorm":
+                steps = steps[:1]
+            op.attrs["affine"] = True
+            if not steps:
+                continue
+            fused = _region_op(low, [op] + steps, next(iter(_data_roots(low, op))), steps[-1].output.tensor,
+                               op.kind, op.note + " + " + ", ".join(n.op for s in steps for n in s.nodes))
+            fused.attrs["affine"] = True
+            gone = {s.id for s in steps}
+            renumber(low, [fused if o.id == op.id else o for o in low.ops if o.id not in gone])
+            changed = True
+            break
+
+
+def _row_vector(low: Lowered, op: Op) -> bool:
+    """Whether op reads one data tensor and one constant vector along its last axis."""
+    consts = [o for i, o in enumerate(op.inputs) if i in op.weights]
+    if len(consts) != 1 or len(op.inputs) != 2:
+        return False
+    shape = low.shapes[consts[0].tensor]
+    return sum(s > 1 for s in shape) == 1 and shape[-1] > 1
