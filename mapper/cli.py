@@ -396,6 +396,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_fuse_command(sub)
     from .emit.command import add_command as add_emit_command       # emit
     add_emit_command(sub)
+    from .model_import.command import add_parser as add_import_command   # import-model
+    add_import_command(sub)
     return parser
 
 

@@ -51,6 +51,15 @@ LAYERS = [
     ["mapper.fusion"],
     ["mapper.inputs"],
     ["mapper.emit.command", "mapper.emit.chain_command", "mapper.emit"],
+    # the model format (under sweep: sweeps expand models), then the importer that writes it
+    ["mapper.sweep.expr"], ["mapper.sweep.chains"], ["mapper.sweep.models"],
+    ["mapper.model_import.onnx_graph", "mapper.model_import.atoms"], ["mapper.model_import.ops"],
+    ["mapper.model_import.einsums"], ["mapper.model_import.lowered"],
+    ["mapper.model_import.contractions", "mapper.model_import.reductions"], ["mapper.model_import.lower"],
+    ["mapper.model_import.patterns"], ["mapper.model_import.chains"], ["mapper.model_import.structure"],
+    ["mapper.model_import.model_file"], ["mapper.model_import.summary"], ["mapper.model_import.torch_source"],
+    ["mapper.model_import.api"], ["mapper.model_import.cache"], ["mapper.model_import.command"],
+    ["mapper.model_import"],
     ["mapper.sweep"],
     ["mapper.api", "mapper.cli", "mapper.__main__", "mapper"],
 ]

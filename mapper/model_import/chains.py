@@ -13,14 +13,16 @@ folded where every op of the chain indexes them together, adjacent and in one or
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from .einsums import CONTRACTION_NAMES, Einsum, fold, op_einsum, roles
-from .lower import Lowered
+from .lowered import Lowered
 from .ops import Affine, Op
 
 MAX_CHAIN = 32                       # ops in one chain at most (a longer run is cut in order)
+ROW_KINDS = frozenset({"softmax", "layernorm", "rmsnorm"})
 CHAIN_KINDS = frozenset({"einsum", "map", "scale", "mask", "add", "mul", "bias", "relu", "gelu", "silu",
                          "softmax", "layernorm", "rmsnorm", "gather"})
 
@@ -32,7 +34,10 @@ def block_of(op: Op, residual_scopes: set[tuple[str, ...]]) -> tuple[str, ...]:
     inside = [p for p in prefixes if p in residual_scopes]
     if inside:
         return inside[-1]
-    return prefixes[0] if prefixes else ()
+    # else an index that ends the scope numbers the op's own module in a list (a classifier's
+    # Linear in a Sequential), not a block around it
+    outer = [p for p in prefixes if len(p) < len(op.scope)]
+    return outer[0] if outer else ()
 
 
 def residual_scopes(low: Lowered) -> set[tuple[str, ...]]:
@@ -119,34 +124,75 @@ def identifier(text: str) -> str:
 def chain_graph(low: Lowered, ops: list[Op], op_names: dict[int, str], dtype_of) -> ChainGraph | None:
     """The chain's op graph, or None where its ops cannot share one naming of dims (then each
     stands alone)."""
+    if len(ops) == 1 and ops[0].kind == "stream":
+        return _stream_graph(low, ops[0], op_names, dtype_of)
+    # a tensor from outside read by several ops joins their dims; where that would make one op
+    # iterate a dim twice (rotary tables read for the queries and for the keys, whose positions
+    # attention then pairs), each op reads its own copy of it instead
+    return _graph(low, ops, op_names, dtype_of, True) or _graph(low, ops, op_names, dtype_of, False)
+
+
+def _graph(low: Lowered, ops: list[Op], op_names: dict[int, str], dtype_of, share: bool) -> ChainGraph | None:
     einsums = {op.id: op_einsum(low.table, op, folding=False) for op in ops}
+    names = _tensor_names(low, ops, op_names, share)
+    joined = _chain_dims(ops, einsums, names)
+    if joined is None:
+        return None
+    joint, find, index = joined
+    rows = frozenset(index[find((op.id, d))] for op in ops if op.kind in ROW_KINDS
+                     for d in _row_dims(low, op, einsums[op.id]))
+    folded = fold(joint, rows)
+    dim_names = _dim_names(folded, ops, einsums, find, index)
+    entries, position = [], 0
+    for op in ops:
+        count = len(einsums[op.id].operands)
+        entry = _entry(op, op_names[op.id], names[op.id], folded.operands[position:position + count], dim_names, rows)
+        if entry is None:
+            return None
+        entries.append(entry)
+        position += count
+    used = {a[0][0] for operand in folded.operands for a in operand}
+    sizes = [(dim_names[d], folded.sizes[d]) for d in sorted(used, key=lambda d: dim_names[d])]
+    dtypes = {n: dtype_of(operand.tensor) for op in ops
+              for n, operand in zip(names[op.id], [op.output] + op.inputs)}
+    return ChainGraph(sizes, entries, dtypes, [op.id for op in ops], dict(op_names))
+
+
+def _tensor_names(low: Lowered, ops: list[Op], op_names: dict[int, str], share: bool) -> dict[int, list[str]]:
+    """Each op's tensors' names in the chain (output first): an op's output by the op's name; a
+    tensor from outside by its source, one name per way of reading it (per op unless `share`)."""
     inside = {op.output.tensor for op in ops}
-    # tensors: an op's output by the op's name; an input from outside by its source, one name
-    # per way of reading it
-    tensor_names, used = {}, set()
+    given, used = {}, set()
 
     def name_for(key, hint):
-        if key not in tensor_names:
+        if key not in given:
             base = identifier(hint)
             candidate, i = base, 2
             while candidate in used:
                 candidate, i = f"{base}_{i}", i + 1
             used.add(candidate)
-            tensor_names[key] = candidate
-        return tensor_names[key]
+            given[key] = candidate
+        return given[key]
     for op in ops:
         name_for(("out", op.output.tensor), op_names[op.id])
-    operand_names = {}
+    out = {}
     for op in ops:
+        names = [given[("out", op.output.tensor)]]
         for i, operand in enumerate(op.inputs):
             if operand.tensor in inside:
-                operand_names[(op.id, i)] = tensor_names[("out", operand.tensor)]
-            else:
-                leaves = tuple(low.table.leaves(a for axis in operand.axes if not isinstance(axis, Affine)
-                                                for a in axis))
-                hint = "W_" + op_names[op.id] if i in op.weights else "X"
-                operand_names[(op.id, i)] = name_for(("in", operand.tensor, leaves), hint)
-    # chain dims: an op's dims joined with the dims other ops index the same tensor axis by
+                names.append(given[("out", operand.tensor)])
+                continue
+            leaves = tuple(low.table.leaves(a for axis in operand.axes if not isinstance(axis, Affine) for a in axis))
+            key = ("in", operand.tensor, leaves) + (() if share else (op.id, i))
+            names.append(name_for(key, "W_" + op_names[op.id] if i in op.weights else "X"))
+        out[op.id] = names
+    return out
+
+
+def _chain_dims(ops: list[Op], einsums: dict, names: dict[int, list[str]]):
+    """Every op's dims joined with those another op indexes the same tensor's axis by, as one
+    einsum over all the ops' operands (the chain's dims numbered 0..); None where a tensor's
+    axes disagree between ops or an op would iterate one chain dim twice (a diagonal)."""
     parent = {}
 
     def find(x):
@@ -157,76 +203,76 @@ def chain_graph(low: Lowered, ops: list[Op], op_names: dict[int, str], dtype_of)
         return x
     by_tensor = {}
     for op in ops:
-        e = einsums[op.id]
-        names = [tensor_names[("out", op.output.tensor)]] + [operand_names[(op.id, i)] for i in range(len(op.inputs))]
-        for name, operand in zip(names, e.operands):
+        for name, operand in zip(names[op.id], einsums[op.id].operands):
             dims = [(op.id, axis[0][0]) for axis in operand]
-            if name in by_tensor:
-                if len(by_tensor[name]) != len(dims):
-                    return None
-                for a, b in zip(by_tensor[name], dims):
-                    ra, rb = find(a), find(b)
-                    if ra != rb:
-                        parent[max(ra, rb)] = min(ra, rb)
-            else:
+            if name not in by_tensor:
                 by_tensor[name] = dims
-    # one einsum over every op's operands, in chain dims, folded together
-    sizes, operands, owner = {}, [], []
+                continue
+            if len(by_tensor[name]) != len(dims):
+                return None
+            for a, b in zip(by_tensor[name], dims):
+                ra, rb = find(a), find(b)
+                if ra != rb:
+                    parent[max(ra, rb)] = min(ra, rb)
+    sizes, operands = {}, []
     for op in ops:
         e = einsums[op.id]
         local = {}
         for d in e.dims:
             cd = find((op.id, d))
-            if cd in local.values():
-                return None                   # an op iterating one chain dim twice (a diagonal)
-            local[d] = cd
-            if sizes.setdefault(cd, e.sizes[d]) != e.sizes[d]:
+            if cd in local.values() or sizes.setdefault(cd, e.sizes[d]) != e.sizes[d]:
                 return None
-        for operand in e.operands:
-            operands.append(tuple(((local[axis[0][0]], 1),) for axis in operand))
-        owner.append(op)
-    ids = sorted(sizes)
-    index = {cd: i for i, cd in enumerate(ids)}
-    joint = Einsum(tuple(range(len(ids))), {index[cd]: s for cd, s in sizes.items()},
-                   tuple(tuple(((index[a[0][0]], 1),) for a in operand) for operand in operands))
-    rows = set()
-    for op in ops:
-        if op.reduced is not None:
-            e = einsums[op.id]
-            row_dims = _row_dims(low, op, e)
-            rows.update(index[find((op.id, d))] for d in row_dims)
-    folded = fold(joint, frozenset(rows))
-    dim_names = _dim_names(folded, ops, einsums, find, index)
-    # per op: its operands' indices in folded chain dims
-    entries, position = [], 0
-    for op in ops:
-        e = einsums[op.id]
-        count = len(e.operands)
-        mine = folded.operands[position:position + count]
-        position += count
-        names = [tensor_names[("out", op.output.tensor)]] + [operand_names[(op.id, i)] for i in range(len(op.inputs))]
-        text = [f"{n}[{','.join(dim_names[a[0][0]] for a in operand)}]" for n, operand in zip(names, mine)]
-        entry = {"name": op_names[op.id]}
-        if op.kind == "einsum":
-            entry["einsum"] = f"{text[0]} += {' * '.join(text[1:])}"
-        else:
-            entry.update(kind=op.kind, inputs=text[1:], output=text[0])
-            if op.reduced is not None:
-                row = [dim_names[a[0][0]] for a in mine[0] if a[0][0] in rows]
-                if len(row) != 1:
-                    return None
-                entry["dim"] = row[0]
-            if op.kind == "map" and op.flops_per_element is not None:
-                entry["flops_per_element"] = op.flops_per_element
-        entries.append(entry)
-    used_dims = {a[0][0] for operand in folded.operands for a in operand}
-    chain_sizes = [(dim_names[d], folded.sizes[d]) for d in sorted(used_dims, key=lambda d: dim_names[d])]
-    dtypes = {}
-    for op in ops:
-        names = [tensor_names[("out", op.output.tensor)]] + [operand_names[(op.id, i)] for i in range(len(op.inputs))]
-        for n, operand in zip(names, [op.output] + op.inputs):
-            dtypes[n] = dtype_of(operand.tensor)
-    return ChainGraph(chain_sizes, entries, dtypes, [op.id for op in ops], dict(op_names))
+            local[d] = cd
+        operands += [tuple(local[axis[0][0]] for axis in operand) for operand in e.operands]
+    index = {cd: i for i, cd in enumerate(sorted(sizes))}
+    joint = Einsum(tuple(range(len(index))), {index[cd]: s for cd, s in sizes.items()},
+                   tuple(tuple(((index[d], 1),) for d in operand) for operand in operands))
+    return joint, find, index
+
+
+def _entry(op: Op, name: str, tensors: list[str], operands, dim_names: dict, rows) -> dict | None:
+    """One op as an `ops:` entry of the chain's op graph, its operands in folded chain dims."""
+    text = [f"{t}[{','.join(dim_names[a[0][0]] for a in operand)}]" for t, operand in zip(tensors, operands)]
+    entry = {"name": name}
+    if op.kind == "einsum":
+        entry["einsum"] = f"{text[0]} += {' * '.join(text[1:])}"
+        return entry
+    entry.update(kind=op.kind, inputs=text[1:], output=text[0])
+    if op.kind in ROW_KINDS:
+        row = [dim_names[a[0][0]] for a in operands[0] if a[0][0] in rows]
+        if len(row) != 1:
+            return None
+        entry["dim"] = row[0]
+    if op.kind == "map" and op.flops_per_element is not None:
+        entry["flops_per_element"] = op.flops_per_element
+    return entry
+
+
+def _stream_graph(low: Lowered, op: Op, op_names: dict[int, str], dtype_of) -> ChainGraph:
+    """A streaming op alone: each tensor flattened to (g, its own rest) with g the greatest
+    common divisor of their sizes, so its streaming einsum reads every input element and writes
+    every output element once (a window's overlap, a reduction's order: not modelled)."""
+    tensors = [op.output] + op.inputs
+    elements = [math.prod(low.shapes[t.tensor]) for t in tensors]
+    g = math.gcd(*elements)
+    name = op_names[op.id]
+    names = [identifier(name)] + [("W_" + identifier(name) if i in op.weights else "X") + (f"_{i + 1}" if i else "")
+                                  for i in range(len(op.inputs))]
+    sizes, texts = [("t", g)] if g > 1 else [], []
+    for i, (tensor, n) in enumerate(zip(names, elements)):
+        rest = n // g
+        dims = (["t"] if g > 1 else []) + ([f"u{i}"] if rest > 1 else [])
+        if rest > 1:
+            sizes.append((f"u{i}", rest))
+        if not dims:                       # a single element: still one axis to index
+            dims = [f"u{i}"]
+            sizes.append((f"u{i}", 1))
+        texts.append(f"{tensor}[{','.join(dims)}]")
+    entry = {"name": name, "kind": "stream", "inputs": texts[1:], "output": texts[0]}
+    if op.flops_per_element:
+        entry["flops_per_element"] = op.flops_per_element
+    dtypes = {n: dtype_of(t.tensor) for n, t in zip(names, tensors)}
+    return ChainGraph(sizes, [entry], dtypes, [op.id], dict(op_names))
 
 
 def _row_dims(low: Lowered, op: Op, e: Einsum) -> list[int]:

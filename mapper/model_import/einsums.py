@@ -13,7 +13,8 @@ preset's layer of the same shape.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from .atoms import AtomTable, Mismatch
 from .ops import Affine, Op
@@ -26,6 +27,12 @@ class Einsum:
     dims: tuple[int, ...]                 # dim ids, in a stable order
     sizes: dict                           # dim -> size
     operands: tuple[tuple[tuple[Term, ...], ...], ...]   # output first: per axis, its terms
+    leaves: dict = field(default_factory=dict)           # leaf atom -> the dim it is part of
+
+    def dim_of(self, table: AtomTable, axis) -> int | None:
+        """The one dim an atom list lies in (None where it lies in none or in several)."""
+        dims = {self.leaves.get(x) for x in table.leaves(axis) if not table.broadcast[x]}
+        return dims.pop() if len(dims) == 1 and None not in dims else None
 
     def indexes(self, operand: int) -> set[int]:
         return {d for axis in self.operands[operand] for d, _ in axis}
@@ -71,6 +78,7 @@ def op_einsum(table: AtomTable, op: Op, folding: bool = True) -> Einsum:
         for left, right in table.align(a, b):
             classes.union(left[0], right[0])
     sizes: dict[int, int] = {}
+    leaves: dict[int, int] = {}
     must_fold = []
     operands = []
     for operand in [op.output] + op.inputs:
@@ -79,10 +87,11 @@ def op_einsum(table: AtomTable, op: Op, folding: bool = True) -> Einsum:
             if isinstance(index, Affine):
                 terms = []
                 for axis, coef in index.terms:
-                    leaves = [x for x in table.leaves(axis) if not table.broadcast[x]]
-                    dims = [classes.find(x) for x in leaves]
-                    for x, d in zip(leaves, dims):
+                    atoms = [x for x in table.leaves(axis) if not table.broadcast[x]]
+                    dims = [classes.find(x) for x in atoms]
+                    for x, d in zip(atoms, dims):
                         sizes[d] = table.size[x]
+                        leaves[x] = d
                     if len(dims) > 1:
                         must_fold.append(tuple(dims))
                     if dims:
@@ -94,14 +103,20 @@ def op_einsum(table: AtomTable, op: Op, folding: bool = True) -> Einsum:
                     continue
                 d = classes.find(x)
                 sizes[d] = table.size[x]
+                leaves[x] = d
                 axes.append(((d, 1),))
         operands.append(tuple(a for a in axes if a))
-    einsum = Einsum(tuple(sorted(sizes)), sizes, tuple(operands))
+    # every leaf of a class points at its dim (a class is named by one of its leaves)
+    for x in list(classes.parent):
+        if classes.find(x) in sizes:
+            leaves[x] = classes.find(x)
+    einsum = Einsum(tuple(sorted(sizes)), sizes, tuple(operands), leaves)
     for group in must_fold:
         einsum = _fold_run(einsum, group)
-    # a row reduction's row is a dim of its own (the op graph names it): never folded with others
+    # a row reduction's row is a dim of its own (the op graph names it): never folded with others;
+    # a convolution keeps the presets' dims (n, k, c, p, q, r, s), however its data could fold
     row = frozenset(classes.find(x) for x in table.leaves(op.reduced)) if op.reduced is not None else frozenset()
-    return fold(einsum, row) if folding else einsum
+    return fold(einsum, row) if folding and op.role != "conv" else einsum
 
 
 def _occurrences(einsum: Einsum, d: int):
@@ -137,7 +152,8 @@ def merge(einsum: Einsum, a: int, b: int) -> Einsum:
                 continue
             axes.append(axis)
         operands.append(tuple(axes))
-    return Einsum(tuple(d for d in einsum.dims if d != b), sizes, tuple(operands))
+    leaves = {x: (a if d == b else d) for x, d in einsum.leaves.items()}
+    return Einsum(tuple(d for d in einsum.dims if d != b), sizes, tuple(operands), leaves)
 
 
 def fold(einsum: Einsum, apart: frozenset = frozenset()) -> Einsum:
@@ -166,7 +182,8 @@ def _fold_run(einsum: Einsum, dims: tuple[int, ...]) -> Einsum:
         sizes = {k: v for k, v in einsum.sizes.items() if k != d}
         sizes[head] = sizes[head] * einsum.sizes[d]
         operands = tuple(tuple(axis for axis in operand if axis != ((d, 1),)) for operand in einsum.operands)
-        einsum = Einsum(tuple(x for x in einsum.dims if x != d), sizes, operands)
+        leaves = {x: (head if y == d else y) for x, y in einsum.leaves.items()}
+        einsum = Einsum(tuple(x for x in einsum.dims if x != d), sizes, operands, leaves)
     return einsum
 
 
@@ -219,18 +236,18 @@ def _labels(dims: list[int], base: str) -> dict[int, str]:
     return {d: base if i == 0 else f"{base}{i + 1}" for i, d in enumerate(dims)}
 
 
-CONTRACTION_NAMES = {
+CONTRACTION_NAMES = MappingProxyType({
     # role: (names of g, m, n, k), tensor names (output, A, B), size order
     "gemm": (("g", "m", "n", "k"), ("Z", "A", "B"), ("g", "m", "n", "k")),
     "bmm": (("g", "m", "n", "k"), ("Z", "A", "B"), ("g", "m", "n", "k")),
     "score": (("g", "i", "j", "d"), ("S", "Q", "K"), ("g", "i", "j", "d")),
     "value": (("g", "i", "d", "j"), ("O", "P", "V"), ("g", "i", "j", "d")),
-}
+})
 
 
-def named(einsum: Einsum, op: Op) -> Named:
+def named(einsum: Einsum, op: Op, table: AtomTable) -> Named:
     if op.role == "conv":
-        return _named_conv(einsum, op)
+        return _named_conv(einsum, op, table)
     if op.role in CONTRACTION_NAMES and len(einsum.operands) == 3:
         return _named_contraction(einsum, op)
     return generic_names(einsum, ["Y"] + [f"X{i}" if len(op.inputs) > 1 else "X" for i in range(len(op.inputs))])
@@ -254,50 +271,19 @@ def _named_contraction(einsum: Einsum, op: Op) -> Named:
     return _write(einsum, names, tensors, sequence)
 
 
-def _named_conv(einsum: Einsum, op: Op) -> Named:
-    """Dims by where they sit: the output's batch, group, channel and positions; the input's
-    channels; the weight's window."""
-    y, x, w = einsum.operands
-    names, order = {}, []
+CONV_ROLES = ("n", "g", "k", "c") + CONV_OUT + CONV_WIN
 
-    def first(axis):
-        return axis[0][0] if axis and len(axis) == 1 else None
-    spatial = op.attrs.get("spatial", len(y) - 3)
-    del spatial
-    out_axes = [axis for axis in y]
-    # output: n, [g], [k], positions (affine for a transposed convolution)
-    labelled = []
-    for axis in out_axes:
-        if len(axis) == 1 and axis[0][1] == 1:
-            labelled.append(axis[0][0])
-    in_only = [d for d in _in_order(einsum) if d in einsum.indexes(1) and d not in einsum.indexes(0)]
-    w_only = [d for d in _in_order(einsum) if d in einsum.indexes(2) and d not in einsum.indexes(0)
-              and d not in einsum.indexes(1)]
-    z = einsum.indexes(0)
-    xs, ws = einsum.indexes(1), einsum.indexes(2)
-    batch = [d for d in _in_order(einsum) if d in z and d in xs and d not in ws]
-    groups = [d for d in _in_order(einsum) if d in z and d in xs and d in ws]
-    channels_out = [d for d in _in_order(einsum) if d in z and d in ws and d not in xs]
-    channels_in = [d for d in in_only if d in ws]
-    positions = [d for d in _in_order(einsum) if d not in batch + groups + channels_out + channels_in + w_only]
-    window = w_only
-    transposed = op.attrs.get("transposed", False)
-    if transposed:        # the input's positions are the iteration; the output's are sums
-        positions = [d for d in _in_order(einsum) if d in xs and d not in ws and d not in z or
-                     (d in xs and d not in ws and d not in batch + groups)]
-        positions = [d for d in positions if d not in batch + groups + channels_in]
-    spatial_names = dict(zip(positions, CONV_OUT))
-    window_names = dict(zip(window, CONV_WIN))
-    if len(positions) > len(CONV_OUT) or len(window) > len(CONV_WIN) or len(batch) > 1 or len(groups) > 1 \
-            or len(channels_out) > 1 or len(channels_in) > 1:
-        return generic_names(einsum, ["O", "I", "W"])
-    names.update({d: "n" for d in batch})
-    names.update({d: "g" for d in groups})
-    names.update({d: "k" for d in channels_out})
-    names.update({d: "c" for d in channels_in})
-    names.update(spatial_names)
-    names.update(window_names)
-    order = batch + groups + channels_out + channels_in + positions + window
+
+def _named_conv(einsum: Einsum, op: Op, table: AtomTable) -> Named:
+    """Each dim named by the axis the lowering tagged it with (`op.attrs["roles"]`: the batch,
+    groups, output and input channels per group, positions and window), in that order."""
+    names, order = {}, []
+    for role in CONV_ROLES:
+        axis = op.attrs["roles"].get(role)
+        d = einsum.dim_of(table, axis) if axis else None
+        if d is not None and d not in names:
+            names[d] = role
+            order.append(d)
     if set(order) != set(einsum.sizes):
         return generic_names(einsum, ["O", "I", "W"])
     return _write(einsum, names, ("O", "I", "W"), order)

@@ -129,7 +129,8 @@ def _description(structure: Structure) -> str:
     text = (f"{layers} layers in {len(structure.layers)} entries (identical ones counted once), "
             f"{len(structure.chains)} chains")
     if structure.merged:
-        text += f"; {structure.merged} projections reading the same activations written as one GEMM each"
+        text += (f"; {structure.merged} projections feeding attention from the same activations written as "
+                 f"{structure.merged_into} GEMMs")
     return text + "."
 
 

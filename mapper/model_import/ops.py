@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .atoms import Axis, View
+from .atoms import Axis
 
 
 @dataclass(frozen=True)
@@ -20,18 +20,14 @@ class Affine:
     terms: tuple[tuple[Axis, int], ...]
 
 
-Index = Axis | Affine                 # one axis of an operand as an op indexes it
-
-
 @dataclass
 class Operand:
     tensor: str
-    axes: tuple[Index, ...]
+    axes: tuple                        # per axis: its atoms (an Axis), or an Affine sum
 
 
 @dataclass
 class Op:
-    id: int
     kind: str                          # "einsum" or an op-graph kind ("gelu", "softmax", "stream", ...)
     role: str                          # "gemm", "bmm", "score", "value", "conv", "pool", "elementwise", ...
     output: Operand
@@ -45,11 +41,8 @@ class Op:
     passes: int | None = None
     note: str = ""                     # what the op was recognised as (a decomposed norm, GELU, ...)
     attrs: dict = field(default_factory=dict)
+    id: int = -1                       # its place in the op list (`Lowered.add`)
 
     @property
     def name_node(self):
         return self.nodes[0]
-
-
-def plain(view: View) -> tuple[Index, ...]:
-    return tuple(view)

@@ -16,10 +16,12 @@ and the named ops that exporters write out as many small ones.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import replace
 
-from .lower import Lowered, _aligned, _materialise, _matmul_views
+from .contractions import matmul_views
+from .lowered import Lowered, aligned, materialise
 from .ops import Op, Operand
 
 ELEMENTWISE_KINDS = frozenset({"map", "scale", "mask", "add", "mul", "bias", "relu", "gelu", "silu"})
@@ -123,8 +125,9 @@ def feeds_attention(low: Lowered, op: Op, read, by_id, hops: int = 8) -> bool:
 
 # ------------------------------------------------------------------------------ projections
 
-def merge_projections(low: Lowered) -> int:
-    """Query/key/value projections as one GEMM; returns how many were merged away."""
+def merge_projections(low: Lowered) -> tuple[int, int]:
+    """Query/key/value projections as one GEMM; returns how many projections went into how
+    many GEMMs."""
     read = readers(low)
     by_id = {op.id: op for op in low.ops}
     groups = defaultdict(list)
@@ -148,11 +151,11 @@ def merge_projections(low: Lowered) -> int:
         w = "+".join(weights)
         k = low.table.axis_size(first.inputs[1].axes[0])
         n = sum(s[-1] for s in shapes)
-        _materialise(low, w, (k, n))
+        materialise(low, w, (k, n))
         low.constant.add(w)
         low.dtypes[w] = low.dtypes.get(weights[0])
         low.dtypes[out] = low.dtypes.get(names[0])
-        op = _matmul_views(low, first.inputs[0].tensor, w, first.inputs[0].axes, low.views[w], out,
+        op = matmul_views(low, first.inputs[0].tensor, w, first.inputs[0].axes, low.views[w], out,
                            shapes[0][:-1] + (n,), first.nodes[0])
         low.ops.pop()                       # placed below, where its members were
         op.nodes = tuple(node for m in members for node in m.nodes)
@@ -166,7 +169,8 @@ def merge_projections(low: Lowered) -> int:
             low.producer.pop(name, None)
         _merge_biases(low, members, names, out, read, by_id, merged_away, new_ops)
     if not merged_away:
-        return 0
+        return 0, 0
+    projections = sum(1 for op in low.ops if op.id in merged_away and op.kind == "einsum")
     placed = dict(new_ops)
     ops = []
     for op in low.ops:
@@ -175,7 +179,7 @@ def merge_projections(low: Lowered) -> int:
         if op.id not in merged_away:
             ops.append(op)
     renumber(low, ops)
-    return len(merged_away)
+    return projections, sum(1 for _, op in new_ops if op.kind == "einsum")
 
 
 def _merge_biases(low, members, names, out, read, by_id, merged_away, new_ops) -> None:
@@ -189,15 +193,15 @@ def _merge_biases(low, members, names, out, read, by_id, merged_away, new_ops) -
     vectors = [next(o.tensor for i, o in enumerate(b.inputs) if i in b.weights) for b in biases]
     n = low.shapes[out][-1]
     vector = "+".join(vectors)
-    _materialise(low, vector, (n,))
+    materialise(low, vector, (n,))
     low.constant.add(vector)
     low.dtypes[vector] = low.dtypes.get(vectors[0])
     result = "+".join(b.output.tensor for b in biases)
-    _materialise(low, result, low.shapes[out])
+    materialise(low, result, low.shapes[out])
     low.dtypes[result] = low.dtypes.get(biases[0].output.tensor)
     inputs = [low.operand(out), low.operand(vector)]
-    op = Op(id=-1, kind="bias", role="elementwise", output=low.operand(result), inputs=inputs,
-            equal=_aligned(low, inputs, low.views[result]), nodes=tuple(n for b in biases for n in b.nodes),
+    op = Op(kind="bias", role="elementwise", output=low.operand(result), inputs=inputs,
+            equal=aligned(low, inputs, low.views[result]), nodes=tuple(n for b in biases for n in b.nodes),
             scope=_common_scope([b.scope for b in biases]), weights=frozenset({1}))
     first = min(b.id for b in biases)
     new_ops.append((first, op))
@@ -334,7 +338,7 @@ def _region_op(low: Lowered, members: list[Op], x: str, out: str, kind: str, not
         flops = float(sum(m.flops_per_element if m.flops_per_element is not None else 1.0 for m in members))
     nodes = tuple(n for m in members for n in m.nodes)
     return Op(id=members[0].id, kind=kind, role="reduction" if reduced is not None else "elementwise",
-              output=low.operand(out), inputs=inputs, equal=_aligned(low, inputs, view), nodes=nodes,
+              output=low.operand(out), inputs=inputs, equal=aligned(low, inputs, view), nodes=nodes,
               scope=_common_scope([m.scope for m in members]) or members[-1].scope, weights=weights,
               reduced=reduced, flops_per_element=flops, note=note)
 
@@ -398,17 +402,29 @@ def _fuse_ops(low: Lowered, chain: list[Op], kind: str) -> None:
 
 def _absorb_affine(low: Lowered) -> None:
     """A norm's scale (a multiply by a constant vector along the row) and shift (an add of one)
-    that follow it alone are its own inputs, as in LayerNormalization's."""
+    that follow it alone are its own inputs, as in LayerNormalization's; so is the constant
+    factor GELU's erf form ends with (x * (1 + erf(x / sqrt 2)) * 0.5)."""
     changed = True
     while changed:
         changed = False
         read = readers(low)
         by_id = {op.id: op for op in low.ops}
         for op in low.ops:
-            if op.kind not in ("layernorm", "rmsnorm") or "affine" in op.attrs:
+            if op.kind not in ("layernorm", "rmsnorm", "gelu") or "affine" in op.attrs:
                 continue
             nxt = _single_reader(op, read, by_id)
             steps = []
+            if op.kind == "gelu":
+                op.attrs["affine"] = True
+                if nxt is None or nxt.kind != "scale" or not all(
+                        math.prod(low.shapes[o.tensor]) == 1 for i, o in enumerate(nxt.inputs) if i in nxt.weights):
+                    continue
+                fused = _region_op(low, [op, nxt], next(iter(_data_roots(low, op))), nxt.output.tensor, "gelu",
+                                   op.note + ", " + ", ".join(n.op for n in nxt.nodes))
+                fused.attrs["affine"] = True
+                renumber(low, [fused if o.id == op.id else o for o in low.ops if o.id != nxt.id])
+                changed = True
+                break
             for wanted in (("scale", "mul", "map"), ("bias",)):
                 if nxt is not None and nxt.kind in wanted and _row_vector(low, nxt) and \
                         (wanted == ("bias",) or any(n.op == "Mul" for n in nxt.nodes)):

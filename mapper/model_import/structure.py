@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 
 from .chains import block_of, chain_graph, components, residual_scopes
 from .einsums import named, op_einsum, refine
-from .lower import Lowered, lower
-from .onnx_graph import Source
+from .lower import lower
+from .lowered import Lowered
+from .onnx_graph import SMALL, Source
 from .ops import Op
 from . import patterns
 
@@ -33,7 +34,8 @@ class Structure:
     parameters: int
     unknown: list[str]                   # op types kept as streaming ops (one per node)
     copies: Counter                      # layout op type -> nodes that copy data
-    merged: int                          # projections merged into one GEMM
+    merged: int                          # projections merged into GEMMs over their joint outputs
+    merged_into: int                     # ... into this many GEMMs
     notes: list[str] = field(default_factory=list)
 
 
@@ -49,9 +51,10 @@ FLOATS = frozenset({"fp32", "fp16", "bf16", "fp64", "fp8", "fp4", "tf32"})
 
 
 def analyse(source: Source, binding: dict[str, int], dtypes: DtypeChoice) -> Structure:
-    low = lower(source, source.at(binding))
+    shapes = source.at(binding)
+    low = lower(source, shapes)
     patterns.attention_roles(low)
-    merged = patterns.merge_projections(low)
+    merged, merged_into = patterns.merge_projections(low)
     patterns.coalesce(low)
     _drop_scalars(low)
     refine(low.table, low.ops)
@@ -61,13 +64,17 @@ def analyse(source: Source, binding: dict[str, int], dtypes: DtypeChoice) -> Str
     chain_of, graphs = {}, []
     for members in comps:
         if len(members) == 1 and members[0].kind == "einsum":
-            continue
-        graph = chain_graph(low, members, names, dtype_of)
-        if graph is None:
-            continue
-        graphs.append(graph)
-        for position, op in enumerate(members):
-            chain_of[op.id] = (len(graphs) - 1, position)
+            continue                       # a layer alone: its own point, no chain
+        # a chain that cannot share one naming of dims is cut into its ops, each alone
+        for part in [members] if chain_graph(low, members, names, dtype_of) else [[op] for op in members]:
+            if len(part) == 1 and part[0].kind == "einsum":
+                continue
+            graph = chain_graph(low, part, names, dtype_of)
+            if graph is None:
+                raise AssertionError(f"op {names[part[0].id]} cannot be written as an op graph")
+            graphs.append(graph)
+            for position, op in enumerate(part):
+                chain_of[op.id] = (len(graphs) - 1, position)
     chain_keys = [json.dumps([g.sizes, g.ops, sorted(g.dtypes.items())], sort_keys=True, default=str)
                   for g in graphs]
     scopes = residual_scopes(low)
@@ -77,7 +84,7 @@ def analyse(source: Source, binding: dict[str, int], dtypes: DtypeChoice) -> Str
         if op.kind != "einsum":
             continue
         e = op_einsum(low.table, op)
-        text = named(e, op)
+        text = named(e, op, low.table)
         macs += math.prod(s for _, s in text.sizes)
         block = block_of(op, scopes)
         role = tuple("*" if p.isdigit() else p for p in block) + op.scope[len(block):]
@@ -90,8 +97,8 @@ def analyse(source: Source, binding: dict[str, int], dtypes: DtypeChoice) -> Str
     entry_names = _entry_names(low, layer_key, names)
     layers = _layer_entries(low, layer_key, layer_text, entry_names)
     chains = _chain_entries(graphs, chain_keys, layer_key, entry_names, low)
-    return Structure(layers, chains, macs, _parameters(low), [n.op for n in low.unknown],
-                     Counter(n.op for n in low.copies), merged)
+    return Structure(layers, chains, macs, _parameters(source, shapes), [n.op for n in low.unknown],
+                     Counter(n.op for n in low.copies), merged, merged_into)
 
 
 def _drop_scalars(low: Lowered) -> None:
@@ -122,17 +129,15 @@ def _layer_dtypes(low: Lowered, op: Op, tensors, dtype_of) -> dict[str, object]:
             for i, (name, operand) in enumerate(zip(tensors, [op.output] + op.inputs))}
 
 
-def _parameters(low: Lowered) -> int:
-    """Elements of the weights the ops read (a merged projection's parts once)."""
-    seen = set()
-    for op in low.ops:
-        for i in op.weights:
-            tensor = op.inputs[i].tensor
-            if not tensor.endswith(".rows") and "+" not in tensor:
-                seen.add(tensor)
-            elif "+" in tensor:
-                seen.update(tensor.split("+"))
-    return sum(math.prod(low.shapes.get(t, ())) for t in seen if t in low.shapes)
+def _parameters(source: Source, shapes) -> int:
+    """Elements of the graph's weights (initializers and parameter inputs of more than a few
+    elements: shapes and scalars are not parameters)."""
+    total = 0
+    for name in source.weights:
+        shape = shapes.shapes.get(name)
+        if shape and math.prod(shape) > SMALL:
+            total += math.prod(shape)
+    return total
 
 
 # ------------------------------------------------------------------------------ names
@@ -141,13 +146,7 @@ def _short_names(low: Lowered) -> dict[int, str]:
     """An op's name: its module path within its block (`attn.c_attn`), with what it does where
     several ops share one module (`attn.score`, `attn.softmax`); a block's own ops (a residual
     add) by their kind."""
-    scopes = [op.scope for op in low.ops if op.scope]
-    common = 0
-    if scopes:
-        for parts in zip(*scopes):
-            if len(set(parts)) != 1:
-                break
-            common += 1
+    common = _common_prefix(low)
     res = residual_scopes(low)
     by_scope = Counter(op.scope for op in low.ops)
     einsum_scopes = {op.scope for op in low.ops if op.kind == "einsum"}
@@ -176,17 +175,42 @@ def _short_names(low: Lowered) -> dict[int, str]:
     return names
 
 
+def _common_prefix(low: Lowered) -> int:
+    """How many leading scope parts every op shares (a wrapper module's name, say)."""
+    scopes = [op.scope for op in low.ops if op.scope]
+    common = 0
+    for parts in zip(*scopes):
+        if len(set(parts)) != 1:
+            break
+        common += 1
+    # never the whole of a scope: an op keeps at least its own module's name
+    return min([common] + [len(s) - 1 for s in scopes])
+
+
 def _entry_names(low: Lowered, layer_key, names) -> dict[tuple, str]:
-    out, taken = {}, set()
+    """A layer entry's name: its op's, or where several entries would share that, each with
+    its block's path (from where the blocks' paths differ)."""
     res = residual_scopes(low)
+    firsts = {}
     for op in low.ops:
         key = layer_key.get(op.id)
-        if key is None or key in out:
-            continue
+        if key is not None and key not in firsts:
+            firsts[key] = op
+    shared = Counter(names[op.id] for op in firsts.values())
+    blocks = [block_of(op, res) for op in low.ops if block_of(op, res)]
+    common = 0
+    for parts in zip(*blocks):
+        if len(set(parts)) != 1:
+            break
+        common += 1
+    if common and blocks and common < len(blocks[0]) and blocks[0][common].isdigit():
+        common -= 1                      # keep the list's name before its index: stages.1
+    out, taken = {}, set()
+    for key, op in firsts.items():
         name = names[op.id]
-        if name in taken:
-            block = ".".join(block_of(op, res)[-2:])
-            name = f"{block}.{name}" if block else name
+        block = ".".join(block_of(op, res)[common:])
+        if shared[name] > 1 and block:
+            name = f"{block}.{name}"
         candidate, i = name, 2
         while candidate in taken:
             candidate, i = f"{name}-{i}", i + 1

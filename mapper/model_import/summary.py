@@ -54,11 +54,11 @@ def write_yaml(data: dict, path: Path) -> None:
         raise SpecError(str(path), "", f"cannot write the model file ({exc.strerror})") from None
 
 
-def _si(value: float) -> str:
-    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+def _si(value: float, unit: str) -> str:
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if value >= scale:
-            return f"{value / scale:.1f} {unit}"
-    return f"{value:.0f} "
+            return f"{value / scale:.1f} {prefix}{unit}"
+    return f"{value:.0f} {unit}"
 
 
 def summary_text(source, imported, model, seconds: float) -> str:
@@ -70,14 +70,14 @@ def summary_text(source, imported, model, seconds: float) -> str:
     lines = [f"{source.path}: ONNX opset {source.opset}" + (f" ({source.producer})" if source.producer else "")
              + f", {len(source.nodes):,} nodes, read in {seconds:.1f} s",
              f"  {len(model.layers)} layer entries ({layers} layers, {len(expansion.groups)} distinct shapes), "
-             f"{len(model.chains)} chains; {_si(macs)}MACs per forward pass" + (f" at {at}" if at else "")
-             + f"; {_si(s.parameters)}parameters",
+             f"{len(model.chains)} chains; {_si(macs, 'MACs')} per forward pass" + (f" at {at}" if at else "")
+             + f"; {_si(s.parameters, 'parameters')}",
              f"  inputs: {at} (the graph's symbolic dims; `mapper sweep --seq/--batch` sets them)" if at else
              "  inputs: none (the graph's shapes are fixed)",
              f"  dtype {model.dtype}" + (f", layer outputs {model.output_dtype}" if model.output_dtype else "")]
     if s.merged:
-        lines.append(f"  {s.merged} projections reading the same activations merged into GEMMs over their "
-                     "concatenated outputs (as fused Q/K/V projections run)")
+        lines.append(f"  {s.merged} projections feeding attention from the same activations written as "
+                     f"{s.merged_into} GEMMs over their concatenated outputs (fused Q/K/V, as kernels run them)")
     if s.copies:
         lines.append("  layout ops that copy data (free in the model): "
                      + ", ".join(f"{n} {op}" for op, n in s.copies.most_common()))

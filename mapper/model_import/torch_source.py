@@ -23,15 +23,17 @@ EXAMPLE_BATCH, EXAMPLE_SEQ = 2, 8
 def _torch(where: str):
     try:
         import torch
-        import onnxscript  # noqa: F401  (torch's ONNX exporter needs it)
+        import onnxscript  # noqa: F401  (torch's ONNX exporter needs it: said here, not deep in torch)
     except ImportError as exc:
         raise SpecError(where, "", f"importing a PyTorch model needs torch and onnxscript ({exc.name} is missing): "
                         "pip install 'mapper[torch]'") from None
     return torch
 
 
-def proto_from_module(module, example_inputs, where: str, dynamic_shapes=None, kwargs=None):
-    """The ONNX ModelProto of a module (or ExportedProgram) traced on its example inputs."""
+def proto_from_module(module, example_inputs, where: str, dynamic_shapes=None, kwargs=None, fixed=None):
+    """The ONNX ModelProto of a module (or ExportedProgram) traced on its example inputs, with
+    `dynamic_shapes` symbolic; where torch cannot keep them so, traced again on `fixed` (the
+    user's own sizes) with every shape fixed."""
     torch = _torch(where)
     if not isinstance(example_inputs, tuple):
         example_inputs = (example_inputs,)
@@ -40,7 +42,7 @@ def proto_from_module(module, example_inputs, where: str, dynamic_shapes=None, k
                                     dynamic_shapes=dynamic_shapes, verbose=False, report=False)
     except Exception as exc:          # the trace failed: the model's code, not the user's input
         if dynamic_shapes is not None:
-            return proto_from_module(module, example_inputs, where, None, kwargs)
+            return proto_from_module(module, fixed or example_inputs, where, None, kwargs)
         raise SpecError(where, "", f"torch could not export the model to ONNX ({type(exc).__name__}: "
                         f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
     return _without_weights(program)
@@ -99,8 +101,11 @@ def proto_from_config(path: str, batch: int | None, seq: int | None):
             module = cls(config).eval()
         except Exception as exc:
             raise SpecError(path, "", f"transformers could not build {cls.__name__} from it ({exc})") from None
-    wrapper, args, dynamic = _inputs(torch, module, config, batch, seq)
-    return proto_from_module(wrapper, args, path, dynamic)
+    # traced at small sizes with batch and sequence symbolic (what the trace builds from the
+    # sizes, a causal mask say, stays small); at the user's sizes only if that fails
+    wrapper, args, dynamic = _inputs(torch, module, config, EXAMPLE_BATCH, EXAMPLE_SEQ)
+    fixed = _inputs(torch, module, config, batch or 1, seq or EXAMPLE_SEQ)[1]
+    return proto_from_module(wrapper, args, path, dynamic, fixed=fixed)
 
 
 def _model_class(transformers, config, path: str):
@@ -108,7 +113,7 @@ def _model_class(transformers, config, path: str):
         cls = getattr(transformers, name, None)
         if cls is not None:
             return cls
-    for auto in ("AutoModelForCausalLM", "AutoModelForImageClassification", "AutoModel"):
+    for auto in ("AutoModel", "AutoModelForCausalLM", "AutoModelForImageClassification"):
         try:
             mapping = getattr(transformers, auto)._model_mapping
             return mapping[type(config)]
@@ -117,11 +122,12 @@ def _model_class(transformers, config, path: str):
     raise SpecError(path, "model_type", f"transformers has no model for {type(config).__name__}")
 
 
-def _inputs(torch, module, config, batch, seq):
-    """The traced call: token ids for a language model, pixels for a vision one, with batch and
-    sequence left symbolic; the module wrapped to return its first output alone."""
+def _inputs(torch, module, config, batch: int, seq: int):
+    """The traced call: pixels for a vision model (what its `forward` takes), token ids for any
+    other, with batch and sequence left symbolic; the module wrapped to return its first
+    output alone."""
+    import inspect
     from torch.export import Dim
-    b = batch if batch and batch > 1 else EXAMPLE_BATCH
 
     class FirstOutput(torch.nn.Module):
         def __init__(self, inner, key):
@@ -131,11 +137,10 @@ def _inputs(torch, module, config, batch, seq):
         def forward(self, x):
             out = self.m(**{self.key: x})
             return out[0] if isinstance(out, (tuple, list)) else next(iter(out.values()))
-    if getattr(config, "num_channels", None) and getattr(config, "model_type", "") not in ("llama", "gpt2"):
+    if "pixel_values" in inspect.signature(module.forward).parameters:
         size = getattr(config, "image_size", 224)
         size = size if isinstance(size, int) else size[0]
-        x = torch.zeros(b, config.num_channels, size, size, device="meta")
-        return FirstOutput(module, "pixel_values"), (x,), {"x": {0: Dim("batch")}}
-    s = seq if seq and seq > 1 else EXAMPLE_SEQ
-    x = torch.ones(b, s, dtype=torch.long, device="meta")
-    return FirstOutput(module, "input_ids"), (x,), {"x": {0: Dim("batch"), 1: Dim("seq")}}
+        x = torch.zeros(batch, getattr(config, "num_channels", 3), size, size, device="meta")
+        return FirstOutput(module, "pixel_values").eval(), (x,), {"x": {0: Dim("batch")}}
+    x = torch.ones(batch, seq, dtype=torch.long, device="meta")
+    return FirstOutput(module, "input_ids").eval(), (x,), {"x": {0: Dim("batch"), 1: Dim("seq")}}

@@ -1,0 +1,130 @@
+"""Hostile model files: each is one clear error line naming the file and what to do, from the
+command (exit status 2, no traceback) and from the API (`SpecError`)."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from mapper.cli import main
+from mapper.errors import SpecError
+from mapper.model_import import import_model
+from onnx_graphs import FLOAT, Graph, linear
+
+
+def _gemm(path, shape=("batch", "seq", 16)) -> str:
+    g = Graph({"x": (list(shape), FLOAT)})
+    return g.save(linear(g, "x", 16, 8, "/fc"), path)
+
+
+def _cycle(path) -> str:
+    a = helper.make_node("Relu", ["b"], ["a"], name="first")
+    b = helper.make_node("Relu", ["a"], ["b"], name="second")
+    c = helper.make_node("Add", ["x", "a"], ["y"], name="third")
+    graph = helper.make_graph([a, b, c], "cycle", [helper.make_tensor_value_info("x", FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", FLOAT, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    path.write_bytes(model.SerializeToString())
+    return str(path)
+
+
+def _truncated(path) -> str:
+    data = open(_gemm(path), "rb").read()
+    path.write_bytes(data[: len(data) // 2])
+    return str(path)
+
+
+def _strings(path) -> str:
+    g = Graph({"x": ([4], TensorProto.STRING)})
+    g.node("Identity", ["x"], "/id")
+    model = g.model(g.nodes[-1].output[0])
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def _zero_dim(path) -> str:
+    return _gemm(path, shape=(0, 4, 16))
+
+
+def _negative_dim(path) -> str:
+    model = onnx.load(_gemm(path, shape=(2, 4, 16)))
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = -3
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def _too_large(path) -> str:
+    with open(path, "wb") as f:            # sparse: no disk is used
+        f.truncate(2**31)
+    return str(path)
+
+
+CASES = {
+    "text file": (lambda p: (p.write_text("name: not a model\n"), str(p))[1], "not an ONNX model"),
+    "wrong magic": (lambda p: (p.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4), str(p))[1],
+                    "not an ONNX model"),
+    "truncated": (_truncated, "not an ONNX model"),
+    "empty file": (lambda p: (p.write_bytes(b""), str(p))[1], "no ONNX graph"),
+    "cycle": (_cycle, "the graph has a cycle (first -> second"),
+    "unbound symbol": (_gemm, "symbolic dim 'seq' (input x axis 1): give it with --seq N"),
+    "zero dim": (_zero_dim, "axis 0 has size 0"),
+    "negative dim": (_negative_dim, "axis 0 has size -3"),
+    "string tensor": (_strings, "string tensors are not supported"),
+    "too large": (_too_large, "above protobuf's 2 GiB: save the model with its weights as external data"),
+    "missing": (lambda p: str(p), "no such file"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_hostile_file_is_one_clear_error(case, tmp_path, capsys):
+    make, expected = CASES[case]
+    path = make(tmp_path / "model.onnx")
+    with pytest.raises(SpecError) as info:
+        import_model(path)
+    assert expected in str(info.value) and str(path) in str(info.value)
+    status = main(["import-model", path, "-o", str(tmp_path / "out.yaml")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("mapper: error: ") and expected in err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert not (tmp_path / "out.yaml").exists()
+
+
+def test_unknown_symbol_names_its_own_flag(tmp_path, capsys):
+    path = _gemm(tmp_path / "m.onnx", shape=("batch", "tokens_x", 16))
+    assert main(["import-model", path, "-o", "-"]) == 2
+    assert "give it with --dim tokens_x=N" in capsys.readouterr().err
+    assert main(["import-model", path, "-o", "-", "--dim", "tokens_x=12"]) == 0
+    out = capsys.readouterr().out
+    assert "inputs: {batch: 1, tokens_x: 12}" in out and "m: batch * tokens_x" in out
+
+
+def test_bad_flags_are_refused(tmp_path, capsys):
+    path = _gemm(tmp_path / "m.onnx")
+    assert main(["import-model", path, "--seq", "4", "--dim", "seq=-1"]) == 2
+    assert "--dim: expected NAME=N" in capsys.readouterr().err
+    assert main(["import-model", path, "--seq", "4", "--dtype", "fp7"]) == 2
+    assert "--dtype: expected one of" in capsys.readouterr().err
+
+
+def test_an_existing_file_is_kept(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = _gemm(tmp_path / "m.onnx")
+    (tmp_path / "m.yaml").write_text("mine\n")
+    assert main(["import-model", path, "--seq", "4"]) == 2
+    assert "m.yaml exists: give -o" in capsys.readouterr().err
+    assert (tmp_path / "m.yaml").read_text() == "mine\n"
+    assert main(["import-model", path, "--seq", "4", "-o", "m.yaml"]) == 0       # named: overwritten
+    assert "einsum: Z[m,n] += A[m,k] * B[k,n]" in (tmp_path / "m.yaml").read_text()
+
+
+def test_a_constant_only_graph_says_so(tmp_path):
+    g = Graph({"x": ([4], FLOAT)})
+    w = g.weight((4,), "w")
+    g.node("Relu", [w], "/r")
+    model = g.model(g.nodes[-1].output[0])
+    model.graph.input.pop()
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.zeros(4, np.float32), "x"))
+    onnx.save(model, str(tmp_path / "c.onnx"))
+    with pytest.raises(SpecError, match="no data input"):
+        import_model(str(tmp_path / "c.onnx"))
