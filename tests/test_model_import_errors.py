@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from mapper.cli import main
 from mapper.errors import SpecError
 from mapper.model_import import import_model
 from onnx_graphs import FLOAT, Graph, linear
+from scaled import quick_and_full
 
 
 def _gemm(path, shape=("batch", "seq", 16)) -> str:
@@ -128,3 +130,60 @@ def test_a_constant_only_graph_says_so(tmp_path):
     onnx.save(model, str(tmp_path / "c.onnx"))
     with pytest.raises(SpecError, match="no data input"):
         import_model(str(tmp_path / "c.onnx"))
+
+
+def _mutant_base():
+    from onnx_graphs import attention, layernorm
+    g = Graph({"x": (["batch", 16, 64], FLOAT)})
+    y = attention(g, "x", "batch", 16, 64, 4, 2, "/layers.0/attn", g.const(np.zeros((1, 1, 16, 16), np.float32)))
+    y = layernorm(g, g.node("Add", [y, "x"], "/layers.0"), 64, "/layers.0/norm")
+    r = g.node("Reshape", [y, g.shape(0, 64, 4, 4)], "/r")
+    return g.model(g.node("Conv", [r, g.weight((8, 64, 3, 3), "w")], "/conv", pads=[1, 1, 1, 1]))
+
+
+OPS = ["MatMul", "Relu", "Add", "Softmax", "Conv", "Reshape", "Transpose", "CumSum", "TopK", "NoSuchOp", "Gemm",
+       "Einsum", "Attention", "MaxPool", "Gather", "Expand", "Concat", "LayerNormalization"]
+
+
+def _mutate(model, rng) -> bytes:
+    """One random damage: bytes flipped, an op type, an input's dim, an attribute or an input
+    name changed, or a node dropped."""
+    kind = rng.choice(["bytes", "op", "dim", "attr", "input", "drop"])
+    if kind == "bytes":
+        data = bytearray(model.SerializeToString())
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        return bytes(data)
+    node = rng.choice(model.graph.node)
+    if kind == "op":
+        node.op_type = rng.choice(OPS)
+    elif kind == "dim":
+        d = rng.choice(list(model.graph.input[0].type.tensor_type.shape.dim))
+        d.Clear()
+        if rng.random() < 0.5:
+            d.dim_value = rng.choice([0, -1, 1, 7, 10**9, 2**40])
+        else:
+            d.dim_param = rng.choice(["seq", "batch", "", "weird sym", "0"])
+    elif kind == "attr" and node.attribute:
+        a = rng.choice(list(node.attribute))
+        if a.type == a.INTS:
+            a.ints[:] = [rng.choice([-5, 0, 1, 3, 99]) for _ in a.ints]
+        elif a.type == a.INT:
+            a.i = rng.choice([-5, 0, 1, 3, 99, 2**40])
+    elif kind == "input" and node.input:
+        node.input[rng.randrange(len(node.input))] = rng.choice(["x", "nope", "", node.output[0]])
+    elif kind == "drop":
+        model.graph.node.remove(node)
+    return model.SerializeToString()
+
+
+@quick_and_full(12, 300, st.integers(0, 2**32 - 1))
+def test_damaged_graphs_import_or_say_why(tmp_path_factory, seed):
+    """Whatever the damage, the import succeeds or raises one SpecError naming the file."""
+    import random
+    path = tmp_path_factory.mktemp("mutant") / "m.onnx"
+    path.write_bytes(_mutate(_mutant_base(), random.Random(seed)))
+    try:
+        import_model(str(path), seq=16, batch=2)
+    except SpecError as exc:
+        assert str(path) in str(exc)

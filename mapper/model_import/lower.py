@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from types import MappingProxyType
 
+from ..errors import SpecError
 from . import contractions, reductions
 from .atoms import AtomTable, Mismatch, View
 from .lowered import Lowered, aligned, copy, materialise, shape_of, stream
@@ -36,7 +37,7 @@ ELEMENTWISE = MappingProxyType({"Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Pow": 1
                "Sinh": 4, "Cosh": 4, "QuickGelu": 5, "com.microsoft.FastGelu": 8,
                "com.microsoft.QuickGelu": 5, "com.microsoft.Gelu": 8})
 def lower(source: Source, shapes: Shapes) -> Lowered:
-    low = Lowered(AtomTable(), [], {}, {}, {}, dict(source.dtypes), set(), {})
+    low = Lowered(AtomTable(), [], {}, {}, {}, dict(source.dtypes), set(), set(source.weights), {})
     for name in [i.name for i in source.data_inputs]:
         materialise(low, name, shape_of(source, shapes, name, None))
     for node in source.nodes:
@@ -65,12 +66,49 @@ def _lower_node(low: Lowered, source: Source, shapes: Shapes, node: Node) -> Non
         return copy(low, node, out_shapes)
     handler = HANDLERS.get(op)
     if handler is not None:
+        problem = _malformed(low, node, out_shapes)
+        if problem:
+            raise SpecError(source.path, f"node {node.name} ({op})", f"{problem}: not a valid {op}")
         handler(low, source, shapes, node, out_shapes)
     elif op in ELEMENTWISE:
         _elementwise(low, source, shapes, node, out_shapes, ELEMENTWISE[op])
     else:
         low.unknown.append(node)
         stream(low, node, out_shapes, flops=0.0, note=f"{op}: not modelled as compute (its bytes only)")
+
+
+def _malformed(low: Lowered, node: Node, out_shapes) -> str | None:
+    """What makes a node the lowering reads by its ranks and attributes unreadable (a damaged
+    or hand-made graph that ONNX's inference let through), or None."""
+    op = node.op
+    ins = [t for t in node.inputs if t]
+    ranks = [len(low.views[t]) if t in low.views else 0 for t in node.inputs]
+    out_rank = len(next(iter(out_shapes.values()))) if out_shapes else 0
+    if op in ("MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum") and len(ins) < 2:
+        return f"{len(ins)} input(s)"
+    if op == "Gemm" and ranks[:2] != [2, 2]:
+        return f"inputs of ranks {ranks[:2]} (a Gemm multiplies matrices)"
+    if op in ("Conv", "ConvTranspose") or op in reductions.POOL_OPS:
+        rank = ranks[0]
+        spatial = rank - 2
+        if rank < 3 or out_rank != rank or (op != "MaxPool" and op in ("Conv", "ConvTranspose") and ranks[1] != rank):
+            return f"ranks {ranks} -> {out_rank}"
+        for key in ("strides", "dilations", "kernel_shape"):
+            value = node.attrs.get(key)
+            if value is not None and (len(value) != spatial or any(v < 1 for v in value)):
+                return f"{key} {list(value)} for {spatial} spatial axes"
+        if op in reductions.POOL_OPS and not node.attrs.get("kernel_shape"):
+            return "no kernel_shape"
+        group = node.attrs.get("group", 1)
+        if op != "MaxPool" and op not in reductions.POOL_OPS and (
+                group < 1 or low.table.axis_size(low.views[ins[0]][1]) % group or out_shapes[node.outputs[0]][1] % group):
+            return f"group {group} does not divide the channels"
+    if op == "Attention" and (len(ins) < 3 or any(r not in (3, 4) for r in ranks[:3])):
+        return f"inputs of ranks {ranks[:3]}"
+    axis = node.attrs.get("axis")
+    if op in ("Softmax", "LogSoftmax", "LayerNormalization") and axis is not None and not -out_rank <= axis < out_rank:
+        return f"axis {axis} of a rank-{out_rank} tensor"
+    return None
 
 
 def _view(low: Lowered, source: Source, shapes: Shapes, node: Node, out_shapes) -> bool:

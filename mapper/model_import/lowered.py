@@ -21,6 +21,8 @@ class Lowered:
     shapes: dict[str, tuple[int, ...]]           # materialised tensors' shapes
     dtypes: dict[str, object]
     constant: set[str]                           # materialised tensors that are not data
+    weights: set[str]                            # ... of which the graph's weights (the rest: what
+                                                 # shapes alone determine, a causal mask, positions)
     origins: dict[str, frozenset[str]]           # a copy -> the tensors it copies from
     producer: dict[str, int] = field(default_factory=dict)   # materialised tensor -> op id
     copies: list[Node] = field(default_factory=list)         # layout nodes that copy data

@@ -119,6 +119,7 @@ def source_from_proto(model, name: str) -> Source:
     if not graph.node:
         raise SpecError(name, "", "no ONNX graph in the file (no nodes): it is empty, truncated or not an "
                         "ONNX model")
+    _check_text(graph, name)
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     if opset <= 0:
         raise SpecError(name, "", "the model imports no version of ONNX's default operator set: a truncated "
@@ -170,6 +171,19 @@ def source_from_proto(model, name: str) -> Source:
                   outputs=tuple(o.name for o in graph.output), weights=frozenset(weights),
                   constants=MappingProxyType(constants), dtypes=MappingProxyType(dtypes),
                   data=frozenset(data), proto=model)
+
+
+def _check_text(graph, file: str) -> None:
+    """Every name the importer reads is text (protobuf hands a damaged string over as bytes)."""
+    values = list(graph.input) + list(graph.output) + list(graph.value_info)
+    names = [v.name for v in values] + [d.dim_param for v in values if v.type.HasField("tensor_type")
+                                        for d in v.type.tensor_type.shape.dim]
+    names += [i.name for i in graph.initializer]
+    for node in graph.node:
+        names += [node.name, node.op_type, node.domain, *node.input, *node.output, *(a.name for a in node.attribute)]
+        names += [x for p in node.metadata_props for x in (p.key, p.value)]
+    if not all(isinstance(n, str) for n in names):
+        raise SpecError(file, "", "a name in the graph is not valid text: the file is damaged")
 
 
 def _check_dtype(file: str, tensor: str, elem_type: int) -> None:

@@ -89,21 +89,30 @@ def attention_roles(low: Lowered) -> None:
         if op.kind == "einsum" and op.role in ("bmm", "score", "value") and not op.weights:
             if op.role == "bmm" and reaches_softmax(op):
                 op.role = "score"
-                _masks_after(op, read, by_id)
+                _masks_after(low, op, read, by_id)
             elif op.role == "bmm" and from_softmax(op.inputs[0]):
                 op.role = "value"
 
 
-def _masks_after(score: Op, read, by_id) -> None:
-    """A constant added to the scores on their way to the softmax is the attention mask."""
+def _masks_after(low: Lowered, score: Op, read, by_id) -> None:
+    """A constant added to (or selecting) the scores on their way to the softmax is the
+    attention mask. One that shapes alone determine (a causal mask, built from positions) is
+    computed by the kernel from its indices, as FlashAttention does, not read: the mask op reads
+    the scores alone, as the presets' does."""
     t = score.output.tensor
     for _ in range(6):
         nxt = [by_id[j] for j in read.get(t, [])]
         if len(nxt) != 1 or nxt[0].kind not in ELEMENTWISE_KINDS:
             return
         op = nxt[0]
-        if op.kind == "add" and op.weights:
+        if op.kind in ("add", "mask") and op.weights:
             op.kind, op.note = "mask", "adds the attention mask"
+            computed = [i for i in op.weights if op.inputs[i].tensor not in low.weights]
+            if computed:
+                keep = [i for i in range(len(op.inputs)) if i not in computed]
+                op.weights = frozenset(keep.index(i) for i in op.weights if i in keep)
+                op.inputs = [op.inputs[i] for i in keep]
+                op.note = "the attention mask, computed from positions (only shapes determine it)"
         t = op.output.tensor
 
 

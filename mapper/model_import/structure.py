@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .chains import block_of, chain_graph, components, residual_scopes
 from .einsums import named, op_einsum, refine
@@ -69,9 +69,9 @@ def analyse(source: Source, binding: dict[str, int], dtypes: DtypeChoice) -> Str
         for part in [members] if chain_graph(low, members, names, dtype_of) else [[op] for op in members]:
             if len(part) == 1 and part[0].kind == "einsum":
                 continue
-            graph = chain_graph(low, part, names, dtype_of)
-            if graph is None:
-                raise AssertionError(f"op {names[part[0].id]} cannot be written as an op graph")
+            # an op alone that still cannot (a softmax over an axis of one, say) keeps its bytes
+            graph = chain_graph(low, part, names, dtype_of) or \
+                chain_graph(low, [replace(part[0], kind="stream", flops_per_element=0.0)], names, dtype_of)
             graphs.append(graph)
             for position, op in enumerate(part):
                 chain_of[op.id] = (len(graphs) - 1, position)
