@@ -69,7 +69,7 @@ def cases(folder: Path):
         num_hidden_layers=32, vocab_size=32000, architectures=["LlamaForCausalLM"])),
         ["--seq", "2048"], "llama-7b", "prefill", {"seq": 2048})
     yield ("BERT-base", "config.json, meta", lambda: _config(folder, "bert", t.BertConfig()), ["--seq", "128"],
-           None, None, None)
+           "bert-base", "encode", {"seq": 128})
     yield ("ResNet-50 (v1)", "config.json, meta", lambda: _config(folder, "resnet50", t.ResNetConfig(
         downsample_in_bottleneck=True, num_labels=1000, architectures=["ResNetForImageClassification"])),
         [], "resnet50", "inference", {})

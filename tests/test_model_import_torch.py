@@ -163,9 +163,13 @@ def test_grouped_query_attention_sweeps_on_h100(tmp_path, capsys):
     assert score["sizes"] == {"g": "8 * batch", "i": "4 * seq", "j": "seq", "d": 128}
     qkv = next(layer for layer in imported.data["layers"] if "q_proj" in layer.get("description", ""))
     assert qkv["sizes"]["n"] == 4096 + 2 * 1024
-    model_file = tmp_path / "llama3.yaml"
+    _every_layer_mapped_on_h100(imported, tmp_path, capsys, "greedy,joint", 30)
+
+
+def _every_layer_mapped_on_h100(imported, tmp_path, capsys, strategies: str, seconds: int) -> None:
+    model_file = tmp_path / "model.yaml"
     imported.write(model_file)
-    status = main(["sweep", "h100", "--model", str(model_file), "--strategy", "greedy,joint", "--time-limit", "30",
+    status = main(["sweep", "h100", "--model", str(model_file), "--strategy", strategies, "--time-limit", str(seconds),
                    "--jobs", "2", "--db", str(tmp_path / "r.sqlite"), "--quiet"])
     out = capsys.readouterr().out
     assert status == 0 and " 0 failed" in out.splitlines()[0], out
@@ -180,12 +184,7 @@ def test_mobilenetv2_depthwise_layers_sweep_on_h100(tmp_path, capsys):
     assert depthwise and all(layer["einsum"] in ("O[n,g,p,q] += I[n,g,p+r,q+s] * W[g,r,s]",
                                                  "O[n,g,p,q] += I[n,g,2*p+r,2*q+s] * W[g,r,s]") for layer in depthwise)
     assert sum(layer["count"] for layer in depthwise) == 17        # one per inverted residual block
-    model_file = tmp_path / "mobilenet.yaml"
-    imported.write(model_file)
-    status = main(["sweep", "h100", "--model", str(model_file), "--strategy", "joint", "--time-limit", "20",
-                   "--jobs", "2", "--db", str(tmp_path / "r.sqlite"), "--quiet"])
-    out = capsys.readouterr().out
-    assert status == 0 and " 0 failed" in out.splitlines()[0], out
+    _every_layer_mapped_on_h100(imported, tmp_path, capsys, "joint", 20)
 
 
 def test_a_saved_torch_export_program_imports(tmp_path):

@@ -19,8 +19,12 @@ from ..errors import SpecError
 from .onnx_graph import Source
 from .structure import DtypeChoice, Structure, analyse
 
-# distinct primes per symbol and probe: no model size has them as factors by accident in all three
-PROBES = ((37, 41, 43, 47, 53), (59, 61, 67, 71, 73), (79, 83, 89, 97, 101))
+# distinct primes per symbol and probe (probe k binds symbol i to PRIMES[k * symbols + i]): no
+# model size has them as factors by accident at all three
+PRIMES = (37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97, 101, 103, 107, 109, 113, 127, 131, 137, 139, 149)
+PROBES = 3
+MAX_SYMBOLS = len(PRIMES) // PROBES
+MAX_VALUE = 2**31 - 1
 BATCH_NAMES = frozenset({"batch", "batch_size", "batchsize", "bs", "b", "n", "num_sequences"})
 SEQ_NAMES = frozenset({"seq", "seq_len", "seqlen", "sequence", "sequence_length", "sequence_len", "s",
                        "tokens", "num_tokens", "length", "len", "input_length"})
@@ -29,7 +33,7 @@ SEQ_NAMES = frozenset({"seq", "seq_len", "seqlen", "sequence", "sequence_length"
 @dataclass(frozen=True)
 class Imported:
     model: dict                          # the model file's contents
-    structure: Structure                 # at the inputs' default values
+    structure: Structure                 # at one binding: its counts, copies and ops kept streaming
     inputs: dict[str, int]
 
 
@@ -53,11 +57,13 @@ def bind(source: Source, values: dict[str, int]) -> dict[str, int]:
         value = values.get(symbol, values.get(name))
         if value is None and name == "batch":
             value = 1
+        flag = "--seq N" if name == "seq" else "--batch N" if name == "batch" else f"--dim {symbol}=N"
         if value is None:
-            flag = "--seq N" if name == "seq" else f"--dim {symbol}=N"
             where = next(f"input {i.name} axis {i.dims.index(symbol)}" for i in source.data_inputs if symbol in i.dims)
             raise SpecError(source.path, "", f"the graph's shapes need a value for its symbolic dim {symbol!r} "
                             f"({where}): give it with {flag}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_VALUE:
+            raise SpecError(source.path, "", f"{flag}: expected a positive integer up to {MAX_VALUE:,}, got {value!r}")
         out[symbol] = value
     return out
 
@@ -72,10 +78,13 @@ def import_source(source: Source, values: dict[str, int], name: str, dtypes: Dty
     if not symbols:
         structure = analyse(source, {}, dtypes)
         return Imported(_model_dict(source, structure, name, inputs, dtypes), structure, inputs)
-    probes = [analyse(source, {s: probe[i] for i, s in enumerate(symbols)}, dtypes) for probe in PROBES]
+    if len(symbols) > MAX_SYMBOLS:
+        raise SpecError(source.path, "", f"{len(symbols)} symbolic dims, above the {MAX_SYMBOLS} the importer fits "
+                        "sizes over: export the graph with fewer (fixed) dims")
+    points = [[PRIMES[k * len(symbols) + i] for i in range(len(symbols))] for k in range(PROBES)]
+    probes = [analyse(source, dict(zip(symbols, point)), dtypes) for point in points]
     _check_same(source, probes)
     names = [canonical_symbol(s) for s in symbols]
-    points = [[probe[i] for i in range(len(symbols))] for probe in PROBES]
     fitted = [_model_dict(source, p, name, inputs, dtypes) for p in probes]
     model = fitted[0]
     model["layers"] = [_fit_entry(source, [f["layers"][i] for f in fitted], names, points, "layer")

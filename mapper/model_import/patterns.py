@@ -58,23 +58,25 @@ def renumber(low: Lowered, ops: list[Op]) -> None:
 
 # ------------------------------------------------------------------------------ attention
 
+def _reaches(op: Op, read, by_id, hops: int, found, through) -> bool:
+    """Whether an op `found` accepts reads op's result within `hops` ops, each one on the way
+    one that `through` accepts."""
+    frontier = [op.output.tensor]
+    for _ in range(hops):
+        nxt = []
+        for t in frontier:
+            for j in read.get(t, []):
+                if found(by_id[j]):
+                    return True
+                if through(by_id[j]):
+                    nxt.append(by_id[j].output.tensor)
+        frontier = nxt
+    return False
+
+
 def attention_roles(low: Lowered) -> None:
     read = readers(low)
     by_id = {op.id: op for op in low.ops}
-
-    def reaches_softmax(op: Op, hops: int = 6) -> bool:
-        frontier = [op.output.tensor]
-        for _ in range(hops):
-            nxt = []
-            for t in frontier:
-                for j in read.get(t, []):
-                    reader = by_id[j]
-                    if reader.kind == "softmax":
-                        return True
-                    if reader.kind in ELEMENTWISE_KINDS:
-                        nxt.append(reader.output.tensor)
-            frontier = nxt
-        return False
 
     def from_softmax(operand: Operand, hops: int = 4) -> bool:
         tensors = set(low.roots(operand.tensor))
@@ -86,12 +88,13 @@ def attention_roles(low: Lowered) -> None:
         return False
 
     for op in low.ops:
-        if op.kind == "einsum" and op.role in ("bmm", "score", "value") and not op.weights:
-            if op.role == "bmm" and reaches_softmax(op):
-                op.role = "score"
-                _masks_after(low, op, read, by_id)
-            elif op.role == "bmm" and from_softmax(op.inputs[0]):
-                op.role = "value"
+        if op.kind != "einsum" or op.role != "bmm" or op.weights:
+            continue
+        if _reaches(op, read, by_id, 6, lambda o: o.kind == "softmax", lambda o: o.kind in ELEMENTWISE_KINDS):
+            op.role = "score"
+            _masks_after(low, op, read, by_id)
+        elif from_softmax(op.inputs[0]):
+            op.role = "value"
 
 
 def _masks_after(low: Lowered, score: Op, read, by_id) -> None:
@@ -116,20 +119,10 @@ def _masks_after(low: Lowered, score: Op, read, by_id) -> None:
         t = op.output.tensor
 
 
-def feeds_attention(low: Lowered, op: Op, read, by_id, hops: int = 8) -> bool:
-    frontier = [op.output.tensor]
-    for _ in range(hops):
-        nxt = []
-        for t in frontier:
-            for j in read.get(t, []):
-                reader = by_id[j]
-                if reader.kind == "einsum":
-                    if reader.role in ("score", "value"):
-                        return True
-                    continue
-                nxt.append(reader.output.tensor)
-        frontier = nxt
-    return False
+def feeds_attention(op: Op, read, by_id) -> bool:
+    """Whether op's result reaches attention's scores or values before any other einsum."""
+    return _reaches(op, read, by_id, 8, lambda o: o.kind == "einsum" and o.role in ("score", "value"),
+                    lambda o: o.kind != "einsum")
 
 
 # ------------------------------------------------------------------------------ projections
@@ -148,7 +141,7 @@ def merge_projections(low: Lowered) -> tuple[int, int]:
     merged_away = set()
     new_ops = []
     for members in groups.values():
-        if len(members) < 2 or not all(feeds_attention(low, m, read, by_id) for m in members):
+        if len(members) < 2 or not all(feeds_attention(m, read, by_id) for m in members):
             continue
         shapes = [low.shapes[m.output.tensor] for m in members]
         if len({s[:-1] for s in shapes}) != 1:
