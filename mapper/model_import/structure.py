@@ -30,7 +30,6 @@ from . import patterns
 class Structure:
     layers: list[dict]                   # model-file layer entries (sizes as ints)
     chains: list[dict]                   # model-file chain entries
-    macs: int                            # per forward pass
     parameters: int
     unknown: list[str]                   # op types kept as streaming ops (one per node)
     copies: Counter                      # layout op type -> nodes that copy data
@@ -60,45 +59,49 @@ def analyse(source: Source, binding: dict[str, int], dtypes: DtypeChoice) -> Str
     refine(low.table, low.ops)
     names = _short_names(low)
     dtype_of = _dtype_rule(low, dtypes)
-    comps = components(low)
-    chain_of, graphs = {}, []
-    for members in comps:
-        if len(members) == 1 and members[0].kind == "einsum":
-            continue                       # a layer alone: its own point, no chain
-        # a chain that cannot share one naming of dims is cut into its ops, each alone
-        for part in [members] if chain_graph(low, members, names, dtype_of) else [[op] for op in members]:
-            if len(part) == 1 and part[0].kind == "einsum":
-                continue
-            # an op alone that still cannot (a softmax over an axis of one, say) keeps its bytes
-            graph = chain_graph(low, part, names, dtype_of) or \
-                chain_graph(low, [replace(part[0], kind="stream", flops_per_element=0.0)], names, dtype_of)
-            graphs.append(graph)
-            for position, op in enumerate(part):
-                chain_of[op.id] = (len(graphs) - 1, position)
+    graphs, chain_of = _chain_graphs(low, names, dtype_of)
     chain_keys = [json.dumps([g.sizes, g.ops, sorted(g.dtypes.items())], sort_keys=True, default=str)
                   for g in graphs]
     scopes = residual_scopes(low)
     layer_key, layer_text = {}, {}
-    macs = 0
     for op in low.ops:
         if op.kind != "einsum":
             continue
         e = op_einsum(low.table, op)
         text = named(e, op, low.table)
-        macs += math.prod(s for _, s in text.sizes)
         block = block_of(op, scopes)
         role = tuple("*" if p.isdigit() else p for p in block) + op.scope[len(block):]
         where = chain_of.get(op.id)
         dts = _layer_dtypes(low, op, text.tensors, dtype_of)
-        key = (role, names[op.id].split("#")[0], text.text, text.sizes, tuple(sorted(dts.items())),
+        key = (role, names[op.id], text.text, text.sizes, tuple(sorted(dts.items())),
                chain_keys[where[0]] if where else None, where[1] if where else None)
         layer_key[op.id] = key
         layer_text[op.id] = (text, dts)
     entry_names = _entry_names(low, layer_key, names)
     layers = _layer_entries(low, layer_key, layer_text, entry_names)
     chains = _chain_entries(graphs, chain_keys, layer_key, entry_names, low)
-    return Structure(layers, chains, macs, _parameters(source, shapes), [n.op for n in low.unknown],
+    return Structure(layers, chains, _parameters(source, shapes), [n.op for n in low.unknown],
                      Counter(n.op for n in low.copies), merged, merged_into)
+
+
+def _chain_graphs(low: Lowered, names: dict[int, str], dtype_of):
+    """The chains' op graphs, and where each op lies in them (op id -> (graph, position)). A
+    chain whose ops cannot share one naming of dims is cut into its ops, each alone; an op alone
+    that still cannot be written (a softmax over an axis of one, say) keeps its bytes as a
+    stream; a layer alone is its own point, no chain."""
+    chain_of, graphs = {}, []
+    for members in components(low):
+        if len(members) == 1 and members[0].kind == "einsum":
+            continue
+        for part in [members] if chain_graph(low, members, names, dtype_of) else [[op] for op in members]:
+            if len(part) == 1 and part[0].kind == "einsum":
+                continue
+            graph = chain_graph(low, part, names, dtype_of) or \
+                chain_graph(low, [replace(part[0], kind="stream", flops_per_element=0.0)], names, dtype_of)
+            graphs.append(graph)
+            for position, op in enumerate(part):
+                chain_of[op.id] = (len(graphs) - 1, position)
+    return graphs, chain_of
 
 
 def _drop_scalars(low: Lowered) -> None:
