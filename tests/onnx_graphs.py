@@ -88,6 +88,25 @@ def attention(g: Graph, x: str, batch, seq, hidden: int, heads: int, kv_heads: i
     return linear(g, o, hidden, hidden, f"{scope}/o_proj", bias=False)
 
 
+def sdpa_attention(g: Graph, q: str, k: str, v: str, heads: int, kv_heads: int, d: int, scope: str) -> str:
+    """Attention as torch's decomposed scaled_dot_product_attention writes it: K repeated for
+    grouped queries and transposed, Q and K^T each scaled by sqrt(1/sqrt(d)), a NaN guard after
+    the softmax."""
+    if kv_heads != heads:
+        u = g.node("Unsqueeze", [k, g.const(np.array([2], dtype=np.int64))], scope)
+        e = g.node("Expand", [u, g.shape(1, 1, heads // kv_heads, 1, 1)], scope)
+        k = g.node("Reshape", [e, g.shape(0, heads, -1, d)], scope)
+        u = g.node("Unsqueeze", [v, g.const(np.array([2], dtype=np.int64))], scope)
+        e = g.node("Expand", [u, g.shape(1, 1, heads // kv_heads, 1, 1)], scope)
+        v = g.node("Reshape", [e, g.shape(0, heads, -1, d)], scope)
+    factor = g.const(np.float32(d ** -0.25))
+    qs = g.node("Mul", [q, factor], scope)
+    ks = g.node("Mul", [g.node("Transpose", [k], scope, perm=[0, 1, 3, 2]), factor], scope)
+    p = g.node("Softmax", [g.node("MatMul", [qs, ks], scope)], scope, axis=-1)
+    p = g.node("Where", [g.node("IsNaN", [p], scope), g.const(np.float32(0.0)), p], scope)
+    return g.node("MatMul", [p, v], scope)
+
+
 def rmsnorm(g: Graph, x: str, hidden: int, scope: str) -> str:
     """x * 1/sqrt(mean(x^2) + eps) * w, as LLaMA's code writes it (and exporters keep it)."""
     sq = g.node("Pow", [x, g.const(np.float32(2.0))], scope)

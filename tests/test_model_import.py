@@ -10,7 +10,8 @@ from mapper.model_import import import_model
 from mapper.sweep.models import expand, model_from_dict
 from mapper.sweep.points import make_point
 from mapper.units import Where
-from onnx_graphs import FLOAT, Graph, attention, gelu_erf, layernorm, linear, rmsnorm, silu, softmax_written_out
+from onnx_graphs import (FLOAT, Graph, attention, gelu_erf, layernorm, linear, rmsnorm, sdpa_attention, silu,
+                         softmax_written_out)
 
 TOKENS = ["batch", "seq", 64]
 
@@ -258,3 +259,19 @@ def test_onnx_attention_op_is_written_out(rank):
     assert layers["attn.score"]["sizes"] == {"g": "2 * batch", "i": 64, "j": 32, "d": 16}
     kinds = [kind for _, kind in _ops(imported)]
     assert kinds[:5] == ["einsum", "scale", "mask", "softmax", "einsum"]
+
+
+def test_decomposed_sdpa_is_the_same_attention():
+    """torch's scaled_dot_product_attention written out (scaled Q and K^T, K repeated for its
+    query heads, a NaN guard): the same einsums as attention written by hand, K read once per
+    KV head, and a chain FlashAttention's matcher takes (scores, softmax, values)."""
+    g = Graph({"q": (["batch", 8, 32, 16], FLOAT), "k": (["batch", 2, 32, 16], FLOAT),
+               "v": (["batch", 2, 32, 16], FLOAT)})
+    y = g.node("Relu", [sdpa_attention(g, "q", "k", "v", 8, 2, 16, "/attn")], "/act")
+    imported = import_model(g.model(y), batch=2)
+    layers = imported.data["layers"]
+    assert [layer["einsum"] for layer in layers] == ["S[g,i,j] += Q[g,i,d] * K[g,j,d]",
+                                                     "O[g,i,d] += P[g,i,j] * V[g,j,d]"]
+    assert layers[0]["sizes"] == {"g": "2 * batch", "i": 128, "j": 32, "d": 16}
+    kinds = [kind for _, kind in _ops(imported)]
+    assert kinds[:3] == ["einsum", "softmax", "einsum"]

@@ -212,3 +212,23 @@ def test_a_saved_torch_export_program_imports(tmp_path):
                                                                      {"m": f"4 * {symbol}", "n": 32, "k": 64}]
     (chain,) = imported.data["chains"]
     assert [op.get("kind", "einsum") for op in chain["ops"]] == ["einsum", "bias", "gelu", "einsum", "bias", "add"]
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_llama_module_on_meta_same_attention_either_way(attention):
+    """A module on the meta device through the API; transformers' default attention (sdpa,
+    which torch writes out with scaled operands and a NaN guard) imports as the eager one does."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = LlamaConfig(hidden_size=1024, num_attention_heads=16, num_key_value_heads=4, intermediate_size=2816,
+                         num_hidden_layers=2, vocab_size=1000, use_cache=False)
+    config._attn_implementation = attention
+    with torch.device("meta"):
+        module = LlamaForCausalLM(config).eval()
+    imported = import_model(module, (torch.ones(1, 64, dtype=torch.long, device="meta"),))
+    score = next(layer for layer in imported.data["layers"] if layer["name"].endswith("score"))
+    assert score["einsum"] == "S[g,i,j] += Q[g,i,d] * K[g,j,d]"
+    assert score["sizes"] == {"g": 4, "i": 256, "j": 64, "d": 64}
+    chain = next(c for c in imported.data["chains"] if score["name"] in c["layers"])
+    kinds = [op.get("kind", "einsum") for op in chain["ops"]]
+    assert kinds.count("einsum") == 2 and "softmax" in kinds and kinds.index("softmax") == len(kinds) - 2

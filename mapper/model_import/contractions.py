@@ -43,9 +43,9 @@ def matmul_views(low: Lowered, a, b, a_view, b_view, out: str, out_shape, node: 
     # a data operand is indexed in the order its data is laid out in: a transposed view of the
     # last two axes is read as such (the kernel's transA/transB), not as a copy; a weight is laid
     # out as the kernel wants it ([k, n]), as the presets write it
-    if len(a_view) >= 2 and a not in low.constant and _inner_first(low, a, a_view[-2], a_view[-1]):
+    if len(a_view) >= 2 and a not in low.constant and inner_first(low, a, a_view[-2], a_view[-1]):
         a_view = tuple(a_view[:-2]) + (a_view[-1], a_view[-2])
-    if len(b_view) >= 2 and b not in low.constant and _inner_first(low, b, b_view[-2], b_view[-1]):
+    if len(b_view) >= 2 and b not in low.constant and inner_first(low, b, b_view[-2], b_view[-1]):
         b_view = tuple(b_view[:-2]) + (b_view[-1], b_view[-2])
     op = Op(kind="einsum", role=role if not weights else "gemm", output=Operand(out, z_axes),
             inputs=[Operand(low.base[a], tuple(a_view)), Operand(low.base[b], tuple(b_view))], equal=equal,
@@ -54,7 +54,7 @@ def matmul_views(low: Lowered, a, b, a_view, b_view, out: str, out_shape, node: 
     return op
 
 
-def _inner_first(low: Lowered, tensor: str, outer, inner) -> bool:
+def inner_first(low: Lowered, tensor: str, outer, inner) -> bool:
     """Whether the data of axis `outer` lies inside that of axis `inner` (a transposed view)."""
     base = low.base[tensor]
     order = {x: i for i, x in enumerate(low.table.leaves(a for axis in low.views[base] for a in axis))}

@@ -20,7 +20,7 @@ import math
 from collections import defaultdict
 from dataclasses import replace
 
-from .contractions import matmul_views
+from .contractions import inner_first, matmul_views
 from .lowered import Lowered, aligned, materialise
 from .ops import Op, Operand
 
@@ -72,6 +72,40 @@ def _reaches(op: Op, read, by_id, hops: int, found, through) -> bool:
                     nxt.append(by_id[j].output.tensor)
         frontier = nxt
     return False
+
+
+def hoist_scales(low: Lowered) -> None:
+    """A constant scalar multiplying an operand of a product of activations is the product's own
+    factor, (a Q)(b K)^T = ab (Q K^T), as PyTorch's decomposed scaled-dot-product attention
+    writes it: the product reads the operand as it was (a grouped K broadcast over its query
+    heads, transposed), not a scaled copy of it, and the scaling op goes."""
+    read = readers(low)
+    by_id = {op.id: op for op in low.ops}
+    gone = set()
+    for op in low.ops:
+        if op.kind != "einsum" or op.weights or len(op.inputs) != 2:
+            continue
+        for i, operand in enumerate(op.inputs):
+            scale = by_id.get(low.producer.get(operand.tensor, -1))
+            if scale is None or scale.kind != "scale" or read.get(operand.tensor) != [op.id] or scale.id in gone:
+                continue
+            data = [o for j, o in enumerate(scale.inputs) if j not in scale.weights]
+            factors = [o for j, o in enumerate(scale.inputs) if j in scale.weights]
+            own = list(low.views[operand.tensor])
+            if len(data) != 1 or any(math.prod(low.shapes[f.tensor]) != 1 for f in factors) or \
+                    len(data[0].axes) != len(own) or any(axis not in own for axis in operand.axes):
+                continue
+            moved = {own[k]: data[0].axes[k] for k in range(len(own))}
+            axes = [moved[axis] for axis in operand.axes]
+            if inner_first(low, data[0].tensor, axes[-2], axes[-1]):
+                axes[-2], axes[-1] = axes[-1], axes[-2]
+            op.inputs[i] = Operand(data[0].tensor, tuple(axes))
+            op.equal = [(moved.get(a, a), moved.get(b, b)) for a, b in op.equal]
+            if "factors" not in op.note:
+                op.note = (op.note + "; " if op.note else "") + "its operands' constant factors taken out of it"
+            gone.add(scale.id)
+    if gone:
+        renumber(low, [op for op in low.ops if op.id not in gone])
 
 
 def attention_roles(low: Lowered) -> None:
@@ -288,6 +322,8 @@ def _classify(node_ops: list[str]) -> str:
         return "mean-centre"
     if "ReduceMean" in ops and ops & {"Sqrt", "Reciprocal", "Div", "Rsqrt"} and ops & {"Pow", "Mul"}:
         return "normalise"
+    if "IsNaN" in ops and ops <= {"IsNaN", "Where", "Not", "Equal", "And", "Or"}:
+        return "nan-guard"
     return "map"
 
 
@@ -375,9 +411,11 @@ def _join_partials(low: Lowered) -> None:
                 if after is None or after.kind != "sum-normalise":
                     continue
                 _fuse_ops(low, [op, nxt, after], "softmax")
+            elif op.kind == "softmax" and nxt is not None and nxt.kind == "nan-guard":
+                _fuse_ops(low, [op, nxt], "softmax")        # a fully masked row's NaNs set to 0
             elif op.kind == "normalise":
                 _fuse_ops(low, [op], "rmsnorm")
-            elif op.kind in ("mean-centre", "max-centre", "sum-normalise"):
+            elif op.kind in ("mean-centre", "max-centre", "sum-normalise", "nan-guard"):
                 op.kind, op.role, op.reduced = "map", "elementwise", None
                 op.flops_per_element = float(len(op.nodes))
             else:

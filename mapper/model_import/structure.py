@@ -52,6 +52,7 @@ FLOATS = frozenset({"fp32", "fp16", "bf16", "fp64", "fp8", "fp4", "tf32"})
 def analyse(source: Source, binding: dict[str, int], dtypes: DtypeChoice) -> Structure:
     shapes = source.at(binding)
     low = lower(source, shapes)
+    patterns.hoist_scales(low)
     patterns.attention_roles(low)
     merged, merged_into = patterns.merge_projections(low)
     patterns.coalesce(low)
