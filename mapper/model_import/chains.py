@@ -41,6 +41,7 @@ def block_of(op: Op, residual_scopes: set[tuple[str, ...]]) -> tuple[str, ...]:
 
 
 def residual_scopes(low: Lowered) -> set[tuple[str, ...]]:
+    """The indexed modules residual adds live in (a transformer layer, a bottleneck block)."""
     out = set()
     for op in low.ops:
         if op.kind == "add" and not op.weights:
@@ -51,15 +52,10 @@ def residual_scopes(low: Lowered) -> set[tuple[str, ...]]:
 
 
 def chainable(op: Op) -> bool:
-    if op.kind not in CHAIN_KINDS:
-        return False
-    if op.kind == "einsum" and (len(op.inputs) != 2 or op.role == "conv" and _windowed(op)):
+    """Whether an op can be written in an op graph: plain dims (no window), a product of two."""
+    if op.kind not in CHAIN_KINDS or (op.kind == "einsum" and len(op.inputs) != 2):
         return False
     return not any(isinstance(a, Affine) for o in [op.output] + op.inputs for a in o.axes)
-
-
-def _windowed(op: Op) -> bool:
-    return any(isinstance(a, Affine) for o in [op.output] + op.inputs for a in o.axes)
 
 
 def plain_read(low: Lowered, tensor: str, axes) -> bool:

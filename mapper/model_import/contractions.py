@@ -11,7 +11,7 @@ from .onnx_graph import Node
 from .ops import Affine, Op, Operand
 
 
-def matmul_views(low: Lowered, a, b, a_view, b_view, out: str, out_shape, node: Node, role="bmm", extra=None):
+def matmul_views(low: Lowered, a, b, a_view, b_view, out: str, out_shape, node: Node, role="bmm") -> Op:
     """A matrix product of two views (numpy's rules: 1-D operands, batch broadcasting)."""
     materialise(low, out, out_shape)
     z = low.views[out]
@@ -49,7 +49,7 @@ def matmul_views(low: Lowered, a, b, a_view, b_view, out: str, out_shape, node: 
         b_view = tuple(b_view[:-2]) + (b_view[-1], b_view[-2])
     op = Op(kind="einsum", role=role if not weights else "gemm", output=Operand(out, z_axes),
             inputs=[Operand(low.base[a], tuple(a_view)), Operand(low.base[b], tuple(b_view))], equal=equal,
-            nodes=(node,), scope=node.scope, weights=weights, attrs=dict(extra or {}))
+            nodes=(node,), scope=node.scope, weights=weights)
     low.add(op)
     return op
 
@@ -114,7 +114,7 @@ def _conv(low, source, shapes, node, out_shapes, transposed=False):
         unit = (table.new(1),)
         xv, yv = (unit,) + tuple(xv[1:]), (unit,) + tuple(yv[1:])
     x_channels, y_channels = table.axis_size(xv[1]), y_shape[1]
-    w_first, w_second = (x_channels, y_channels // group) if transposed else (y_channels, x_channels // group)
+    w_first = x_channels if transposed else y_channels        # the weight's first axis holds the groups
     try:
         x_g, x_c = table.regroup((xv[1],), (group, x_channels // group))
         y_g, y_k = table.regroup((yv[1],), (group, y_channels // group))
@@ -143,8 +143,8 @@ def _conv(low, source, shapes, node, out_shapes, transposed=False):
                     Operand(low.base[w], (w_g, w_a, w_b) + tuple(kernel))],
             equal=[(a, b) for a, b in equal if a and b], nodes=(node,), scope=node.scope,
             weights=frozenset({1}) if w in low.constant else frozenset(),
-            attrs={"group": group, "transposed": transposed,
-                   "roles": {"n": yv[0], "g": y_g, "k": y_k, "c": x_c,
+            # which axis each of the presets' names goes to (`einsums.named`)
+            attrs={"roles": {"n": yv[0], "g": y_g, "k": y_k, "c": x_c,
                              **dict(zip(("p", "q", "h"), (xv if transposed else yv)[2:])),
                              **dict(zip(("r", "s", "v"), kernel))}})
     low.add(op)
@@ -198,8 +198,7 @@ def _einsum(low, source, shapes, node, out_shapes):
     weights = frozenset(i for i, t in enumerate(names) if t in low.constant)
     op = Op(kind="einsum" if len(names) == 2 else "stream", role="einsum",
             output=low.operand(out), inputs=operands, equal=equal, nodes=(node,), scope=node.scope,
-            weights=weights, flops_per_element=None if len(names) == 2 else 0.0,
-            attrs={"letters": [*terms, rhs]})
+            weights=weights, flops_per_element=None if len(names) == 2 else 0.0)
     low.add(op)
 
 

@@ -26,16 +26,18 @@ VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
 COPY_OPS = frozenset({"Slice", "Split", "Concat", "Pad", "Tile", "Gather", "GatherElements", "DepthToSpace",
                       "SpaceToDepth", "ReverseSequence", "ScatterND", "ScatterElements"})
 # elementwise nodes: arithmetic per output element (estimates: a transcendental as 4)
-ELEMENTWISE = MappingProxyType({"Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Pow": 1, "Neg": 1, "Abs": 1, "Sqrt": 1, "Reciprocal": 1,
-               "Exp": 4, "Log": 4, "Sin": 4, "Cos": 4, "Tanh": 4, "Sigmoid": 4, "Erf": 4, "Relu": 1,
-               "LeakyRelu": 2, "PRelu": 2, "Elu": 4, "Selu": 4, "Celu": 4, "Softplus": 4, "Softsign": 2,
-               "HardSigmoid": 2, "HardSwish": 3, "Mish": 8, "Gelu": 8, "Clip": 1, "Min": 1, "Max": 1,
-               "Mean": 1, "Sum": 1, "Where": 1, "Cast": 0, "CastLike": 0, "Floor": 1, "Ceil": 1, "Round": 1,
-               "Sign": 1, "Equal": 1, "Greater": 1, "Less": 1, "GreaterOrEqual": 1, "LessOrEqual": 1,
-               "Not": 1, "And": 1, "Or": 1, "Xor": 1, "IsNaN": 1, "IsInf": 1, "Mod": 1, "BitShift": 1,
-               "ThresholdedRelu": 1, "Shrink": 1, "Atan": 4, "Asin": 4, "Acos": 4, "Tan": 4,
-               "Sinh": 4, "Cosh": 4, "QuickGelu": 5, "com.microsoft.FastGelu": 8,
-               "com.microsoft.QuickGelu": 5, "com.microsoft.Gelu": 8})
+ELEMENTWISE = MappingProxyType({
+    "Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Pow": 1, "Neg": 1, "Abs": 1, "Sqrt": 1, "Reciprocal": 1,
+    "Exp": 4, "Log": 4, "Sin": 4, "Cos": 4, "Tanh": 4, "Sigmoid": 4, "Erf": 4, "Relu": 1, "LeakyRelu": 2,
+    "PRelu": 2, "Elu": 4, "Selu": 4, "Celu": 4, "Softplus": 4, "Softsign": 2, "HardSigmoid": 2, "HardSwish": 3,
+    "Mish": 8, "Gelu": 8, "Clip": 1, "Min": 1, "Max": 1, "Mean": 1, "Sum": 1, "Where": 1, "Cast": 0,
+    "CastLike": 0, "Floor": 1, "Ceil": 1, "Round": 1, "Sign": 1, "Equal": 1, "Greater": 1, "Less": 1,
+    "GreaterOrEqual": 1, "LessOrEqual": 1, "Not": 1, "And": 1, "Or": 1, "Xor": 1, "IsNaN": 1, "IsInf": 1,
+    "Mod": 1, "BitShift": 1, "ThresholdedRelu": 1, "Shrink": 1, "Atan": 4, "Asin": 4, "Acos": 4, "Tan": 4,
+    "Sinh": 4, "Cosh": 4, "QuickGelu": 5, "com.microsoft.FastGelu": 8, "com.microsoft.QuickGelu": 5,
+    "com.microsoft.Gelu": 8})
+
+
 def lower(source: Source, shapes: Shapes) -> Lowered:
     low = Lowered(AtomTable(), [], {}, {}, {}, dict(source.dtypes), set(), set(source.weights), {})
     for name in [i.name for i in source.data_inputs]:

@@ -66,7 +66,7 @@ def materialise(low: Lowered, tensor: str, shape) -> None:
     low.shapes[tensor] = tuple(shape)
 
 
-def constant_value(source: Source, shapes: Shapes, tensor: str):
+def constant_value(shapes: Shapes, tensor: str):
     value = shapes.values.get(tensor)
     return None if value is None else np.asarray(value)
 

@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 from .lowered import aligned, constant_value, ints, materialise
 from .onnx_graph import Node
-from .ops import Affine, Op, Operand
+from .ops import Op
 
 REDUCE_OPS = frozenset({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                         "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin"})
@@ -96,7 +96,7 @@ def _reduce(low, source, shapes, node, out_shapes):
     view = low.views[src]
     axes = node.attrs.get("axes")
     if axes is None and len(node.inputs) > 1 and node.inputs[1]:
-        axes = ints(constant_value(source, shapes, node.inputs[1]))
+        axes = ints(constant_value(shapes, node.inputs[1]))
     if node.op in ("ArgMax", "ArgMin"):
         axes = [node.attrs.get("axis", 0)]
     if axes is None:
@@ -110,32 +110,19 @@ def _reduce(low, source, shapes, node, out_shapes):
     equal = [(view[a], o) for a, o in zip(keep, kept_out) if view[a] and o]
     inputs = [low.operand(src)]
     op = Op(kind="stream", role="reduce", output=low.operand(out), inputs=inputs, equal=equal,
-            nodes=(node,), scope=node.scope, flops_per_element=0.0,
-            reduced=tuple(a for i in axes for a in view[i]), note=node.op, attrs={"axes": axes})
+            nodes=(node,), scope=node.scope, flops_per_element=0.0, note=node.op)
     low.add(op)
 
 
 def _pool(low, source, shapes, node, out_shapes):
-    """Windowed pooling: a streaming op whose input rows are `stride*p + dilation*r`."""
-    src = node.inputs[0]
-    out = node.outputs[0]
-    xv = low.views[src]
-    kernel = list(node.attrs.get("kernel_shape") or [])
-    spatial = len(xv) - 2
-    strides = list(node.attrs.get("strides") or [1] * spatial)
-    dilations = list(node.attrs.get("dilations") or [1] * spatial)
+    """Windowed pooling: a streaming op (each input element read once, each output written once;
+    the window's reads of the elements it shares with its neighbours come from on chip)."""
+    src, out = node.inputs[0], node.outputs[0]
     materialise(low, out, out_shapes[out])
-    yv = low.views[out]
-    x_axes = list(xv[:2])
-    for i in range(spatial):
-        terms = ((yv[2 + i], strides[i]),)
-        if kernel[i] > 1:
-            terms += (((low.table.new(kernel[i]),), dilations[i]),)
-        x_axes.append(Affine(terms))
-    op = Op(kind="stream", role="pool", output=low.operand(out),
-            inputs=[Operand(low.base[src], tuple(x_axes))],
-            equal=[(a, b) for a, b in zip(xv[:2], yv[:2]) if a and b], nodes=(node,),
-            scope=node.scope, flops_per_element=float(math.prod(kernel)), note=node.op)
+    xv, yv = low.views[src], low.views[out]
+    op = Op(kind="stream", role="pool", output=low.operand(out), inputs=[low.operand(src)],
+            equal=[(a, b) for a, b in zip(xv[:2], yv[:2]) if a and b], nodes=(node,), scope=node.scope,
+            flops_per_element=float(math.prod(node.attrs.get("kernel_shape") or [1])), note=node.op)
     low.add(op)
 
 
@@ -147,8 +134,7 @@ def _global_pool(low, source, shapes, node, out_shapes):
     out_view = low.views[out]
     equal = [(a, b) for a, b in zip(view[:2], out_view[:2]) if a and b]
     op = Op(kind="stream", role="reduce", output=low.operand(out), inputs=[low.operand(src)],
-            equal=equal, nodes=(node,), scope=node.scope, flops_per_element=0.0, note=node.op,
-            reduced=tuple(a for ax in view[2:] for a in ax))
+            equal=equal, nodes=(node,), scope=node.scope, flops_per_element=0.0, note=node.op)
     low.add(op)
 
 
