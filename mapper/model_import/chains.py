@@ -17,6 +17,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from networkx.utils import UnionFind
+
 from .einsums import CONTRACTION_NAMES, Einsum, fold, op_einsum, roles
 from .lowered import Lowered
 from .ops import Affine, Op
@@ -189,14 +191,7 @@ def _chain_dims(ops: list[Op], einsums: dict, names: dict[int, list[str]]):
     """Every op's dims joined with those another op indexes the same tensor's axis by, as one
     einsum over all the ops' operands (the chain's dims numbered 0..); None where a tensor's
     axes disagree between ops or an op would iterate one chain dim twice (a diagonal)."""
-    parent = {}
-
-    def find(x):
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+    joined = UnionFind()
     by_tensor = {}
     for op in ops:
         for name, operand in zip(names[op.id], einsums[op.id].operands):
@@ -207,15 +202,13 @@ def _chain_dims(ops: list[Op], einsums: dict, names: dict[int, list[str]]):
             if len(by_tensor[name]) != len(dims):
                 return None
             for a, b in zip(by_tensor[name], dims):
-                ra, rb = find(a), find(b)
-                if ra != rb:
-                    parent[max(ra, rb)] = min(ra, rb)
+                joined.union(a, b)
     sizes, operands = {}, []
     for op in ops:
         e = einsums[op.id]
         local = {}
         for d in e.dims:
-            cd = find((op.id, d))
+            cd = joined[(op.id, d)]
             if cd in local.values() or sizes.setdefault(cd, e.sizes[d]) != e.sizes[d]:
                 return None
             local[d] = cd
@@ -223,7 +216,7 @@ def _chain_dims(ops: list[Op], einsums: dict, names: dict[int, list[str]]):
     index = {cd: i for i, cd in enumerate(sorted(sizes))}
     joint = Einsum(tuple(range(len(index))), {index[cd]: s for cd, s in sizes.items()},
                    tuple(tuple(((index[d], 1),) for d in operand) for operand in operands))
-    return joint, find, index
+    return joint, (lambda x: joined[x]), index
 
 
 def _entry(op: Op, name: str, tensors: list[str], operands, dim_names: dict, rows) -> dict | None:

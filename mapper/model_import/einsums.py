@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from networkx.utils import UnionFind
+
 from .atoms import AtomTable, Mismatch
 from .ops import Affine, Op
 
@@ -55,25 +57,8 @@ def refine(table: AtomTable, ops: list[Op]) -> None:
             return
 
 
-class _Classes:
-    def __init__(self):
-        self.parent: dict[int, int] = {}
-
-    def find(self, x: int) -> int:
-        self.parent.setdefault(x, x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
 def op_einsum(table: AtomTable, op: Op, folding: bool = True) -> Einsum:
-    classes = _Classes()
+    classes = UnionFind()           # leaf atoms the op iterates together: one dim
     for a, b in op.equal:
         for left, right in table.align(a, b):
             classes.union(left[0], right[0])
@@ -88,7 +73,7 @@ def op_einsum(table: AtomTable, op: Op, folding: bool = True) -> Einsum:
                 terms = []
                 for axis, coef in index.terms:
                     atoms = [x for x in table.leaves(axis) if not table.broadcast[x]]
-                    dims = [classes.find(x) for x in atoms]
+                    dims = [classes[x] for x in atoms]
                     for x, d in zip(atoms, dims):
                         sizes[d] = table.size[x]
                         leaves[x] = d
@@ -101,21 +86,21 @@ def op_einsum(table: AtomTable, op: Op, folding: bool = True) -> Einsum:
             for x in table.leaves(index):
                 if table.broadcast[x]:
                     continue
-                d = classes.find(x)
+                d = classes[x]
                 sizes[d] = table.size[x]
                 leaves[x] = d
                 axes.append(((d, 1),))
         operands.append(tuple(a for a in axes if a))
     # every leaf of a class points at its dim (a class is named by one of its leaves)
-    for x in list(classes.parent):
-        if classes.find(x) in sizes:
-            leaves[x] = classes.find(x)
+    for x in list(classes.parents):
+        if classes[x] in sizes:
+            leaves[x] = classes[x]
     einsum = Einsum(tuple(sorted(sizes)), sizes, tuple(operands), leaves)
     for group in must_fold:
         einsum = _fold_run(einsum, group)
     # a row reduction's row is a dim of its own (the op graph names it): never folded with others;
     # a convolution keeps the presets' dims (n, k, c, p, q, r, s), however its data could fold
-    row = frozenset(classes.find(x) for x in table.leaves(op.reduced)) if op.reduced is not None else frozenset()
+    row = frozenset(classes[x] for x in table.leaves(op.reduced)) if op.reduced is not None else frozenset()
     return fold(einsum, row) if folding and op.role != "conv" else einsum
 
 
