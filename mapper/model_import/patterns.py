@@ -381,17 +381,17 @@ def _region_op(low: Lowered, members: list[Op], x: str, out: str, kind: str, not
               reduced=reduced, flops_per_element=flops, note=note)
 
 
+def _merge(low: Lowered, members: list[Op], x: str, out: str, kind: str, note: str) -> Op:
+    """Members replaced by one op (`_region_op`) in the first one's place."""
+    op = _region_op(low, members, x, out, kind, note)
+    gone = {m.id for m in members}
+    renumber(low, [op if o.id == members[0].id else o for o in low.ops
+                   if o.id == members[0].id or o.id not in gone])
+    return op
+
+
 def _replace(low: Lowered, region: list[Op], x: str, out: str, kind: str) -> None:
-    note = f"{kind}: " + ", ".join(_region_node_ops(low, region))
-    op = _region_op(low, region, x, out, kind, note)
-    gone = {m.id for m in region}
-    ops = []
-    for existing in low.ops:
-        if existing.id == region[0].id:
-            ops.append(op)
-        elif existing.id not in gone:
-            ops.append(existing)
-    renumber(low, ops)
+    _merge(low, region, x, out, kind, f"{kind}: " + ", ".join(_region_node_ops(low, region)))
 
 
 def _join_partials(low: Lowered) -> None:
@@ -430,14 +430,8 @@ def _single_reader(op: Op, read, by_id) -> Op | None:
 
 
 def _fuse_ops(low: Lowered, chain: list[Op], kind: str) -> None:
-    x = next(iter(_data_roots(low, chain[0])))
     note = f"{kind}: " + ", ".join(n.op for op in chain for n in op.nodes)
-    op = _region_op(low, chain, x, chain[-1].output.tensor, kind, note)
-    op.nodes = tuple(n for m in chain for n in m.nodes)
-    gone = {m.id for m in chain}
-    ops = [op if existing.id == chain[0].id else existing for existing in low.ops
-           if existing.id == chain[0].id or existing.id not in gone]
-    renumber(low, ops)
+    _merge(low, chain, next(iter(_data_roots(low, chain[0]))), chain[-1].output.tensor, kind, note)
 
 
 def _absorb_affine(low: Lowered) -> None:
@@ -459,10 +453,9 @@ def _absorb_affine(low: Lowered) -> None:
                 if nxt is None or nxt.kind != "scale" or not all(
                         math.prod(low.shapes[o.tensor]) == 1 for i, o in enumerate(nxt.inputs) if i in nxt.weights):
                     continue
-                fused = _region_op(low, [op, nxt], next(iter(_data_roots(low, op))), nxt.output.tensor, "gelu",
-                                   op.note + ", " + ", ".join(n.op for n in nxt.nodes))
+                fused = _merge(low, [op, nxt], next(iter(_data_roots(low, op))), nxt.output.tensor, "gelu",
+                               op.note + ", " + ", ".join(n.op for n in nxt.nodes))
                 fused.attrs["affine"] = True
-                renumber(low, [fused if o.id == op.id else o for o in low.ops if o.id != nxt.id])
                 changed = True
                 break
             for wanted in (("scale", "mul", "map"), ("bias",)):
@@ -475,11 +468,9 @@ def _absorb_affine(low: Lowered) -> None:
             op.attrs["affine"] = True
             if not steps:
                 continue
-            fused = _region_op(low, [op] + steps, next(iter(_data_roots(low, op))), steps[-1].output.tensor,
-                               op.kind, op.note + " + " + ", ".join(n.op for s in steps for n in s.nodes))
+            fused = _merge(low, [op] + steps, next(iter(_data_roots(low, op))), steps[-1].output.tensor,
+                           op.kind, op.note + " + " + ", ".join(n.op for s in steps for n in s.nodes))
             fused.attrs["affine"] = True
-            gone = {s.id for s in steps}
-            renumber(low, [fused if o.id == op.id else o for o in low.ops if o.id not in gone])
             changed = True
             break
 
