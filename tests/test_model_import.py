@@ -275,3 +275,21 @@ def test_decomposed_sdpa_is_the_same_attention():
     assert layers[0]["sizes"] == {"g": "2 * batch", "i": 128, "j": 32, "d": 16}
     kinds = [kind for _, kind in _ops(imported)]
     assert kinds[:3] == ["einsum", "softmax", "einsum"]
+
+
+def test_identical_attention_blocks_count_once():
+    """Blocks identical but for their place in the graph are one entry each, chains included
+    (their dims named and folded the same way in every block)."""
+    g = Graph({"x": (["batch", 16, 32], FLOAT)})
+    mask = g.const(np.triu(np.full((1, 1, 16, 16), -1e4, dtype=np.float32), 1))
+    h = "x"
+    for i in range(3):
+        a = attention(g, rmsnorm(g, h, 32, f"/layers.{i}/norm"), "batch", 16, 32, 4, 2, f"/layers.{i}/attn", mask)
+        h = g.node("Add", [h, a], f"/layers.{i}")
+        u = silu(g, linear(g, rmsnorm(g, h, 32, f"/layers.{i}/norm2"), 32, 64, f"/layers.{i}/up", bias=False),
+                 f"/layers.{i}/act")
+        h = g.node("Add", [h, linear(g, u, 64, 32, f"/layers.{i}/down", bias=False)], f"/layers.{i}")
+    imported = import_model(g.model(h), batch=2)
+    assert {layer["count"] for layer in imported.data["layers"]} == {3}
+    assert {chain["count"] for chain in imported.data["chains"]} == {3}
+    assert len(imported.data["layers"]) == 6 and len(imported.data["chains"]) == 3

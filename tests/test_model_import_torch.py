@@ -76,6 +76,7 @@ def gpt2_onnx(tmp_path_factory):
 def test_gpt2_onnx_matches_the_preset(gpt2_onnx):
     imported = import_model(gpt2_onnx, seq=1024, dtype="bf16", output_dtype="fp32")
     _same_as_preset(imported, "gpt2", "prefill", {"seq": 1024})
+    assert (len(imported.data["layers"]), len(imported.data["chains"])) == (7, 5)      # the 12 blocks as one
     assert imported.data["inputs"] == {"batch": 1, "seq": 1024}
     chains = {c["name"]: [op.get("kind", "einsum") for op in c["ops"]] for c in imported.data["chains"]}
     # the preset's chains: LayerNorm, QKV and bias; scores, scale, mask, softmax, values; the MLP
@@ -152,6 +153,8 @@ def test_resnet50_config_matches_the_preset(tmp_path):
                                                         architectures=["ResNetForImageClassification"]))
     imported = import_model(path, dtype="bf16", output_dtype="fp32")
     _same_as_preset(imported, "resnet50", "inference", {})
+    # identical blocks once: the 16 bottlenecks' tails in 8 chains, 4 stage heads and 4 stems ...
+    assert (len(imported.data["layers"]), len(imported.data["chains"])) == (26, 20)
 
 
 def test_grouped_query_attention_sweeps_on_h100(tmp_path, capsys):

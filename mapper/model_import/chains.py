@@ -17,9 +17,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from networkx.utils import UnionFind
-
-from .einsums import CONTRACTION_NAMES, Einsum, fold, op_einsum, roles
+from .einsums import CONTRACTION_NAMES, Classes, Einsum, fold, op_einsum, roles
 from .lowered import Lowered
 from .ops import Affine, Op
 
@@ -191,7 +189,7 @@ def _chain_dims(ops: list[Op], einsums: dict, names: dict[int, list[str]]):
     """Every op's dims joined with those another op indexes the same tensor's axis by, as one
     einsum over all the ops' operands (the chain's dims numbered 0..); None where a tensor's
     axes disagree between ops or an op would iterate one chain dim twice (a diagonal)."""
-    joined = UnionFind()
+    joined = Classes()
     by_tensor = {}
     for op in ops:
         for name, operand in zip(names[op.id], einsums[op.id].operands):

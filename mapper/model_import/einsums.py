@@ -16,8 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from networkx.utils import UnionFind
-
 from .atoms import AtomTable, Mismatch
 from .ops import Affine, Op
 
@@ -57,8 +55,29 @@ def refine(table: AtomTable, ops: list[Op]) -> None:
             return
 
 
+class Classes:
+    """Union-find whose class is named by its least member, so that dims keep the order of the
+    graph the same way in every block of a network (networkx's UnionFind roots by weight, in a
+    set's order: identical blocks would then name and fold their dims differently)."""
+
+    def __init__(self):
+        self.parent: dict = {}
+
+    def __getitem__(self, x):
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a, b) -> None:
+        ra, rb = self[a], self[b]
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
 def op_einsum(table: AtomTable, op: Op, folding: bool = True) -> Einsum:
-    classes = UnionFind()           # leaf atoms the op iterates together: one dim
+    classes = Classes()             # leaf atoms the op iterates together: one dim
     for a, b in op.equal:
         for left, right in table.align(a, b):
             classes.union(left[0], right[0])
@@ -92,7 +111,7 @@ def op_einsum(table: AtomTable, op: Op, folding: bool = True) -> Einsum:
                 axes.append(((d, 1),))
         operands.append(tuple(a for a in axes if a))
     # every leaf of a class points at its dim (a class is named by one of its leaves)
-    for x in list(classes.parents):
+    for x in list(classes.parent):
         if classes[x] in sizes:
             leaves[x] = classes[x]
     einsum = Einsum(tuple(sorted(sizes)), sizes, tuple(operands), leaves)
