@@ -153,7 +153,7 @@ def test_resnet50_config_matches_the_preset(tmp_path):
                                                         architectures=["ResNetForImageClassification"]))
     imported = import_model(path, dtype="bf16", output_dtype="fp32")
     _same_as_preset(imported, "resnet50", "inference", {})
-    # identical blocks once: the 16 bottlenecks' tails in 8 chains, 4 stage heads and 4 stems ...
+    # identical bottlenecks once (37 entries and 31 chains when their chains' dims were named per block)
     assert (len(imported.data["layers"]), len(imported.data["chains"])) == (26, 20)
 
 
