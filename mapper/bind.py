@@ -40,7 +40,7 @@ def check_together(arch: Arch, workload: Workload, constraints: Constraints | No
             roles = arch_roles(arch, workload)
         except RolesError as exc:
             raise SpecError(_arch_file(arch), f"compute.native_shape.{exc.key}", exc.reason) from None
-    _check_constraints(arch, workload, constraints)
+    check_constraint_names(arch, workload, constraints)
     _check_splits(arch, workload, constraints, roles)
 
 
@@ -71,7 +71,9 @@ def check_fits(mapping: Mapping, arch: Arch, workload: Workload, where: Where) -
                 f"{used[lv]:.0f} B, above the level's capacity of {level.capacity:.0f} B")
 
 
-def _check_constraints(arch: Arch, workload: Workload, constraints: Constraints) -> None:
+def check_constraint_names(arch: Arch, workload: Workload, constraints: Constraints) -> None:
+    """Every level, dim and tensor a mapspace file names is the architecture's or the
+    workload's (a tensor may also be named by its role), refused naming that file and key."""
     where = _mapspace_file(constraints)
     tensors = [t.name for t in workload.tensors]
     for key, lc in constraints.levels:

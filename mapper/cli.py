@@ -91,15 +91,16 @@ def _strategy_options(args, strategy_name: str, warm: tuple) -> dict:
     return {k: v for k, v in options.items() if v is not None}
 
 
-def _run_search(args, strategy_name: str, after_interrupt: bool = False):
-    """(arch, workload, result, context) of the search the command asks for."""
+def _run_search(args, strategy_name: str, after_interrupt: bool = False, spent: float = 0.0):
+    """(arch, workload, result, context) of the search the command asks for; `spent`: seconds
+    of its time limit already used (compare: what its first search took past its own)."""
     from .search import SearchContext, make_strategy, parse_objective
     from .search.events import Interrupted
     time_limit = args.time_limit
     if time_limit is None:
         time_limit = None if args.max_evaluations else TIME_LIMIT_DEFAULT
     # the clock starts before the specs are read: building the mapspace counts
-    context = SearchContext.for_command(time_limit, args.max_evaluations, since=_started_ago(args))
+    context = SearchContext.for_command(time_limit, args.max_evaluations, since=_started_ago(args) + spent)
     if after_interrupt:         # compare: a Ctrl-C in its first search ends both
         context.interrupt()
     with _keep_best_on_ctrl_c(context):
@@ -237,9 +238,13 @@ def _search(args) -> int:
 
 def _compare(args) -> int:
     from .compare import compare_text, compare_json
+    started = time.perf_counter()
     found, greedy, first = _run_search(args, "greedy")
     arch, workload = found.arch, found.workload
-    _, joint, context = _run_search(args, "joint", after_interrupt=first.interrupted)
+    # the two searches share twice the time limit: what greedy took past its own (its quick
+    # look per level once its budget is spent) comes off the joint search's
+    over = max(0.0, time.perf_counter() - started - first.time_limit) if first.deadline is not None else 0.0
+    _, joint, context = _run_search(args, "joint", after_interrupt=first.interrupted, spent=over)
     if args.json:
         print(strict_json(compare_json(greedy, joint, arch, workload)))
     else:

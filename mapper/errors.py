@@ -4,9 +4,27 @@ Every error a user can cause carries a message that names the file, the key path
 and what was expected, so the CLI can print it on one line and exit with status 2. Messages
 never echo a huge input back: values are shown through `shown` and every part is clipped.
 """
+import math
 import reprlib
 
 MAX_PART = 300          # characters of a file name, key path or explanation kept in a message
+# Integers this long are described, not written: Python refuses to turn an int of more than
+# 4,300 digits into text (a quadratic conversion), and one of 30 digits is already unreadable
+MAX_SHOWN_DIGITS = 30
+
+
+def amount(value) -> str:
+    """An integer or float from user input, written for an error message: with thousands
+    separators, or as its number of digits when it is too long to write (a YAML hex or octal
+    literal may hold more digits than Python converts to text)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > MAX_SHOWN_DIGITS * 3:       # 90 bits: about 27 digits or more
+            digits = int(value.bit_length() * math.log10(2)) + 1
+            return f"{'-' if value < 0 else ''}a number of about {digits:,} digits"
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return shown(value)
 
 
 class _ShortRepr(reprlib.Repr):
@@ -18,6 +36,9 @@ class _ShortRepr(reprlib.Repr):
         self.maxstring = self.maxother = 60
         self.maxlist = self.maxtuple = self.maxdict = self.maxset = 6
         self.maxlevel = 3
+
+    def repr_int(self, x, level):
+        return amount(x) if x.bit_length() > MAX_SHOWN_DIGITS * 3 else super().repr_int(x, level)
 
 
 def shown(value) -> str:

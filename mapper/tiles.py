@@ -18,6 +18,8 @@ from functools import lru_cache
 
 import numpy as np
 
+MAX_OFFSETS = 1 << 22      # sums `distinct_offsets` enumerates at most (32 MiB of int64)
+
 
 def extent(axis, spans):
     """The bounding-box extent of one axis, 1 + sum over its (dim, c) of c x (spans[dim] - 1);
@@ -50,12 +52,36 @@ def touched_words(tensor, sizes) -> int:
 
 @lru_cache(maxsize=65536)
 def distinct_offsets(progressions: tuple[tuple[int, int], ...]) -> int:
-    """Size of {sum_k i_k * step_k : 0 <= i_k < count_k}."""
-    sums = {0}
-    for step, count in progressions:
-        if count > 1:
-            sums = {s + i * step for s in sums for i in range(count)}
-    return len(sums)
+    """Size of {sum_k i_k * step_k : 0 <= i_k < count_k}, without building the set where it has
+    a closed form: one run of multiples of the smallest step (one progression; a window sliding
+    by at most its width, a convolution row `p + r` with a stride up to the kernel), or copies
+    of the sums so far that cannot overlap (a stride past the window): a dim of 2^31 - 1 is one
+    number, not a set of two billion. Otherwise the sums are enumerated, exactly while they
+    number at most MAX_OFFSETS; past that the count of a subset is returned, a lower bound
+    (what the traffic bounds need; the cost model's progressions are spatial fanouts, far
+    below it)."""
+    # a negative step mirrors its progression: the same number of distinct sums
+    terms = sorted((abs(step), count) for step, count in progressions if count > 1 and step)
+    if not terms:
+        return 1
+    gap, run = terms[0]                  # the sums so far: {0, gap, 2 gap, ..., (run - 1) gap}
+    rest = 1
+    for step, count in terms[1:]:
+        if step % gap or step // gap > run:
+            break                        # shifted copies with holes between them: no longer a run
+        run += step // gap * (count - 1)
+        rest += 1
+    size, span = run, gap * (run - 1)    # how many sums, the largest
+    sums = np.arange(run, dtype=np.int64) * gap if rest < len(terms) and run <= MAX_OFFSETS else None
+    for step, count in terms[rest:]:
+        if sums is not None and sums.size * count <= MAX_OFFSETS:
+            sums = np.unique((sums[:, None] + step * np.arange(count, dtype=np.int64)).ravel())
+            size, span = int(sums.size), int(sums[-1])
+        elif step > span:                # the copies shifted by `step` are disjoint
+            size, span, sums = size * count, span + step * (count - 1), None
+        else:
+            return size                  # the sums without this term: a subset
+    return size
 
 
 def box_words(axes, spans):

@@ -178,7 +178,8 @@ def test_the_joint_search_with_both_cuts_returns_the_optimum(monkeypatch, worklo
     if cutting is copies_cut.CopiesCut:
         # the windows' fills in the innermost bound leave the cut nothing here: without them
         # the node bounds are those it was built under, and leave it the conv1d's choices
-        monkeypatch.setattr(window, "steps", lambda tensor, trips, ways, cutoffs: np.ones((len(ways), trips.shape[1])))
+        monkeypatch.setattr(window, "steps", lambda tensor, trips, ways, cutoffs, give_up=None:
+                            np.ones((len(ways), trips.shape[1])))
         monkeypatch.setattr(window, "touched", lambda tensor, tile, trips: np.zeros(tile.shape[1]))
     space = Mapspace(arch, workload(), Constraints())
     objective = parse_objective(objective, arch)

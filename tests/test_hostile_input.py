@@ -2,12 +2,17 @@
 
 Property-based (hypothesis): valid architecture, workload, mapping and mapspace files are
 mutated at a random key path (wrong types, missing and unknown keys, zero, negative, 2^64,
-non-finite and non-integer numbers, unit garbage, unicode and very long strings, duplicate
-names), or replaced whole (empty, binary, not a mapping, deep nesting, alias bombs, python tags,
-duplicate keys), and einsums are written from a garbage alphabet. Each is run through the CLI's
-entry function in-process (fast) under a time limit. The property: either success with strict
-JSON on stdout (no NaN, no Infinity), or exit status 2 with exactly one stderr line
-`mapper: error: FILE: ...` naming one of the input files; never a traceback, a Python warning
+non-finite and non-integer numbers, digits `int()` refuses, unit garbage, unicode and very long
+strings, duplicate names), or replaced whole (empty, binary, not a mapping, deep nesting, alias
+bombs, python tags, duplicate keys, integers of thousands of hex digits), and einsums are
+written from a garbage alphabet. So are the other surfaces' files: op graphs (`fuse`), a GEMM's
+mapping emitted by every backend, Triton configs (`evaluate --from-triton`), sweep files naming
+a workload and a model beside them, model files (`sweep --model`) and Timeloop's architecture,
+problem, mapping and ERT files (`import-timeloop`, `evaluate --ert`). Each is run through the
+CLI's entry function in-process (fast) under a time limit. The property: either success (with
+--json, strict JSON on stdout: no NaN, no Infinity), or exit status 2 with exactly one stderr
+line `mapper: error: FILE: ...` naming one of the input files (or a sweep's exit status 1 with
+its points stored with their reasons, none an exception); never a traceback, a Python warning
 or a hang.
 
 The default run tries about 190 inputs, the slow run (`-m slow`) about 900; set HOSTILE_EXAMPLES=N
@@ -23,6 +28,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import tempfile
 import warnings
 from pathlib import Path
@@ -40,8 +46,8 @@ TIME_LIMIT_S = 20           # per input: far above what a refusal takes (millise
 TRIED = {"inputs": 0}
 # a valid spec may still leave no mapping, a space too large for exhaustive search, or greedy's
 # top-down descent at a dead end where other strategies find a mapping (it says so)
-NOT_ABOUT_A_FILE = (r"^mapper: error: (no mapping of .* fits|exhaustive search refuses|\w+ search found no valid"
-                    r"|greedy: after fixing .* no choice at level)")
+NOT_ABOUT_A_FILE = (r"^mapper: error: (op [^:]*: no mapping: )?(no mapping of .* fits|exhaustive search refuses"
+                    r"|\w+ search found no valid|the search.s budget|greedy: after fixing .* no choice at level)")
 
 
 def _scaled(quick: int, full: int, *given_args, **given_kwargs):
@@ -84,11 +90,12 @@ MAPSPACE = {"name": "hostile", "factors": "perfect", "max_padding": 0.125, "alig
             }}
 
 NASTY_NUMBERS = [0, -1, -2**64, 2**31, 2**63, 2**64, 10**400, 0.5, -0.0, 1e308, 1e-320,
-                 float("nan"), float("inf"), float("-inf")]
+                 float("nan"), float("inf"), float("-inf"), 2**62, 10**30, 2**31 - 1, 999_983]
 NASTY_STRINGS = ["", " ", "64 XB", "1e400 KiB", "-5 B", "nan", "inf", "-inf", "64 kb", "64 mB",
                  "10 Gb/s", "10 gb/s", "8 Kib", "3 bits", "64 KiBytes", "½ KiB", "0x40", "1_000",
                  "unlimited", "output", "input", "weight", "ü😀", "x" * 5000, "a" * 129, "\x00",
-                 "Z[m,n] += A[m,k]", "GlobalBuffer", "DRAM", "m", "k", "A", "Z"]
+                 "Z[m,n] += A[m,k]", "GlobalBuffer", "DRAM", "m", "k", "A", "Z", "①", "٣", "²", "1e3", "12",
+                 "tokens // 0", "2..8:x2", "1,①", "target"]
 
 
 def hostile_values():
@@ -155,21 +162,25 @@ RAW_FILES = [
 ]
 
 
+HUGE_LITERALS = ["0x" + "f" * 5000, "0o" + "7" * 5000, "0b" + "1" * 20000, ":".join(["1"] * 3000)]
+
+
 def raw_files():
-    return st.one_of(st.sampled_from(RAW_FILES), st.binary(max_size=200),
+    return st.one_of(st.sampled_from(RAW_FILES + [f"name: {h}\n" for h in HUGE_LITERALS]), st.binary(max_size=200),
                      st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass")))
 
 
-class _Timeout(Exception):
-    pass
+class _Timeout(BaseException):
+    """A BaseException: no `except Exception` of the code under test swallows it."""
 
 
 def _on_alarm(signum, frame):
     raise _Timeout()
 
 
-def run_cli(argv: list[str], files: list[Path]) -> None:
-    """Run the CLI in-process; assert the hostile-input property."""
+def run_cli(argv: list[str], files: list[Path], db: Path | None = None) -> None:
+    """Run the CLI in-process; assert the hostile-input property (`db`: a sweep's store, whose
+    points must hold no exception)."""
     TRIED["inputs"] += 1
     out, err = io.StringIO(), io.StringIO()
     previous = signal.signal(signal.SIGALRM, _on_alarm)
@@ -185,10 +196,18 @@ def run_cli(argv: list[str], files: list[Path]) -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert not caught, f"warnings: {[str(w.message) for w in caught]}"
-    lines = err.getvalue().splitlines()
+    lines = [line for line in err.getvalue().splitlines() if not line.startswith("mapper: note: ")]
+    if db is not None and db.is_file():
+        with contextlib.closing(sqlite3.connect(db)) as con:
+            failed = con.execute("SELECT reason FROM points WHERE status = 'failed'").fetchall()
+        assert not failed, f"a sweep point died of an exception: {failed[0]}"
     if status == 0:
         assert not lines, lines
-        json.loads(out.getvalue(), parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+        if "--json" in argv:
+            json.loads(out.getvalue(), parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+        return
+    if status == 1 and argv[0] == "sweep":        # points stored with their reasons (checked above)
+        assert len(lines) == 1 and re.match(r"^mapper: \d+ sweep point\(s\) found no mapping", lines[0]), lines
         return
     assert status == 2, (status, err.getvalue()[-2000:])
     assert len(lines) == 1, err.getvalue()[-2000:]
@@ -347,3 +366,109 @@ def test_a_level_with_every_order_forbidden_names_the_file_and_key(folder, capsy
     assert main(["search", str(files["arch"]), str(files["workload"]), "--mapspace", str(path),
                  "--strategy", "greedy"]) == 2
     assert f"{path}: levels.GlobalBuffer: its order constraints" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- the other surfaces
+
+DATA = Path(__file__).resolve().parent / "data"
+ROOT = DATA.parent.parent
+
+
+def _yaml(path: Path):
+    return yaml.safe_load(path.read_text())
+
+
+def _doc(data, base):
+    """A drawn file: `base` mutated, or replaced whole by a broken or oversized one."""
+    return data.draw(st.one_of(mutated(base), raw_files()), label="file")
+
+
+OPGRAPH = {"name": "chain", "sizes": {"m": 32, "k": 32, "n": 32}, "dtype": "bf16", "ops": [
+    {"name": "norm", "kind": "layernorm", "inputs": ["X[m,k]", "g[k]"], "output": "Y[m,k]", "dim": "k"},
+    {"name": "up", "einsum": "Z[m,n] += Y[m,k] * W[k,n]"},
+    {"name": "bias", "kind": "bias", "inputs": ["Z[m,n]", "b[n]"], "output": "B[m,n]"},
+    {"name": "act", "kind": "gelu", "inputs": ["B[m,n]"], "output": "G[m,n]"}]}
+
+
+@_scaled(6, 40, data=st.data())
+def test_mutated_opgraphs_fused(folder, data):
+    """`mapper fuse` on a mutated op graph (under an evaluation budget: the same work whatever
+    the machine's load)."""
+    files = dict(zip(KINDS, _base_files(folder)))
+    graph = _write(folder, "opgraph.yaml", _doc(data, OPGRAPH))
+    run_cli(["fuse", str(files["arch"]), str(graph), "--max-evaluations", "400", "--json"], [graph, files["arch"]])
+
+
+TRITON = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 3, "num_warps": 4, "GROUP_M": 8}
+
+
+@_scaled(10, 60, data=st.data(), form=st.sampled_from(["yaml", "json"]))
+def test_mutated_triton_configs(folder, data, form):
+    config = _doc(data, TRITON)
+    if form == "json" and isinstance(config, dict):
+        config = json.dumps(config, allow_nan=True)
+    path = _write(folder, f"config.{form}", config)
+    run_cli(["evaluate", "h100", "gemm-4096", "--from-triton", str(path), "--json"], [path])
+
+
+@_scaled(8, 40, data=st.data(), backend=st.sampled_from(["triton", "cutlass", "mlir"]),
+        flags=st.sampled_from([[], ["--top", "3"], ["--kernel"], ["--epilogue", "bias", "--epilogue", "gelu"]]))
+def test_emit_of_mutated_mappings_with_every_backend(folder, data, backend, flags):
+    """`mapper emit` of a mutated GEMM mapping (or workload) by each backend."""
+    kind = data.draw(st.sampled_from(["mapping", "workload"]))
+    base = {"mapping": _yaml(ROOT / "mappings/h100-gemm-4096-edp.yaml"), "workload": _yaml(ROOT / "workloads/gemm-4096.yaml")}
+    files = {k: _write(folder, f"emit-{k}.yaml", _doc(data, v) if k == kind else v) for k, v in base.items()}
+    if backend != "triton" and flags[:1] in (["--top"], ["--kernel"]):
+        flags = []
+    run_cli(["emit", "h100", str(files["workload"]), str(files["mapping"]), "--to", backend, *flags], list(files.values()))
+
+
+SWEEP = {"name": "s", "archs": ["arch.yaml"], "strategies": ["greedy"], "time_limit": 1, "workloads": [
+    {"workload": "workload.yaml"},
+    {"einsum": "Z[m,n] += A[m,k] * B[k,n]", "name": "g", "sizes": {"m": "2..8:x2", "n": 4, "k": [2, 4]}, "dtype": "int8"},
+    {"model": "model.yaml", "phase": "prefill", "seq": 4, "batch": [1, 2]}]}
+
+
+@_scaled(8, 40, data=st.data(), kind=st.sampled_from(["sweep", "sweep", "model"]))
+def test_mutated_sweep_files_and_models(tmp_path, data, kind):
+    """`mapper sweep FILE` naming an architecture, a workload and a model beside it, the sweep
+    file or the model mutated."""
+    _write(tmp_path, "arch.yaml", (DATA / "sweep-tiny-arch.yaml").read_text())
+    _write(tmp_path, "workload.yaml", {"name": "w", "einsum": "Z[m,n] += A[m,k] * B[k,n]",
+                                       "sizes": {"m": 4, "n": 4, "k": 4}, "dtype": "int8"})
+    model = _yaml(DATA / "sweep-tiny-model.yaml")
+    files = [_write(tmp_path, "model.yaml", _doc(data, model) if kind == "model" else model),
+             _write(tmp_path, "sweep.yaml", _doc(data, SWEEP) if kind == "sweep" else SWEEP)]
+    db = tmp_path / "r.sqlite"
+    run_cli(["sweep", str(files[1]), "--jobs", "1", "--quiet", "--db", str(db), "--time-limit", "0.5"],
+            files + [tmp_path / "arch.yaml", tmp_path / "workload.yaml"], db)
+
+
+class _TaggedDumper(yaml.SafeDumper):
+    """Writes the dicts `read_timeloop_yaml` makes of Timeloop's `!Container` nodes back as tags."""
+
+
+_TaggedDumper.add_representer(dict, lambda dumper, data: dumper.represent_mapping(
+    "!" + data["_tag"], {k: v for k, v in data.items() if k != "_tag"}) if isinstance(data.get("_tag"), str)
+    else dumper.represent_dict(data))
+
+TIMELOOP = ("arch.yaml", "problem.yaml", "map_dummy.yaml", "ERT.yaml")
+
+
+@_scaled(10, 60, data=st.data(), which=st.sampled_from(TIMELOOP),
+        command=st.sampled_from(["import-timeloop", "evaluate"]))
+def test_mutated_timeloop_files(tmp_path, data, which, command):
+    """Timeloop's v0.4 architecture, problem, mapping and ERT (`import-timeloop` and `evaluate
+    --ert` on them), one of them mutated."""
+    from mapper.timeloop.yamlio import read_timeloop_yaml
+    paths = []
+    for name in TIMELOOP:
+        doc = read_timeloop_yaml(DATA / "timeloop_v04_targets" / name)
+        if name == which:
+            doc = _doc(data, doc)
+        text = doc if isinstance(doc, bytes) else yaml.dump(doc, Dumper=_TaggedDumper, allow_unicode=True).encode()
+        paths.append(_write(tmp_path, name, text))
+    arch, problem, mapping, ert = map(str, paths)
+    argv = (["import-timeloop", arch, problem, mapping, "--ert", ert, "-o", str(tmp_path / "out")] if command == "import-timeloop"
+            else ["evaluate", arch, problem, mapping, "--ert", ert, "--json"])
+    run_cli(argv, paths)

@@ -114,10 +114,24 @@ def test_an_existing_file_is_kept(tmp_path, capsys, monkeypatch):
     path = _gemm(tmp_path / "m.onnx")
     (tmp_path / "m.yaml").write_text("mine\n")
     assert main(["import-model", path, "--seq", "4"]) == 2
-    assert "m.yaml exists: give -o" in capsys.readouterr().err
+    assert "m.yaml: exists: give -o" in capsys.readouterr().err
     assert (tmp_path / "m.yaml").read_text() == "mine\n"
+    assert main(["import-model", path, "--seq", "4", "-o", path]) == 2       # the source itself: never
+    assert f"mapper: error: {path}: -o names the file being imported" in capsys.readouterr().err
+    assert main(["import-model", path, "--seq", "4", "-o", str(tmp_path)]) == 2
+    assert "-o names a folder" in capsys.readouterr().err
     assert main(["import-model", path, "--seq", "4", "-o", "m.yaml"]) == 0       # named: overwritten
     assert "einsum: Z[m,n] += A[m,k] * B[k,n]" in (tmp_path / "m.yaml").read_text()
+
+
+def test_a_tensor_nothing_defines_is_named(tmp_path):
+    """A node reading a tensor no node, input or initializer gives is refused at that node (not
+    as a shape inference could not make, which blamed unbound symbols)."""
+    model = onnx.load(_gemm(tmp_path / "g.onnx"))
+    model.graph.node[0].input[1] = "nowhere"
+    onnx.save(model, str(tmp_path / "d.onnx"))
+    with pytest.raises(SpecError, match="reads tensor 'nowhere', which no node produces"):
+        import_model(str(tmp_path / "d.onnx"), seq=4)
 
 
 def test_a_constant_only_graph_says_so(tmp_path):

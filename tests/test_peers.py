@@ -77,5 +77,7 @@ def test_a_mapspace_naming_a_level_the_arch_lacks_is_refused_in_one_line():
     done = subprocess.run([sys.executable, "-m", "mapper", "fuse", "h100", "chain-gemm-bias-relu", "--mapspace",
                            "tpu-v4i-roles", "--time-limit", "1"], capture_output=True, text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip() == ("mapper: error: mapspace tpu-v4i-roles: levels.LocalBuffer: no level "
-                                   "'LocalBuffer' in arch h100 (levels: HBM, L2, SMEM, RF)")
+    assert done.stderr.strip().endswith("constraints/tpu-v4i-roles.yaml: levels.LocalBuffer: no level "
+                                        "'LocalBuffer' in arch h100 (levels: HBM, L2, SMEM, RF; or outermost, "
+                                        "innermost, every)")
+    assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("mapper: error: ")

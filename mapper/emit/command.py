@@ -211,7 +211,7 @@ def config_evaluation_inputs(arch_arg: str, workload_arg: str, config_path: str)
     found = native_search_inputs(arch_arg, workload_arg)
     config = read_triton_config(config_path)
     try:
-        mapping, notes = mapping_of_config(found.arch, found.workload, config)
+        mapping, notes = mapping_of_config(found.arch, found.workload, config, Where(str(config_path)))
     except EmitError as exc:
         raise SpecError(str(config_path), "", str(exc)) from None
     check_fits(mapping, found.arch, found.workload, Where(str(config_path)))

@@ -37,6 +37,12 @@ class EmitError(MapperError):
     """A mapping or workload a backend cannot emit at all (not a GEMM, not a GPU, ...)."""
 
 
+def source(spec) -> str:
+    """How an emit error names an architecture or workload: the file it was read from (the
+    user's input, what the message is about), else its name."""
+    return spec.file or spec.name
+
+
 @dataclass(frozen=True)
 class GemmView:
     """A GEMM mapping read as a kernel's parameters. Per role (m, n, k) tuples; `dims` the
@@ -76,17 +82,22 @@ def gemm_dims(arch: Arch, workload: Workload):
     try:
         roles = arch_roles(arch, workload) or tensor_core_roles(workload, {"m": 16, "n": 8, "k": 16})
     except RolesError as exc:
-        raise EmitError(f"{workload.name}: no GEMM roles ({exc.reason})") from None
+        raise EmitError(f"{source(workload)}: no GEMM roles ({exc.reason})") from None
     dims = []
     for name in ROLES:
         played = roles.of(name) if name in roles.names else ()
         if len(played) != 1:
             who = "·".join(workload.dims[d] for d in played) or "no dim"
-            raise EmitError(f"{workload.name}: {who} plays the GEMM's {name}; the kernel backends emit a "
+            raise EmitError(f"{source(workload)}: {who} plays the GEMM's {name}; the kernel backends emit a "
                             f"(batched) matmul with one dim per role: emit it with --to mlir")
         dims.append(played[0])
     if any(t.has_sliding_axis for t in workload.tensors):
-        raise EmitError(f"{workload.name}: a sliding window is no matmul operand; emit it with --to mlir")
+        raise EmitError(f"{source(workload)}: a sliding window is no matmul operand; emit it with --to mlir")
+    inputs = [t for t, tensor in enumerate(workload.tensors) if not tensor.is_output]
+    if _operand_order(workload, dims, inputs) is None:
+        # roles read by name (a one-operand `Z[m,n] += A[m,n,k]`) need not be a matmul's
+        raise EmitError(f"{source(workload)}: no two operands, one indexed by {workload.dims[dims[0]]} and one by "
+                        f"{workload.dims[dims[1]]}; the kernel backends emit a (batched) matmul: emit it with --to mlir")
     return tuple(dims), tuple(roles.batch)
 
 
@@ -94,7 +105,7 @@ def gemm_view(arch: Arch, workload: Workload, mapping: Mapping) -> GemmView:
     """The kernel parameters of `mapping` (of a GEMM on a GPU architecture)."""
     levels = arch.per_sm_levels()
     if levels is None:
-        raise EmitError(f"architecture {arch.name} is no GPU (no `gpu:` section with a per-SM level): "
+        raise EmitError(f"{source(arch)}: architecture {arch.name} is no GPU (no `gpu:` section with a per-SM level): "
                         "thread blocks and warps need one; emit it with --to mlir")
     smem, rf = levels
     dims, batch = gemm_dims(arch, workload)
@@ -132,11 +143,14 @@ def _spatial(mapping: Mapping, dims, smem: int):
     return tuple(warps), tuple(wave)
 
 
-def _operand_order(workload: Workload, dims, inputs) -> tuple[int, int]:
-    """(the operand indexed by m and k, the one indexed by k and n)."""
+def _operand_order(workload: Workload, dims, inputs) -> tuple[int, int] | None:
+    """(the operand indexed by m and k, the one indexed by k and n); None when the inputs are
+    not two such operands (`gemm_dims` refuses the workload then)."""
     m, n, _ = dims
-    first = next(t for t in inputs if m in workload.tensors[t].dims)
-    second = next(t for t in inputs if n in workload.tensors[t].dims and t != first)
+    first = next((t for t in inputs if m in workload.tensors[t].dims), None)
+    second = next((t for t in inputs if n in workload.tensors[t].dims and t != first), None)
+    if first is None or second is None or len(inputs) != 2:
+        return None
     return first, second
 
 

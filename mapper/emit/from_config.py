@@ -21,16 +21,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from types import MappingProxyType
+
 from ..bind import check_fits
 from ..errors import SpecError
+from ..factors import prime_factorization
+from ..limits import MAX_INT, MAX_STAGES, MAX_WARPS
 from ..mapping import LevelMapping, Mapping
 from ..spec import Arch, Workload
 from ..units import Where
-from ..validate import fields
-from .common import EmitError, gemm_dims
+from ..validate import fields, integer
+from .common import EmitError, gemm_dims, source
 
 KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
 OPTIONAL = ("GROUP_M", "warps_m")
+# A thread block holds at most 1,024 threads (CUDA's limit): MAX_WARPS warps of 32; more stages
+# than a level takes are priced with its most (`mapping_of_config`): the loader's stage limit
+LIMITS = MappingProxyType({"num_warps": MAX_WARPS, "warps_m": MAX_WARPS, "num_stages": MAX_STAGES})
 
 
 @dataclass(frozen=True)
@@ -54,16 +61,17 @@ def config_from_dict(data, where: Where) -> BlockConfig:
     for key in KEYS + OPTIONAL:
         if key not in data or (key in OPTIONAL and data[key] is None):
             continue
-        value = data[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise (where / key).error(f"expected a positive integer, got {value!r}")
-        values[key] = value
+        values[key] = integer(data[key], where / key, "a positive integer", high=LIMITS.get(key, MAX_INT))
     return BlockConfig(values["BLOCK_M"], values["BLOCK_N"], values["BLOCK_K"], values["num_stages"],
                        values["num_warps"], values.get("GROUP_M"), values.get("warps_m"))
 
 
 def _largest_divisor_at_most(value: int, cap: int) -> int:
-    return max(d for d in range(1, max(1, min(value, cap)) + 1) if value % d == 0)
+    """From `value`'s divisors (at most 1,344 below 2^31), not a scan up to `cap`."""
+    divisors = [1]
+    for p, e in prime_factorization(value):
+        divisors = [d * p**i for d in divisors for i in range(e + 1)]
+    return max(d for d in divisors if d <= max(1, cap))
 
 
 def warp_split(config: BlockConfig) -> tuple[int, int]:
@@ -88,11 +96,13 @@ def _on_cores(wm: int, wn: int, cores: int) -> tuple[int, int]:
                 if wn % b == 0 and a * b <= cores), key=lambda s: (s[0] * s[1], s[0]))
 
 
-def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig) -> tuple[Mapping, tuple[str, ...]]:
-    """(the mapping `config` runs on `arch`, lines on what was adjusted to fit the arch)."""
+def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig,
+                      where: Where = Where("triton config")) -> tuple[Mapping, tuple[str, ...]]:
+    """(the mapping `config` runs on `arch`, lines on what was adjusted to fit the arch); a
+    config whose blocks fit in no way is refused at `where` (the config's file)."""
     levels = arch.per_sm_levels()
     if levels is None:
-        raise EmitError(f"architecture {arch.name} is no GPU: a Triton config needs thread blocks")
+        raise EmitError(f"{source(arch)}: architecture {arch.name} is no GPU: a Triton config needs thread blocks")
     smem, rf = levels
     (m, n, k), batch = gemm_dims(arch, workload)
     changes = []
@@ -128,11 +138,12 @@ def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig) -> tu
         mapping = _mapping(arch, workload, config, (m, n, k, batch), (rows, cols, wm, wn, stages, rf_stages), blocks,
                            cached)
         try:
-            check_fits(mapping, arch, workload, Where("triton config"))
+            check_fits(mapping, arch, workload, where)
             break
-        except SpecError:
+        except SpecError as exc:
             if i == len(tries) - 1:
-                raise
+                raise (where / "BLOCK_M, BLOCK_N, BLOCK_K, num_stages").error(
+                    f"the blocks do not fit at {exc.path}: {exc.expected}") from None
     return mapping, tuple(changes)
 
 

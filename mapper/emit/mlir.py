@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ..mapping import Mapping, level_tiles
 from ..roles import RolesError, arch_roles
 from ..spec import Arch, Workload
-from .common import GELU_CUBIC, GELU_SCALE, EmitError, epilogue_names
+from .common import GELU_CUBIC, GELU_SCALE, EmitError, epilogue_names, source
 
 FLOAT_OF_BITS = MappingProxyType({16: "bf16", 32: "f32", 64: "f64"})
 INT_OF_BITS = MappingProxyType({8: "i8", 16: "i16", 32: "i32", 64: "i64"})
@@ -152,7 +152,7 @@ def payload_text(workload: Workload, epilogue=(), as_f32: bool = False) -> str:
     steps = epilogue_names(epilogue)
     types, acc, is_float = _types(workload, as_f32)
     if steps and not is_float:
-        raise EmitError(f"{workload.name}: an integer contraction; the epilogue ({', '.join(steps)}) needs floats")
+        raise EmitError(f"{source(workload)}: an integer contraction; the epilogue ({', '.join(steps)}) needs floats")
     out_t = workload.output
     inputs = [t for t in range(len(workload.tensors)) if t != out_t]
     out_type = _tensor_type(_shape(workload, out_t), acc)

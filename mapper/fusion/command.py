@@ -44,7 +44,7 @@ def run(args) -> int:
     # reasons and the report come after them
     context = SearchContext.for_command(time_limit, args.max_evaluations, since=since + min(REPORT_S, time_limit / 10))
     arch, graph = load_arch(args.arch), load_opgraph(args.workload)
-    extra = _extra_levels(arch, args.mapspace) if args.mapspace else ()
+    extra = _extra_levels(arch, graph, args.mapspace) if args.mapspace else ()
     result = fuse(arch, graph, context, time_limit, args.objective, extra)
     if args.json:
         print(strict_json(fuse_json(result)))
@@ -55,15 +55,13 @@ def run(args) -> int:
     return 0
 
 
-def _extra_levels(arch, name: str) -> tuple:
-    """The `levels` of the constraints `name`, each naming a level of `arch` (else the error
-    names that file, not the op's own mapspace)."""
-    from ..bind import LEVEL_ALIASES
-    from ..errors import SpecError
+def _extra_levels(arch, graph, name: str) -> tuple:
+    """The `levels` of the constraints `name`, each naming a level of `arch` and the dims and
+    tensors of every op (by name or role), checked here: each op's search merges them into its
+    own mapspace, whose errors would name that mapspace's file, not this one."""
+    from ..bind import check_constraint_names
     from ..load import load_constraints
     constraints = load_constraints(name)
-    for key, _ in constraints.levels:
-        if key not in arch.level_names and key not in LEVEL_ALIASES:
-            raise SpecError(f"mapspace {constraints.name}", f"levels.{key}", f"no level {key!r} in arch "
-                            f"{arch.name} (levels: {', '.join(arch.level_names)})")
+    for op in graph.ops:
+        check_constraint_names(arch, op.workload, constraints)
     return constraints.levels

@@ -19,18 +19,26 @@ from .grouping import Grouping
 from .groups import GroupPrice, Grouper, Refusal
 
 SCALE = 10**9               # the objective's integer resolution, relative to the largest candidate
+# connected groups enumerated at most: a tensor many ops read (a star) has combinatorially many,
+# each to price; past this the choice is the dynamic programme's over runs of the order
+MAX_CANDIDATES = 5_000
 
 
-def candidates(grouper: Grouper, max_group: int) -> list[GroupPrice]:
-    """Every legal group of up to `max_group` connected ops (singletons included)."""
+def candidates(grouper: Grouper, max_group: int) -> list[GroupPrice] | None:
+    """Every legal group of up to `max_group` connected ops (singletons included); None when
+    the connected groups number more than MAX_CANDIDATES."""
     g = grouper.graph.graph.to_undirected()
     seen, frontier = set(), [frozenset([i]) for i in g.nodes]
     while frontier:
         seen.update(frontier)
+        if len(seen) > MAX_CANDIDATES:
+            return None
         grown = set()
         for group in frontier:
             if len(group) < max_group:
                 grown |= {group | {j} for i in group for j in g.neighbors(i) if j not in group}
+                if len(grown) > MAX_CANDIDATES:
+                    return None
         frontier = [s for s in grown if s not in seen]
     out = []
     for group in sorted(seen, key=lambda s: (len(s), sorted(s))):
@@ -40,10 +48,15 @@ def candidates(grouper: Grouper, max_group: int) -> list[GroupPrice]:
     return out
 
 
-def best_cover(grouper: Grouper, n: int, max_group: int = 6, seconds: float = 10.0) -> tuple[Grouping, bool]:
-    """The CP-SAT choice over `candidates` and whether CP-SAT proved it optimal."""
+def best_cover(grouper: Grouper, n: int, max_group: int = 6,
+               seconds: float = 10.0) -> tuple[Grouping, bool] | None:
+    """The CP-SAT choice over `candidates` (at most `seconds` of solving) and whether CP-SAT
+    proved it optimal; None when the candidates are too many to enumerate or CP-SAT found no
+    cover in `seconds`."""
     from ortools.sat.python import cp_model
     groups = candidates(grouper, max_group)
+    if groups is None:
+        return None
     scores = [g.score(grouper.objective) for g in groups]
     top = max(scores) or 1.0
     model = cp_model.CpModel()
@@ -65,7 +78,7 @@ def best_cover(grouper: Grouper, n: int, max_group: int = 6, seconds: float = 10
     solver.parameters.random_seed = 0
     status = solver.Solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        raise RuntimeError("CP-SAT found no cover (the singletons always form one)")
+        return None     # none found in the time left (the singletons form one): the runs' choice stands
     picked = _in_order(grouper.graph.graph, [g for g, c in zip(groups, chosen) if solver.Value(c)])
     return Grouping(picked, sum(g.score(grouper.objective) for g in picked)), status == cp_model.OPTIMAL
 

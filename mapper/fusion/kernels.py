@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ..constraints import LevelConstraints, Range
 from ..cost import Evaluation, evaluate
-from ..errors import MapperError
+from ..errors import MapperError, SpecError
 from ..load import load_constraints
 from ..mapping import Mapping
 from ..mapspace import Mapspace
@@ -157,6 +157,10 @@ class OpSearches:
                 return own
             strategy = make_strategy("joint", {"seed": 0, "incumbents": self._seeds(i, wl, sizes)}, where="fuse")
             result = strategy.run(space, self.objective, self.context.share(seconds))
+        except SpecError as exc:
+            if exc.where in (self.graph.file, self.arch.file):
+                raise           # the input's fault (a size too large to split, a keep naming nothing): said first
+            return f"no mapping: {exc}"
         except MapperError as exc:
             return f"no mapping: {exc}"
         ev = evaluate(self.arch, wl, result.mapping) if reserve else result.evaluation

@@ -23,6 +23,7 @@ from .kernels import OpSearches, signature
 EINSUM_SHARE = 0.85
 FINISH_S = 2.0             # kept at the end of the searches: the last polish and the choice
 MIN_LEFT_S = 0.5           # seconds before that end under which no further group is searched
+COVER_S, MIN_COVER_S = 10.0, 0.05     # CP-SAT's seconds for the choice of groups, most and least
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,14 @@ def searches_for(arch: Arch, graph: OpGraph, context: SearchContext, time_limit:
 
 def best_of(grouper: Grouper, n: int) -> tuple[Grouping, Grouping, bool]:
     """The better of the dynamic programme's and CP-SAT's groupings, the programme's, and
-    whether CP-SAT proved its own."""
+    whether CP-SAT proved its own. CP-SAT solves until the searches' deadline (at most
+    COVER_S, at least MIN_COVER_S): the choice must not carry the command past its limit."""
     runs = best_grouping(grouper, n)
-    cover, proven = best_cover(grouper, n)
+    seconds = min(COVER_S, max(MIN_COVER_S, grouper.searches.context.seconds_left()))
+    found = best_cover(grouper, n, seconds=seconds)
+    if found is None:                   # too many connected groups to price: the runs' choice
+        return runs, runs, False
+    cover, proven = found
     return (cover if cover.score < runs.score else runs), runs, proven
 
 

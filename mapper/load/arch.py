@@ -31,9 +31,9 @@ def _mesh(data, where: Where) -> tuple[int, int]:
     if "mesh" not in data:
         return instances, 1
     mesh = data["mesh"]
-    if (not isinstance(mesh, list) or len(mesh) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in mesh)):
+    if not isinstance(mesh, list) or len(mesh) != 2:
         raise (where / "mesh").error(f"expected [x, y] with positive integers, got {shown(mesh)}")
+    mesh = [positive_int(v, where / "mesh" / i, "a positive integer", limit=MAX_INSTANCES) for i, v in enumerate(mesh)]
     if mesh[0] * mesh[1] > MAX_INSTANCES:
         raise (where / "mesh").error(f"{mesh[0]:,} x {mesh[1]:,} instances, above the limit of "
                                      f"{MAX_INSTANCES:,} this tool handles")

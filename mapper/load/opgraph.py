@@ -13,6 +13,7 @@ import networkx as nx
 
 from ..einsum import parse_einsum
 from ..errors import shown
+from ..limits import MAX_OPS
 from ..opgraph import ELEMENTWISE_FLOPS, REDUCTIONS, STREAMS, GraphTensor, Op, OpGraph
 from ..units import Where
 from ..validate import fields, name_list, name_text, positive_int, text
@@ -46,6 +47,9 @@ def opgraph_from_dict(data, where: Where) -> OpGraph:
         raise (where / "dtypes").error("expected a mapping of tensor -> dtype")
     if not isinstance(data["ops"], list) or not data["ops"]:
         raise (where / "ops").error("expected a non-empty list of ops")
+    if len(data["ops"]) > MAX_OPS:
+        raise (where / "ops").error(f"{len(data['ops']):,} ops, above the limit of {MAX_OPS} this tool handles "
+                                    "(fusion prices groups of them): split the graph")
     ops, shapes = [], {}
     for i, raw in enumerate(data["ops"]):
         op = _op(raw, where / "ops" / i, sizes, data.get("dtype"), dtypes)

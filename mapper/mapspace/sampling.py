@@ -80,6 +80,25 @@ class SamplingMixin:
         table = self._build(factors, keep_idx, stage_idx, rng)
         return table.take(self.valid_mask(table))
 
+    def expanded_rows(self, factors: np.ndarray) -> int:
+        """How many rows `expand(factors)` builds before pruning (every keep set, stage count and
+        order class at every level), counted without building them: a single factor row of a
+        convolution on a deep array expands to more than memory holds."""
+        masks = self._nonunit_masks(factors)
+        choices = math.prod(len(c.keeps) * len(c.stages) for c in self.choices)
+        return choices * sum(math.prod(len(self.order_array(lv, int(masks[lv][row]))) for lv in range(self.n_levels))
+                             for row in range(factors.shape[-1]))
+
+    def draw_choices(self, factors: np.ndarray, per_row: int, rng: np.random.Generator) -> MappingTable:
+        """`per_row` draws of keep/stage/order choices for each factor combination (uniform per
+        level, as `sample` draws them), pruned by capacity: `expand` where it would build too many."""
+        factors = along_last(factors, np.repeat(np.arange(factors.shape[-1]), per_row))
+        count = factors.shape[-1]
+        keep_idx = [rng.integers(0, len(c.keeps), size=count) for c in self.choices]
+        stage_idx = [rng.integers(0, len(c.stages), size=count) for c in self.choices]
+        table = self._build(factors, keep_idx, stage_idx, rng)
+        return table.take(self.valid_mask(table))
+
     def expand(self, factors: np.ndarray) -> MappingTable:
         """All keep/stage/order choices for each factor combination, pruned by capacity."""
         n = factors.shape[-1]

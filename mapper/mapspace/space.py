@@ -9,6 +9,7 @@ from functools import cached_property
 from ..bind import check_together
 from ..constraints import ROLES, Constraints
 from ..errors import InfeasibleError, SpecError
+from ..factors import count_factorizations
 from ..roles import Roles, arch_roles
 from ..tails import dim_extents
 from ..spec import Arch, Workload
@@ -68,6 +69,12 @@ class Mapspace(TablesMixin, OrderTablesMixin, CountingMixin, PruningMixin, Sampl
         """Per dim, the extents it may take: its size, or padded ones (`tails.dim_extents`)."""
         return dim_extents(self.arch, self.workload, self.constraints.factors, self.constraints.max_padding,
                            self.roles)
+
+    @cached_property
+    def raw_rows(self) -> list[int]:
+        """Per dim, the rows of its raw table (every split of each of its extents over the
+        slots), in closed form, before any is built: what setting the space up costs."""
+        return [sum(count_factorizations(e, len(self.slots)) for e in extents) for extents in self.extents]
 
     @cached_property
     def choices(self) -> list[LevelChoices]:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .. import flags
-from ..errors import MapperError, SpecError
+from ..errors import SpecError
 from ..units import DTYPE_BITS
 
 
@@ -46,6 +46,13 @@ def _dtype(value: str | None, flag: str) -> str | None:
     return value.lower() if value else None
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
+
+
 def run(args) -> int:
     from .api import import_model
     from .summary import write_yaml, yaml_text
@@ -55,7 +62,9 @@ def run(args) -> int:
     if args.output != "-":
         target = Path(args.output) if args.output else None
         if target is not None and target.is_dir():
-            raise MapperError(f"import-model: {target} is a folder: give the model file's path")
+            raise SpecError(str(target), "", "-o names a folder: give the model file's path")
+        if target is not None and _same_file(target, Path(args.file)):
+            raise SpecError(str(target), "", "-o names the file being imported: give another path")
     imported = import_model(args.file, seq=args.seq, batch=args.batch, dims=dims, name=args.name,
                             dtype=dtype, output_dtype=output_dtype)
     if args.output == "-":
@@ -65,8 +74,8 @@ def run(args) -> int:
     if target is None:
         target = Path(f"{imported.data['name']}.yaml")
         if target.exists():
-            raise MapperError(f"import-model: {target} exists: give -o to choose the file (an existing one is "
-                              "overwritten only when named)")
+            raise SpecError(str(target), "", "exists: give -o to choose the file (an existing one is "
+                            "overwritten only when named)")
     write_yaml(imported.data, target)
     print(imported.summary)
     print(f"  written to {target}: `mapper sweep ARCH --model {target}` runs it")

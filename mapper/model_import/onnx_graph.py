@@ -209,8 +209,8 @@ def _strip(tensor, TensorProto) -> None:
 
 
 def _nodes(graph, file: str) -> tuple[Node, ...]:
-    """The nodes in a topological order (the file's own where it is one), checked for cycles and
-    for tensors two nodes produce."""
+    """The nodes in a topological order (the file's own where it is one), checked for cycles,
+    for tensors two nodes produce and for tensors read that nothing defines."""
     from onnx import helper
     produced, raw = {}, list(graph.node)
     for i, node in enumerate(raw):
@@ -219,6 +219,12 @@ def _nodes(graph, file: str) -> tuple[Node, ...]:
                 raise SpecError(file, f"node {node.name or i}", f"tensor {shown(out)} is produced by two nodes")
             if out:
                 produced[out] = i
+    defined = set(produced) | {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    for i, node in enumerate(raw):
+        missing = next((t for t in node.input if t and t not in defined), None)
+        if missing is not None:
+            raise SpecError(file, f"node {node.name or i}", f"reads tensor {shown(missing)}, which no node "
+                            "produces and no input or initializer defines")
     g = nx.DiGraph()
     g.add_nodes_from(range(len(raw)))
     for j, node in enumerate(raw):

@@ -25,15 +25,26 @@ and keeps saying so. Evaluation budgets and Ctrl-C are exact and do not look ahe
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..cost import Costs, evaluate_many
+from ..errors import BudgetExhausted
 from ..mapping import MappingTable
 
 FINISH_RESERVE_S, FINISH_RESERVE_FRACTION = 0.5, 0.08
+# raw rows of a mapspace's per-dim tables set up per second, at the least: on this project's
+# 2-core machine under a load of 3, a prime dim of 999,983 on h100 (1,686,450 raw rows, 160,986
+# once pruned) took 1.9 s from reading the specs to the first bound; half that rate is kept,
+# so that a search refused for want of time would indeed not have fitted
+SETUP_ROWS_PER_SECOND = 600_000
+# a set-up this short always runs, even past the deadline: a search started late (a loaded
+# machine's start-up) still returns a mapping (greedy's quick look), within the second past its
+# limit a command may take
+SETUP_GRACE_S = 0.5
 STEP_WINDOW = 8                 # stretches between budget checks that predict the next one's length
 NOMINAL_SECONDS = 60.0          # an evaluation budget's seconds when no time limit is given
 
@@ -163,6 +174,32 @@ class SearchContext:
         checks that only keep a step within the time limit (slicing a batch, skipping a
         wind-down), so that under an evaluation budget what is priced stays as it was."""
         return self.interrupted or (self.per_evaluation is None and self.stopped())
+
+    def require_setup(self, space) -> None:
+        """Refuse up front a search whose mapspace (`space`) takes longer to set up than the
+        time left: its per-dim tables are built whole before any step can check the clock, so
+        a dim of a million ways to split would carry the search far past its time limit.
+        `BudgetExhausted` says which dim and what time limit would do; nothing under an
+        evaluation budget or without a deadline (the cost is bounded by `limits.MAX_DIM_SPLITS`)."""
+        if space.tables_built:
+            return
+        rows = space.raw_rows
+        needed = sum(rows) / SETUP_ROWS_PER_SECOND
+        if needed <= max(self.seconds_left(), 0.0) + SETUP_GRACE_S:
+            return
+        d = max(range(len(rows)), key=rows.__getitem__)
+        raise BudgetExhausted(
+            f"the search's budget (its time limit) ends before the mapspace of {space.workload.name} on "
+            f"{space.arch.name} is set up: dim {space.workload.dims[d]} alone has {rows[d]:,} ways to split "
+            f"over the loop slots (about {needed:.1f} s to build, {SETUP_ROWS_PER_SECOND:,} a second); "
+            f"give a time limit of {math.ceil(needed + 1)} s or more")
+
+    def past_deadline(self) -> bool:
+        """Ctrl-C, or the wall-clock deadline passed; never an evaluation budget, and no
+        look-ahead (nothing recorded): for set-up steps that would carry a search past its time
+        limit and that a search may skip or cut short (its bounds then weaker, still valid)."""
+        return self.interrupted or (self.per_evaluation is None and self.deadline is not None
+                                    and time.perf_counter() > self.deadline)
 
     def stop_reason(self) -> StopReason:
         """What ends the searches of this context."""

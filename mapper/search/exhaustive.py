@@ -26,6 +26,7 @@ class Exhaustive:
     def run(self, space: Mapspace, objective: Objective, context: SearchContext | None = None,
             progress=None) -> SearchResult:
         context = context or SearchContext()
+        context.require_setup(space)
         funnel = space.funnel()
         space.require_nonempty(funnel)
         size = funnel.after["divisibility"]

@@ -57,12 +57,15 @@ class Greedy:
     name: str = "greedy"
 
     def run(self, space: Mapspace, objective: Objective, context: SearchContext | None = None,
-            progress=None) -> SearchResult:
+            progress=None, tree: LevelTree | None = None) -> SearchResult:
+        """`tree`: the space's `LevelTree` where the caller has it (the joint search's start:
+        sorting a million factor rows again would take a second or more)."""
         context = context or SearchContext()
         budget = context.budget(context.time_limit)
+        context.require_setup(space)
         funnel = space.funnel()
         space.require_nonempty(funnel)
-        descent = _Descent(self, space, objective, context, budget)
+        descent = _Descent(self, space, objective, context, budget, tree)
         descent.run()
         events = [GreedyRule()]
         if descent.backtracks:
@@ -78,10 +81,10 @@ class _Descent:
     level where the budget ran out, None while there is time."""
 
     def __init__(self, greedy: Greedy, space: Mapspace, objective: Objective, context: SearchContext,
-                 budget: Budget):
+                 budget: Budget, tree: LevelTree | None = None):
         self.greedy, self.space, self.objective, self.budget = greedy, space, objective, budget
         self.context = context
-        self.tree = LevelTree(space)
+        self.tree = tree or LevelTree(space)
         self.incumbent = Incumbent(space, objective, context)
         self.hurried_from: str | None = None
         self.decided: list[str] = []

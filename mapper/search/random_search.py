@@ -24,6 +24,7 @@ class RandomSearch:
         """Draws until `samples` are made or the context's time limit (with which the draws
         made depend on the machine's speed) or evaluation budget ends."""
         context = context or SearchContext()
+        context.require_setup(space)
         funnel = space.funnel(seed=self.seed)
         space.require_nonempty(funnel)
         rng = np.random.default_rng(self.seed)

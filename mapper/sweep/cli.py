@@ -132,7 +132,7 @@ def sweep_command(args) -> int:
         run = run_points(points, store, jobs=args.jobs, scheduler=args.scheduler, warm_start=spec.warm_start,
                          progress=not args.quiet, retry_failed=args.retry_failed)
         rows = {row["key"]: row for row in store.rows({p.key for p in points})}
-        fused = _run_chains(spec, store, args) if spec.chains else ""
+        fused, failed_chains = _run_chains(spec, store, args) if spec.chains else ("", [])
     print(sweep_text(run, rows, args.db) + fused)
     if args.plot:
         from .plots import write_plots
@@ -143,7 +143,8 @@ def sweep_command(args) -> int:
         written, skipped = export_timeloop(points, rows, Path(args.export_timeloop))
         print(f"\nTimeloop mappings: {len(written)} file(s) in {args.export_timeloop}"
               + "".join(f"\n  {line}" for line in skipped))
-    failed = failed_rows(run, rows)
+    # a chain point (a fusion study) without a result fails the sweep as a layer point does
+    failed = failed_rows(run, rows) + failed_chains
     if failed and not args.keep_going:
         print(f"mapper: {len(failed)} sweep point(s) found no mapping (the report lists them; "
               "--keep-going exits with status 0)", file=sys.stderr)
@@ -151,8 +152,9 @@ def sweep_command(args) -> int:
     return 0
 
 
-def _run_chains(spec, store, args) -> str:
-    """`--fuse`: the chain points (after the layer points) and their report."""
+def _run_chains(spec, store, args) -> tuple[str, list[dict]]:
+    """`--fuse`: the chain points (after the layer points): their report, and their rows
+    without a result (failed now or found so in the store)."""
     import time
     from .fused import chain_points, run_chain_points
     from .fused_report import fused_text
@@ -166,7 +168,9 @@ def _run_chains(spec, store, args) -> str:
     head = (f"\n\n{len(cps)} chain point(s) (fusion studies): {len(computed)} studied in "
             f"{time.perf_counter() - started:.1f} s, {skipped} already in {args.db}, "
             f"{sum(r['status'] != 'ok' for r in computed)} failed\n\n")
-    return head + fused_text(cps, chain_rows, layer_points, rows)
+    failed = [chain_rows[k] for k in dict.fromkeys(p.key for p in cps)
+              if k in chain_rows and chain_rows[k]["status"] != "ok"]
+    return head + fused_text(cps, chain_rows, layer_points, rows), failed
 
 
 SCALARS = tuple(n for n in NAMES if n not in ("sizes", "mapping", "tiles", "cost", "notes", "settings",

@@ -10,16 +10,21 @@ from __future__ import annotations
 import itertools
 import re
 
+from ..errors import shown
 from ..units import Where
+from ..validate import integer
 
-_RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*(?::\s*([x+])\s*(\d+)\s*)?$")
+# ASCII digits only (`\d` and `str.isdigit` take other scripts' digits, and '①', which int()
+# refuses); each number then passes the project's one integer rule (`validate.integer`)
+_INT = re.compile(r"^\s*([0-9]+)\s*$")
+_RANGE = re.compile(r"^\s*([0-9]+)\s*\.\.\s*([0-9]+)\s*(?::\s*([x+])\s*([0-9]+)\s*)?$")
 MAX_VALUES = 10_000      # a range that long is a typo, not a sweep
 
 
 def size_values(raw, where: Where) -> tuple[int, ...]:
     """One dim's values from YAML (int, list of ints, or a string in the grammar above)."""
     if isinstance(raw, bool):
-        raise where.error(f"expected a size, a list of sizes or a range 'a..b:xF', got {raw!r}")
+        raise where.error(f"expected a size, a list of sizes or a range 'a..b:xF', got {shown(raw)}")
     if isinstance(raw, int):
         return (_positive(raw, where),)
     if isinstance(raw, list) and raw:
@@ -32,36 +37,43 @@ def size_values(raw, where: Where) -> tuple[int, ...]:
         for part in raw.split(","):
             out.extend(_range_or_int(part, where))
         return _unique(out)
-    raise where.error(f"expected a size, a list of sizes or a range 'a..b:xF', got {raw!r}")
+    raise where.error(f"expected a size, a list of sizes or a range 'a..b:xF', got {shown(raw)}")
 
 
 def _range_or_int(text: str, where: Where) -> list[int]:
     text = text.strip()
-    if text.isdigit():
-        return [_positive(int(text), where)]
+    if len(text) > 200:
+        raise where.error(f"expected an integer or a range such as '512..8192:x2', got {shown(text)}")
+    if match := _INT.match(text):
+        return [_positive(_digits(match.group(1), where), where)]
     match = _RANGE.match(text)
     if not match:
         raise where.error(f"expected an integer or a range such as '512..8192:x2' or '128..1024:+128', "
-                          f"got {text!r}")
-    low, high = _positive(int(match.group(1)), where), _positive(int(match.group(2)), where)
-    kind, step = match.group(3) or "+", int(match.group(4) or 1)
+                          f"got {shown(text)}")
+    low = _positive(_digits(match.group(1), where), where)
+    high = _positive(_digits(match.group(2), where), where)
+    kind, step = match.group(3) or "+", _digits(match.group(4) or "1", where)
     if high < low:
-        raise where.error(f"range {text!r}: the end {high} is below the start {low}")
+        raise where.error(f"range {shown(text)}: the end {high} is below the start {low}")
     if (kind == "x" and step < 2) or step < 1:
-        raise where.error(f"range {text!r}: a geometric step must be x2 or more, an arithmetic one +1 or more")
+        raise where.error(f"range {shown(text)}: a geometric step must be x2 or more, an arithmetic one +1 or more")
     values, value = [], low
     while value <= high:
         values.append(value)
         if len(values) > MAX_VALUES:
-            raise where.error(f"range {text!r} has more than {MAX_VALUES:,} values")
+            raise where.error(f"range {shown(text)} has more than {MAX_VALUES:,} values")
         value = value * step if kind == "x" else value + step
     return values
 
 
+def _digits(text: str, where: Where) -> int:
+    """The int of a run of ASCII digits, refused beyond the limit before it is converted (the
+    text is at most 200 characters: far below Python's 4,300-digit limit)."""
+    return integer(int(text), where, "a non-negative integer", low=0)
+
+
 def _positive(value: int, where: Where) -> int:
-    if value <= 0:
-        raise where.error(f"expected a positive size, got {value}")
-    return value
+    return integer(value, where, "a positive size")
 
 
 def _unique(values: list[int]) -> tuple[int, ...]:

@@ -27,9 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import validate
 from ..constraints import Constraints
+from ..flags import MAX_FLAG
 from ..load import (fields, load_arch, load_constraints, load_workload, read_yaml, text,
                     workload_from_dict)
+from ..model_import.cache import importable, imported_model
 from ..search import STRATEGIES
 from ..spec import Arch, Workload
 from ..units import Where
@@ -113,16 +116,19 @@ def _names(raw, where: Where, default=None) -> list:
 
 def _beside(base: Path | None, name: str) -> str:
     """A file named relative to the sweep file, when it exists there."""
-    if base is not None and (base / name).is_file():
-        return str(base / name)
+    try:
+        if base is not None and (base / name).is_file():
+            return str(base / name)
+    except (OSError, ValueError):       # a name too long for the file system: `resolve` says so
+        pass
     return name
 
 
 def _number(raw, where: Where, what: str, integer: bool = False):
-    bad = isinstance(raw, bool) or not isinstance(raw, int if integer else (int, float)) or raw < 0
-    if bad:
-        raise where.error(f"expected {what}, got {raw!r}")
-    return raw
+    """A setting: the bounds of its command-line flag (`flags`), under the one number rule."""
+    if integer:
+        return validate.integer(raw, where, what, low=0, high=MAX_FLAG)
+    return validate.finite_number(raw, where, what, low=0.0, high=MAX_FLAG)
 
 
 def _strategies(raw, where: Where) -> tuple[str, ...]:
@@ -183,7 +189,7 @@ def sweep_from_dict(data, where: Where, base: Path | None = None) -> SweepSpec:
     chains = []
     if fuse:
         for i, entry in enumerate(raw):
-            chains.extend(model_chains(entry, where / "workloads" / i) if "model" in entry else [])
+            chains.extend(model_chains(entry, where / "workloads" / i, base) if "model" in entry else [])
         if not chains:
             raise (where / "fuse").error("no model entry with chains to fuse (`fuse` applies to `model:` entries)")
     return SweepSpec(name=text(data.get("name", Path(where.file).stem), where / "name"),
@@ -199,9 +205,21 @@ def _load(loader, name: str, where: Where):
     try:
         return loader(name)
     except SpecError as exc:
-        if exc.where == name and not exc.path:
+        given = _is_file(name)
+        if exc.where == name and not exc.path and not given:      # no such file or preset
             raise where.error(f"{name!r}: {exc.expected}") from None
+        if exc.where != name and not given:
+            # a bundled preset is valid alone: what is wrong is its use here (an op graph where
+            # one einsum goes), said at the key that names it
+            raise where.error(f"preset {name!r}: {exc.expected}") from None
         raise
+
+
+def _is_file(name: str) -> bool:
+    try:
+        return Path(name).is_file()
+    except (OSError, ValueError):       # a name too long for the file system
+        return False
 
 
 def workload_entry(entry, where: Where, base: Path | None = None) -> list[Subject]:
@@ -220,7 +238,7 @@ def workload_entry(entry, where: Where, base: Path | None = None) -> list[Subjec
         grid = {text(dim, where / "sizes"): size_values(v, where / "sizes" / dim) for dim, v in sizes.items()}
         return template_subjects(entry, grid, where)
     if "model" in entry:
-        return model_subjects(entry, where)
+        return model_subjects(entry, where, base)
     raise where.error("expected one of the keys `workload` (a preset or file), `einsum` (a template "
                       "with sizes) or `model` (a model preset)")
 
@@ -235,30 +253,38 @@ def template_subjects(entry: dict, grid: dict[str, tuple[int, ...]], where: Wher
     return out
 
 
-def _expansions(entry: dict, where: Where):
+def _expansions(entry: dict, where: Where, base: Path | None = None):
     """A model entry's expansions (each phase at each combination of its inputs' values)."""
     if not isinstance(entry.get("model"), str):
         raise (where / "model").error("expected the name of a model preset or a file")
-    model = _load(load_model, entry["model"], where / "model")
+    name = _beside(base, entry["model"])
+    model = _imported(name, entry, where) if importable(name) else _load(load_model, name, where / "model")
     fields(entry, where, ("model",), ("phase",) + tuple(k for k, _ in model.inputs))
     phases = _names(entry.get("phase"), where / "phase", model.phase_names[:1])
     grid = {k: size_values(entry[k], where / k) for k, _ in model.inputs if k in entry}
     return [(model, expand(model, phase, combo, where)) for phase in phases for combo in combinations(grid)]
 
 
-def model_subjects(entry: dict, where: Where) -> list[Subject]:
+def _imported(name: str, entry: dict, where: Where):
+    """An ONNX file, torch.export program or Hugging Face configuration, imported on the fly
+    (`model_import`), its symbols bound to the entry's first sequence length and batch."""
+    values = {k: size_values(entry[k], where / k)[0] for k in ("seq", "batch") if k in entry}
+    return imported_model(name, values.get("seq"), values.get("batch"))
+
+
+def model_subjects(entry: dict, where: Where, base: Path | None = None) -> list[Subject]:
     out = []
-    for model, expansion in _expansions(entry, where):
+    for model, expansion in _expansions(entry, where, base):
         for position, group in enumerate(expansion.groups):
             out.append(Subject(group.workload, LayerOf(
                 model.name, expansion.phase, expansion.inputs, expansion.label, group.layers, group.count, position)))
     return out
 
 
-def model_chains(entry: dict, where: Where) -> list[ChainSubject]:
+def model_chains(entry: dict, where: Where, base: Path | None = None) -> list[ChainSubject]:
     """The chains of a model entry's expansions (`--fuse`); a model without chains has none."""
     out = []
-    for model, expansion in _expansions(entry, where):
+    for model, expansion in _expansions(entry, where, base):
         for position, chain in enumerate(expansion.chains):
             out.append(ChainSubject(chain, LayerOf(model.name, expansion.phase, expansion.inputs, expansion.label,
                                                    chain.layers, chain.count, position)))

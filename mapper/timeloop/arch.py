@@ -19,7 +19,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..errors import shown
+from ..limits import MAX_BITS, MAX_CLOCK, MAX_INSTANCES, MAX_STAGES, MIN_CLOCK
 from ..units import Where
+from ..validate import finite_number, name_list
 from .yamlio import TAG_KEY, integer, number, split_range
 
 COMPUTE_HINTS = ("mac", "compute", "multiplier", "adder", "alu", "fma")
@@ -68,6 +71,8 @@ class ArchImport:
         """The Timeloop storage or dummy level a directive's or constraint's `target` names. A v0.4
         container names its fanout's dummy level (`inter_<container>_spatial`), as Timeloop's
         front end reads it; a container without a fanout has no level of its own: refused."""
+        if not isinstance(name, str):
+            raise where.error(f"expected the name of a storage level, got {shown(name)}")
         if name in self.fold:
             return name
         if name in self.containers:
@@ -115,7 +120,17 @@ def _attrs(node: dict, where: Where) -> dict:
     attrs = node.get("attributes") or {}
     if not isinstance(attrs, dict):
         raise (where / "attributes").error("expected a mapping of attribute -> value")
+    for key in attrs:
+        if not isinstance(key, str):
+            raise (where / "attributes").error(f"attribute names are strings, got {shown(key)}")
     return attrs
+
+
+def _class(node: dict, where: Where) -> str:
+    cls = node.get("class", "")
+    if not isinstance(cls, str):
+        raise (where / "class").error(f"expected a component class such as 'SRAM', got {shown(cls)}")
+    return cls
 
 
 def _spatial(node: dict, where: Where) -> tuple[int, int]:
@@ -125,8 +140,8 @@ def _spatial(node: dict, where: Where) -> tuple[int, int]:
     for key in sp:
         if key not in ("meshX", "meshY"):
             raise (where / "spatial" / key).error("unsupported: only meshX and meshY are read")
-    return (integer(sp.get("meshX", 1), where / "spatial" / "meshX"),
-            integer(sp.get("meshY", 1), where / "spatial" / "meshY"))
+    return (integer(sp.get("meshX", 1), where / "spatial" / "meshX", high=MAX_INSTANCES),
+            integer(sp.get("meshY", 1), where / "spatial" / "meshY", high=MAX_INSTANCES))
 
 
 def _node_constraints(node: dict, name: str, where: Where) -> list[dict]:
@@ -188,15 +203,15 @@ def _walk_nodes(nodes, where: Where, inherited: dict, mesh: list[int], out: list
             continue
         mesh[0] *= sx
         mesh[1] *= sy
-        cls = str(node.get("class", ""))
+        cls = _class(node, w)
         out.append(Component(name, cls, mesh[0] * mesh[1], (mesh[0], mesh[1]), attrs,
                              _node_constraints(node, name, w), w))
 
 
 def _walk_tree(node, where: Where, inherited: dict, multiplier: int, out: list, top: dict):
-    if not isinstance(node, dict) or "name" not in node:
+    if not isinstance(node, dict) or not isinstance(node.get("name"), str):
         raise where.error("expected a subtree node {name, attributes, local, subtree}")
-    _, count = split_range(str(node["name"]))
+    _, count = split_range(node["name"], where / "name")
     attrs = {**inherited, **_attrs(node, where)}
     if not out and not top:
         top.update(attrs)
@@ -207,13 +222,13 @@ def _walk_tree(node, where: Where, inherited: dict, multiplier: int, out: list, 
             raise cw.error("expected a component {name, class, attributes}")
         if comp.get("enabled", True) is False:
             continue
-        name, own = split_range(comp["name"])
+        name, own = split_range(comp["name"], cw / "name")
         cattrs = {**attrs, **_attrs(comp, cw)}
         instances = total * own
         if "instances" in cattrs:
-            instances = integer(cattrs["instances"], cw / "attributes" / "instances")
+            instances = integer(cattrs["instances"], cw / "attributes" / "instances", high=MAX_INSTANCES)
         mesh = _tree_mesh(cattrs, instances, cw)
-        out.append(Component(name, str(comp.get("class", "")), instances, mesh, cattrs,
+        out.append(Component(name, _class(comp, cw), instances, mesh, cattrs,
                              _node_constraints(comp, name, cw), cw))
     for j, child in enumerate(_list(node.get("subtree") or [], where / "subtree")):
         _walk_tree(child, where / "subtree" / j, attrs, total, out, top)
@@ -222,12 +237,12 @@ def _walk_tree(node, where: Where, inherited: dict, multiplier: int, out: list, 
 def _tree_mesh(attrs: dict, instances: int, where: Where) -> tuple[int, int]:
     aw = where / "attributes"
     if "meshX" in attrs:
-        mx = integer(attrs["meshX"], aw / "meshX")
+        mx = integer(attrs["meshX"], aw / "meshX", high=MAX_INSTANCES)
         if instances % mx:
             raise (aw / "meshX").error(f"meshX {mx} does not divide the {instances} instances")
         return mx, instances // mx
     if "meshY" in attrs:
-        my = integer(attrs["meshY"], aw / "meshY")
+        my = integer(attrs["meshY"], aw / "meshY", high=MAX_INSTANCES)
         if instances % my:
             raise (aw / "meshY").error(f"meshY {my} does not divide the {instances} instances")
         return instances // my, my
@@ -261,7 +276,7 @@ def _classify(components: list[Component], where: Where) -> None:
 def _word_bits(attrs: dict, where: Where, default: int | None) -> int | None:
     for key in ("datawidth", "word-bits", "word_bits"):
         if key in attrs:
-            return integer(attrs[key], where / "attributes" / key, "a positive number of bits")
+            return integer(attrs[key], where / "attributes" / key, "a positive number of bits", high=MAX_BITS)
     return default
 
 
@@ -271,8 +286,9 @@ def _dataspace_keeps(targets: list[dict], name: str, tensors: list[str] | None, 
     for t in targets:
         if t.get("target") != name or t.get("type") not in ("dataspace", "bypass", "datatype"):
             continue
-        keep = list(t.get("keep") or [])
-        bypass = list(t.get("bypass") or [])
+        tw = t.get("_where", where)
+        keep = name_list(t.get("keep") or [], tw / "keep")
+        bypass = name_list(t.get("bypass") or [], tw / "bypass")
         if tensors is None:
             if bypass:
                 raise where.error(f"dataspace constraint on {name} bypasses tensors: read the problem "
@@ -318,7 +334,7 @@ def translate(arch_data: dict, where: Where, ert: dict | None, tensors: list[str
     if ignored:
         notes.append(f"{where.file}: attributes read by Accelergy only, not by the cost model: "
                      f"{', '.join(sorted(ignored))}")
-    data = {"name": name, "description": f"imported from Timeloop ({where.file}, v{arch_data.get('version')})",
+    data = {"name": name, "description": f"imported from Timeloop ({where.file}, v{shown(arch_data.get('version'))})",
             "clock": f"{clock:.6g} Hz", "levels": levels,
             "compute": {"name": compute.name, "instances": compute.instances,
                         "mesh": list(compute.mesh), "macs_per_cycle": 1, "energy": float(energy)}}
@@ -344,7 +360,10 @@ def _clock(top: dict, components: list[Component], where: Where, notes: list[str
     if seconds is None:
         notes.append(f"{where.file}: no global_cycle_seconds; clock taken as 1 GHz (only seconds depend on it)")
         return 1e9
-    return 1.0 / float(number(seconds, where / "global_cycle_seconds"))
+    # a period whose clock lies outside what the arch loader takes is refused here, where the
+    # file says it (a zero period would divide by zero)
+    return 1.0 / finite_number(seconds, where / "global_cycle_seconds", "a clock period in seconds",
+                               low=1 / MAX_CLOCK, high=1 / MIN_CLOCK, spelled=True)
 
 
 @dataclass(frozen=True)
@@ -406,14 +425,15 @@ def _storage_level(comp: Component, ert: dict, word_bits: int, targets, tensors,
     a, aw = comp.attributes, comp.where / "attributes"
     own_bits = _word_bits(a, comp.where, word_bits)
     cluster_key = "cluster-size" if "cluster-size" in a else "cluster_size"    # Timeloop's C++ spelling, the front end's
-    cluster = integer(a.get(cluster_key, 1), aw / cluster_key)
+    cluster = integer(a.get(cluster_key, 1), aw / cluster_key, high=MAX_INSTANCES)
     width = a.get("width", a.get("memory_width"))
     if "block_size" in a or "block-size" in a:
         key = "block_size" if "block_size" in a else "block-size"
         block = integer(a[key], aw / key)
     elif width is not None:
         per_instance = number(width, aw / "width") / cluster
-        block = max(1, int(per_instance // own_bits))
+        # words per access, bounded as any count (a width of 1e308 bits is no vector)
+        block = integer(max(1, int(per_instance // own_bits)), aw / "width", "a width of whole words")
     else:
         block = 1
     if "depth" in a or "memory_depth" in a:
@@ -430,9 +450,8 @@ def _storage_level(comp: Component, ert: dict, word_bits: int, targets, tensors,
         raise (aw / "allow_overbooking").error("unsupported: overbooked buffers are not modelled")
     if a.get("reduction_supported") is False:
         raise (aw / "reduction_supported").error("unsupported: every level here may take updates")
-    stages = number(a.get("multiple_buffering", 1), aw / "multiple_buffering")
-    if stages != int(stages) or stages < 1:
-        raise (aw / "multiple_buffering").error("unsupported: fractional multiple_buffering")
+    stages = integer(a.get("multiple_buffering", 1), aw / "multiple_buffering",
+                     "a whole multiple_buffering of at least 1 (fractional ones are unsupported)", high=MAX_STAGES)
     # a level whose words differ from the problem's (a 16-bit psum scratchpad under 8-bit
     # operands) keeps its own word: its capacity, traffic and bandwidths are counted in it
     own_bytes = own_bits / 8

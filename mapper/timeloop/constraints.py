@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..spec import Arch, Workload
 from .arch import ArchImport
-from .yamlio import parse_factors, parse_permutation
+from .yamlio import integer, parse_factors, parse_permutation
 
 KINDS = ("temporal", "spatial", "dataspace", "bypass", "datatype")
 
@@ -59,7 +59,8 @@ def translate(ctx: ArchImport, arch: Arch, workload: Workload, notes: list[str],
             # the permutation's first `split` dims may only use mesh x, the others only y
             perm = [d for d in parse_permutation(t["permutation"], dims + _others(t), w / "permutation")
                     if d in dims]
-            split = int(t["split"])
+            split = integer(t["split"], w / "split", "a split: how many of the permutation's dims take the "
+                            "mesh's X axis", low=0)
             for pos, d in enumerate(perm):
                 entry.setdefault("spatial_y" if pos < split else "spatial_x", {})[d] = 1
     for i, level in enumerate(arch.levels[1:], start=1):

@@ -35,13 +35,14 @@ def read_ert(data, where: Where, notes: list[str]) -> dict[str, dict[str, float]
     out: dict[str, dict[str, float]] = {}
     for i, table in enumerate(body[tables_key]):
         tw = w / tables_key / i
-        if not isinstance(table, dict) or "name" not in table or not isinstance(table.get("actions"), list):
+        if not isinstance(table, dict) or not isinstance(table.get("name"), str) \
+                or not isinstance(table.get("actions"), list):
             raise tw.error("expected {name: COMPONENT, actions: [{name: ACTION, energy: PJ}]}")
         name = component_name(table["name"])
         energies: dict[str, float] = {}
         for j, action in enumerate(table["actions"]):
             aw = tw / "actions" / j
-            if not isinstance(action, dict) or "name" not in action:
+            if not isinstance(action, dict) or not isinstance(action.get("name"), str):
                 raise aw.error("expected {name: ACTION, energy: PJ}")
             key = next((k for k in ("energy", "max_energy", "average_energy") if k in action), None)
             if key is None:

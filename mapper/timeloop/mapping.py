@@ -9,12 +9,13 @@ rest along Y; `datatype` (or `bypass`) directives list the data spaces a level `
 """
 from __future__ import annotations
 
-from ..errors import SpecError
+from ..errors import SpecError, shown
 from ..mapping import AXES, Mapping
 from ..spec import Arch, Workload
 from ..units import Where
+from ..validate import name_list
 from .arch import ArchImport
-from .yamlio import parse_factors, parse_permutation
+from .yamlio import integer, parse_factors, parse_permutation
 
 DIRECTIVES = ("temporal", "spatial", "datatype", "bypass", "dataspace")
 
@@ -53,8 +54,8 @@ def _read_directives(entries: list, where: Where, arch: Arch, workload: Workload
         target = entry["target"]
         if ctx is not None:
             target = ctx.target(target, w / "target")     # a v0.4 container: its fanout's level
-        elif target not in fold:
-            raise (w / "target").error(f"no storage level {target!r} in the architecture "
+        elif not isinstance(target, str) or target not in fold:
+            raise (w / "target").error(f"no storage level {shown(target)} in the architecture "
                                        f"(levels: {', '.join(fold)})")
         level = fold[target]
         kind = entry.get("type", "temporal")
@@ -79,7 +80,7 @@ def _read_directives(entries: list, where: Where, arch: Arch, workload: Workload
                 raise (w / "target").error(f"a second temporal directive for {target}")
             per_level[level]["temporal"] = (factors, perm)
             continue
-        per_level[level]["spatial"] += _spatial_loops(entry, factors, perm, dims, arch.fanout(names.index(level)))
+        per_level[level]["spatial"] += _spatial_loops(entry, w, factors, perm, dims, arch.fanout(names.index(level)))
     return per_level
 
 
@@ -87,11 +88,11 @@ def _read_keep(entry: dict, w: Where, target: str, holds_nothing: bool, spec: di
     """A datatype (bypass, dataspace) directive's keep and bypass lists into `spec`; a level
     that holds nothing (a fanout level) may only bypass."""
     tensor_names = [t.name for t in workload.tensors]
-    keep = list(entry.get("keep") or [])
-    bypass = list(entry.get("bypass") or [])
+    keep = name_list(entry.get("keep") or [], w / "keep")
+    bypass = name_list(entry.get("bypass") or [], w / "bypass")
     for n in keep + bypass:
         if n not in tensor_names:
-            raise w.error(f"names {n!r}, not a data space (data spaces: {', '.join(tensor_names)})")
+            raise w.error(f"names {shown(n)}, not a data space (data spaces: {', '.join(tensor_names)})")
     if holds_nothing:
         if keep:
             raise (w / "keep").error(f"{target} is a fanout level that holds nothing")
@@ -99,13 +100,14 @@ def _read_keep(entry: dict, w: Where, target: str, holds_nothing: bool, spec: di
     spec["keep"], spec["bypass"] = keep, bypass
 
 
-def _spatial_loops(entry: dict, factors: dict[str, int], perm: list[str], dims: list[str],
+def _spatial_loops(entry: dict, w: Where, factors: dict[str, int], perm: list[str], dims: list[str],
                    fanout: tuple[int, int]) -> list[dict]:
     """A spatial directive's loops: its permutation's first `split` dims along the mesh's X
     axis, the rest along Y (without `split`, all along the only axis that fans out)."""
     order = perm + [d for d in dims if d not in perm]
     if "split" in entry:
-        split = int(entry["split"])
+        split = integer(entry["split"], w / "split", "a split: how many of the permutation's dims "
+                        "take the mesh's X axis", low=0)
     else:
         split = len(order) if fanout[0] > 1 else 0   # all along the only axis that fans out
     loops = []

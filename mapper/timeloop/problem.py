@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ..errors import shown
+from ..limits import MAX_COEFFICIENT
 from ..units import Where
 from .yamlio import integer, number
 
@@ -40,7 +42,7 @@ def translate(problem: dict, where: Where, word_bits: int, notes: list[str], nam
         raise (sw / "dimensions").error("expected a list of dim names")
     coefficients: dict[str, float] = {}
     for i, c in enumerate(shape.get("coefficients") or []):
-        if not isinstance(c, dict) or "name" not in c:
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str):
             raise (sw / "coefficients" / i).error("expected {name, default}")
         coefficients[c["name"]] = number(c.get("default", 1), sw / "coefficients" / i / "default")
     densities = instance.get("densities")
@@ -61,7 +63,7 @@ def translate(problem: dict, where: Where, word_bits: int, notes: list[str], nam
             extra.append(key)
     if extra:
         notes.append(f"{where.file}: instance keys that are neither dims nor coefficients ignored: "
-                     f"{', '.join(extra)}")
+                     f"{', '.join(map(shown, extra))}")
     spaces = _get(shape, "data_spaces", "data-spaces")
     if not isinstance(spaces, list) or not spaces:
         raise (sw / "data_spaces").error("expected a list of data spaces {name, projection, read_write}")
@@ -69,7 +71,7 @@ def translate(problem: dict, where: Where, word_bits: int, notes: list[str], nam
     used: set[str] = set()
     for i, space in enumerate(spaces):
         dw = sw / "data_spaces" / i
-        if not isinstance(space, dict) or "name" not in space or "projection" not in space:
+        if not isinstance(space, dict) or not isinstance(space.get("name"), str) or "projection" not in space:
             raise dw.error("expected {name, projection, read_write}")
         axes = []
         projection = space["projection"]
@@ -133,10 +135,9 @@ def _axis_terms(axis, dims, coefficients, where: Where) -> list[tuple[str, int]]
                 coef = coefficients[t]
             else:
                 coef = number(t, where, f"a coefficient name ({', '.join(coefficients) or 'none'}) or number")
-        if coef != int(coef) or coef < 0:
-            raise where.error(f"unsupported: coefficient {coef} of {dim} (non-negative integers only)")
+        coef = integer(coef, where, f"a coefficient of {dim}: a non-negative integer", low=0, high=MAX_COEFFICIENT)
         if coef:
-            terms.append((dim, int(coef)))
+            terms.append((dim, coef))
     if not terms:
         raise where.error("an axis needs at least one dim with a non-zero coefficient")
     return terms

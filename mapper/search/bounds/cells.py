@@ -1,6 +1,7 @@
 """The innermost level's cells, which its bound (`innermost.py`) prices one by one: every
 pair of a tile the level may hold and a split of the fanouts above it, where the tile times
-the split fits each dim.
+the split fits each dim; what each tensor costs on them (`CellTerms`), and the choices of
+the level sorted by their total (`Candidates`).
 """
 from __future__ import annotations
 
@@ -23,6 +24,35 @@ class Cells(NamedTuple):
     split: np.ndarray               # (cells, D) the split per dim over the fanouts above
     instances: np.ndarray           # (cells,) the instances the split uses
     trips: np.ndarray               # (D, cells) the merged loops above: size / (tile x split), at least 1
+
+
+class CellTerms(NamedTuple):
+    """What each tensor costs on each cell (tile and split) of the innermost level, for one
+    combination of the tensors' deepest decided keepers (`innermost.InnermostBound._terms`)."""
+    parents: list           # per tensor, the levels that may serve it
+    kept: np.ndarray        # (keep sets, T) whether each keeps each tensor
+    fills: list             # per tensor, (orders, cells) words filled if kept
+    fill_word: list         # per tensor, (cells,) energy per word filled, at the parent
+    kept_mac: list          # per tensor, (cells,) what the level serves the units if it keeps it
+    bypass: list            # per tensor, (cells,) what a parent serves them if it does not
+    write: list             # per tensor, energy per word written into the level
+    first: list             # per tensor, (cells,) of its fills those that bring no word (`_first`)
+
+
+class Candidates(NamedTuple):
+    """The innermost level's choices by their total with each word coming down once
+    (`innermost.InnermostBound._candidates`)."""
+    base: np.ndarray        # (C,) ascending
+    cell: np.ndarray        # (C,) tile and split
+    order: np.ndarray       # (C,) of the merged loops above
+    keep: np.ndarray        # (C,) keep set
+    beyond: float           # the least base among the candidates left out (inf: none)
+
+
+def smallest_total(base_totals) -> float:
+    """The least total `InnermostBound._base_totals` yields (0, the weakest bound, where no keep set fits)."""
+    least = min((float(total.min()) for _, _, _, total in base_totals if len(total)), default=np.inf)
+    return least if np.isfinite(least) else 0.0
 
 
 def innermost_cells(space: Mapspace, splits: SplitVectors, values: list[np.ndarray]) -> Cells:

@@ -35,14 +35,12 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import NamedTuple
-
 import numpy as np
 
 from ... import tiles
 from ...mapspace import Mapspace
 from .energy import cheapest_read_above, fill_energy, read_back_energy, read_energy, serve_energy
-from .cells import innermost_cells
+from .cells import Candidates, CellTerms, innermost_cells, smallest_total
 from .operand import SplitVectors, shared_dims
 from . import window
 from .refetch import orders_by_way
@@ -52,39 +50,23 @@ MAX_TILES = 200_000        # tile vectors of the innermost level (else no bound 
 
 MAX_CANDIDATES = 2_000_000  # (order, keep set, cell) triples kept sorted per set of parents
 
-class _Terms(NamedTuple):
-    """What each tensor costs on each cell (tile and split) of the innermost level, for one
-    combination of the tensors' deepest decided keepers (`InnermostBound._terms`)."""
-    parents: list           # per tensor, the levels that may serve it
-    kept: np.ndarray        # (keep sets, T) whether each keeps each tensor
-    fills: list             # per tensor, (orders, cells) words filled if kept
-    fill_word: list         # per tensor, (cells,) energy per word filled, at the parent
-    kept_mac: list          # per tensor, (cells,) what the level serves the units if it keeps it
-    bypass: list            # per tensor, (cells,) what a parent serves them if it does not
-    write: list             # per tensor, energy per word written into the level
-    first: list             # per tensor, (cells,) of its fills those that bring no word (`_first`)
+class _GaveUp(Exception):
+    """The search's deadline passed while a bound was computed (`InnermostBound._check`): the
+    call that needed it has no innermost bound (a valid, weaker one)."""
 
-class _Candidates(NamedTuple):
-    """The innermost level's choices by their total with each word coming down once
-    (`InnermostBound._candidates`)."""
-    base: np.ndarray        # (C,) ascending
-    cell: np.ndarray        # (C,) tile and split
-    order: np.ndarray       # (C,) of the merged loops above
-    keep: np.ndarray        # (C,) keep set
-    beyond: float           # the least base among the candidates left out (inf: none)
 
 class InnermostBound:
-    def __init__(self, space: Mapspace, splits: SplitVectors):
-        self.space = space
+    def __init__(self, space: Mapspace, splits: SplitVectors, give_up=None):
+        self.space, self.give_up = space, give_up      # `give_up`: as `LinkBounds`'s
         workload = space.workload
         self.level = space.n_levels - 1
         # what does not depend on keeps, shared with the parts' copies (`for_space`)
         self.keep_free: dict = {}
         # the rest, per part: per (depth, deepest keepers), and the exact refined minima
         self.cache: dict[tuple, float] = {}
-        self.terms: dict[tuple, _Terms] = {}
+        self.terms: dict[tuple, CellTerms] = {}
         self.least: dict[tuple, float] = {}
-        self.candidates: dict[tuple, _Candidates] = {}
+        self.candidates: dict[tuple, Candidates] = {}
         values = [np.unique(space.level_view(rows)[2][:, self.level]) for rows in space.dim_tables]
         self.enabled = self.level >= 1 and math.prod(len(v) for v in values) <= MAX_TILES
         if not self.enabled:
@@ -136,13 +118,17 @@ class InnermostBound:
 
     def _per_node(self, depth: int, columns: np.ndarray, value) -> np.ndarray:
         """`value(key, rows)` for each distinct column of `columns` (integers, (K, N)), given
-        the nodes that share it, spread back over the nodes."""
+        the nodes that share it, spread back over the nodes; 0 (a valid bound, the weakest) for
+        every node once the search's deadline passes (`_GaveUp`)."""
         n = columns.shape[1]
         order = np.lexsort(columns[::-1])
         ordered = columns[:, order]
         starts = np.flatnonzero(np.r_[True, (ordered[:, 1:] != ordered[:, :-1]).any(axis=0)])
         ends = np.r_[starts[1:], n]
-        values = [value(tuple(int(x) for x in ordered[:, a]), order[a:b]) for a, b in zip(starts, ends)]
+        try:
+            values = [value(tuple(int(x) for x in ordered[:, a]), order[a:b]) for a, b in zip(starts, ends)]
+        except _GaveUp:
+            return np.zeros(n)
         out = np.empty(n)
         out[order] = np.repeat(values, ends - starts)
         return out
@@ -151,8 +137,12 @@ class InnermostBound:
         """(cells,) each cell's smallest total with each word coming down once (inf: no keep fits)."""
         key = ("cells", depth, deepest)
         if key not in self.least:
+            try:
+                terms = self._terms(depth, deepest)
+            except _GaveUp:
+                return np.zeros(self.tile.shape[1])
             out = np.full(self.tile.shape[1], np.inf)
-            for _, _, fits, total in self._base_totals(self._terms(depth, deepest)):
+            for _, _, fits, total in self._base_totals(terms):
                 np.minimum.at(out, fits, total)
             self.least[key] = out
         return self.least[key]
@@ -161,9 +151,7 @@ class InnermostBound:
         """The smallest total with each word coming down once."""
         key = (depth, deepest)
         if key not in self.least:
-            least = min((float(total.min()) for _, _, _, total in self._base_totals(self._terms(depth, deepest))
-                         if len(total)), default=np.inf)
-            self.least[key] = least if np.isfinite(least) else 0.0
+            self.least[key] = smallest_total(self._base_totals(self._terms(depth, deepest)))
         return self.least[key]
 
     def node_split(self, depth: int, table) -> np.ndarray | None:
@@ -224,16 +212,8 @@ class InnermostBound:
                     kept_mac[t] = self._kept_mac(t, extra)
                     bypass[t] = self._bypassed_energy(t, terms.parents[t], extra)
             terms = terms._replace(kept_mac=kept_mac, bypass=bypass)
-            least = min((float(total.min()) for _, _, _, total in self._base_totals(terms, cells, fills)
-                         if len(total)), default=np.inf)
-            self.least[key] = least if np.isfinite(least) else 0.0
+            self.least[key] = smallest_total(self._base_totals(terms, cells, fills))
         return self.least[key]
-
-    def _candidates_for(self, depth: int, deepest: tuple[int, ...]) -> "_Candidates":
-        key = (depth, deepest)
-        if key not in self.candidates:
-            self.candidates[key] = self._candidates(depth, deepest)
-        return self.candidates[key]
 
     def _parents(self, t: int, depth: int, deepest: int) -> list[int]:
         """Levels that may serve tensor t to the innermost level: the deepest decided keeper and
@@ -257,11 +237,18 @@ class InnermostBound:
                                          for p in parents], axis=0)
         return self.keep_free[key]
 
+    def _check(self) -> None:
+        """Raise `_GaveUp` once the search's deadline has passed (`give_up`): the terms not yet
+        computed are the bound's slow part (seconds on a dim of 62 million)."""
+        if self.give_up is not None and self.give_up():
+            raise _GaveUp()
+
     def _spread(self, t: int, p: int, stop: int) -> np.ndarray:
         """(cells,) the widest multicast (or, for the output, reduction) of tensor t between
         level p and what lies below level `stop`-1's fanout, under each cell's split."""
         key = ("spread", t, p, stop)
         if key not in self.keep_free:
+            self._check()
             arch, workload = self.space.arch, self.space.workload
             tensor, shared = workload.tensors[t], shared_dims(workload, t)
             spread = np.ones(self.tile.shape[1])
@@ -320,7 +307,7 @@ class InnermostBound:
     def _bounded(self, depth: int, deepest: tuple[int, ...], repeats: tuple[int, ...], cap: float) -> float:
         """The minimum over the candidates (order, keep set, cell) of their total with each word
         of tensor t coming down `repeats[t]` times, or a bound on it at or below `cap`. Every
-        candidate costs at least its total with each word once (`_Candidates.base`, sorted)
+        candidate costs at least its total with each word once (`Candidates.base`, sorted)
         and at least what its parents serve: the candidates are priced in that order until
         the next one's base is above the best total so far (exact), or one's total is at or
         below the cap (the bound then is the least of that total and the next base)."""
@@ -335,7 +322,9 @@ class InnermostBound:
         bound = sum(served)
         if bound > cap:
             return bound
-        c = self._candidates_for(depth, deepest)
+        if (depth, deepest) not in self.candidates:
+            self.candidates[depth, deepest] = self._candidates(depth, deepest)
+        c = self.candidates[depth, deepest]
         best, start, step = np.inf, 0, 1_024
         while start < len(c.base) and c.base[start] < best:
             if best <= cap:             # the node is not pruned here: no need to be exact
@@ -355,7 +344,7 @@ class InnermostBound:
         self.cache[key] = max(bound, best) if np.isfinite(best) else bound
         return self.cache[key]
 
-    def _terms(self, depth: int, deepest: tuple[int, ...]) -> "_Terms":
+    def _terms(self, depth: int, deepest: tuple[int, ...]) -> "CellTerms":
         """What each tensor costs on each cell, for one combination of deepest keepers."""
         key = (depth, deepest)
         if key in self.terms:
@@ -367,7 +356,7 @@ class InnermostBound:
         if "kept" not in self.keep_free:
             self.keep_free["kept"] = [self._kept_mac(t) for t in range(n_tensors)]
         kept_mac = self.keep_free["kept"]
-        self.terms[key] = _Terms(
+        self.terms[key] = CellTerms(
             parents, np.array([[t in keep for t in range(n_tensors)] for keep in space.choices[j].keeps]),
             [self._fills(t) for t in range(n_tensors)],
             [self._per_word(t, parents[t], j) for t in range(n_tensors)], kept_mac,
@@ -417,7 +406,7 @@ class InnermostBound:
                                          np.clip(most / copies, 1.0, math.prod(self.unsplit)),
                                          read_energy(level, tensor), cheapest_read_above(arch, tensor, j))
 
-    def _base_totals(self, c: "_Terms", cells: np.ndarray | None = None, fills: list | None = None):
+    def _base_totals(self, c: "CellTerms", cells: np.ndarray | None = None, fills: list | None = None):
         """(keep set, order, cells that fit, their totals with each word coming down once), for
         every keep set and order; among `cells` only, with their `fills` (per tensor, (orders,
         len(cells))), where given."""
@@ -443,7 +432,7 @@ class InnermostBound:
                         total += c.bypass[t][fits]
                 yield k, o, fits, total
 
-    def _candidates(self, depth: int, deepest: tuple[int, ...]) -> "_Candidates":
+    def _candidates(self, depth: int, deepest: tuple[int, ...]) -> "Candidates":
         """Every (order, keep set, cell) whose tile fits, by its total where each word comes
         down once, ascending; the smallest MAX_CANDIDATES only, the rest bounded below by the
         first of them left out."""
@@ -461,7 +450,7 @@ class InnermostBound:
             beyond, chosen = float(base[chosen[-1]]), chosen[:-1]
         else:
             chosen = np.argsort(base, kind="stable")
-        return _Candidates(base[chosen], np.concatenate(cells)[chosen].astype(np.int32),
+        return Candidates(base[chosen], np.concatenate(cells)[chosen].astype(np.int32),
                            np.concatenate(orders)[chosen], np.concatenate(keeps)[chosen], beyond)
 
     def _fills(self, t: int) -> np.ndarray:
@@ -482,6 +471,7 @@ class InnermostBound:
         word it touches (`window.touched`), whatever the order, and where its tile spans one
         value along each sliding axis, a whole tile per step out to each order's window cutoff
         (`window.steps`). `tile` ((D, cells)): the cells' tiles, where not all of them."""
+        self._check()
         once = instances * words
         stepped = np.stack([once * trips[list(way[t])].prod(axis=0) for way in self.orders])
         tensor = self.space.workload.tensors[t]
@@ -495,6 +485,7 @@ class InnermostBound:
         unit = np.flatnonzero((tile[window.sliding_dims(tensor)] == 1).all(axis=0))
         if len(unit):
             cutoffs = self.keep_free.setdefault(("window cutoffs", t), {})
-            steps = window.steps(tensor, trips[:, unit], self.way_orders, cutoffs)
+            steps = window.steps(tensor, trips[:, unit], self.way_orders, cutoffs, self.give_up)
             out[:, unit] = np.maximum(out[:, unit], once[unit] * steps)
         return out
+

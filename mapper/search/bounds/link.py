@@ -22,7 +22,7 @@ from .spread import spread_bound
 class TileBound(NamedTuple):
     """A link's bound as a function of the largest tile a node leaves level j: the minimum
     over the tiles no larger than it, per dim (every tile below a node's level-k tile is)."""
-    index: tuple            # per dim, extent -> the last of its tile extents within it
+    index: tuple            # per dim, extent -> the last of its tile extents within it (`_position`)
     least: np.ndarray | None    # over the tile grid: the minimum over the box up to each point
     whole: float            # over every tile (also where `least` was too large to keep)
 
@@ -30,16 +30,28 @@ class TileBound(NamedTuple):
         """Per node, the bound over tiles within `spans` ((D, N) extents of the node's tile)."""
         if self.least is None:
             return self.whole
-        return self.least[tuple(index[np.minimum(span, len(index) - 1)]
-                                for index, span in zip(self.index, spans))]
+        return self.least[tuple(_position(index, span) for index, span in zip(self.index, spans))]
 
     @staticmethod
     def of(values: list[np.ndarray], least: np.ndarray | None, whole: float) -> "TileBound":
         """From each dim's tile extents (ascending): a lookup from any extent up to the largest
-        to the position of the last extent within it (searched once, not per node)."""
-        index = tuple(np.maximum(np.searchsorted(v, np.arange(int(v[-1]) + 1), side="right") - 1, 0)
-                      for v in values)
+        to the position of the last extent within it (searched once, not per node), or, for a
+        dim longer than MAX_DENSE_INDEX, its extents themselves, searched per node (a table
+        as long as a dim of 62 million would take longer to build than any search's limit)."""
+        index = tuple(("dense", np.maximum(np.searchsorted(v, np.arange(int(v[-1]) + 1), side="right") - 1, 0))
+                      if int(v[-1]) < MAX_DENSE_INDEX else ("sorted", np.asarray(v)) for v in values)
         return TileBound(index, least, whole)
+
+
+MAX_DENSE_INDEX = 1 << 16   # a dim's largest extent up to which `TileBound` keeps a dense lookup
+
+
+def _position(index: tuple, span):
+    """The position of the last tile extent within `span` (`TileBound.of`'s index of one dim)."""
+    kind, table = index
+    if kind == "dense":
+        return table[np.minimum(span, len(table) - 1)]
+    return np.maximum(np.searchsorted(table, span, side="right") - 1, 0)
 
 NO_BOUND = TileBound((), None, 0.0)
 
@@ -72,15 +84,20 @@ class LinkBounds:
     traffic) and the widest multicast the fanout allows. Kept per largest tile (`TileBound`),
     so that a node whose decided tile above is small is bounded by the tiles it still allows."""
 
-    def __init__(self, space: Mapspace, max_combinations: int = 2_000_000, whole: "LinkBounds | None" = None):
+    def __init__(self, space: Mapspace, max_combinations: int = 2_000_000, whole: "LinkBounds | None" = None,
+                 give_up=None):
+        """`give_up`: an optional callable, True once the search's wall-clock deadline has
+        passed: the bounds not computed by then are trivial (0: valid, only weaker), so that
+        building them on a large space does not carry the search past its time limit."""
         self.space, self.max_combinations = space, max_combinations
+        self.give_up = give_up if whole is None else whole.give_up
         # a level's minimum depends on the keep and stage choices of it and the levels above:
         # memoised on them, shared by the parts of a space (`for_space`)
         self._memo = {} if whole is None else whole._memo
         if whole is None:
             self.units = [self._units(space, lv, max_combinations) for lv in range(space.n_levels)]
             self.splits = SplitVectors(space)
-            self.innermost = InnermostBound(space, self.splits)
+            self.innermost = InnermostBound(space, self.splits, self.give_up)
         else:                   # none of these depends on keeps
             self.units, self.splits = whole.units, whole.splits
             self.innermost = whole.innermost.for_space(space)
@@ -112,6 +129,10 @@ class LinkBounds:
 
     def _memoised(self, j: int, weigh, stages: int | None = None, by_units: bool = False):
         key = (j, weigh.__name__, tuple(self.space.choices[:j + 1]), stages, by_units)
+        if key not in self._memo and self.give_up is not None and self.give_up():
+            if weigh is spread_bound:
+                return None
+            return UnitsBound.whole(NO_BOUND, self.space.arch.levels[j].instances) if by_units else NO_BOUND
         if key not in self._memo:
             self._memo[key] = (weigh(self.space, j, self.splits, self.max_combinations) if weigh is spread_bound else
                                self._level(self.space, j, self.max_combinations, weigh, stages, by_units,
@@ -123,6 +144,8 @@ class LinkBounds:
         stage count, so computed once per keep choice of j and the levels above (its splits
         once for the whole space)."""
         key = (j, "split floor", tuple(self.space.choices[:j + 1]))
+        if key not in self._memo and self.give_up is not None and self.give_up():
+            return None
         if key not in self._memo:
             if (j, "split vectors") not in self._memo:
                 self._memo[j, "split vectors"] = split_vectors(self.space, j)

@@ -23,7 +23,7 @@ from ...cost.timing import total_rate
 from ...mapspace import Mapspace
 from .latency import feeder_wait
 from .grid import LinkCost
-from .split_floor import joined, split_traffic
+from .split_floor import distinct_rows, joined, split_traffic
 
 MAX_COMBINATIONS = 200_000
 
@@ -160,11 +160,14 @@ def _combinations(space: Mapspace, fanouts):
     combinations of each dim's own (splits, extent) options whose product per fanout fits
     it; None when more than `MAX_COMBINATIONS`."""
     arch = space.arch
+    limits = np.array([math.prod(arch.fanout(lv)) for lv in fanouts])
     options = []
     for rows in space.dim_tables:
         _, spatial, tile = space.level_view(rows)
-        options.append(np.unique(np.column_stack([spatial[:, list(fanouts)], tile[:, 0]]), axis=0))
-    picks = joined(options, np.array([math.prod(arch.fanout(lv)) for lv in fanouts]), MAX_COMBINATIONS)
+        spatial = spatial[:, list(fanouts)]
+        fits = (spatial <= limits).all(axis=1)      # the others `joined` drops: too wide alone
+        options.append(distinct_rows(np.column_stack([spatial[fits], tile[fits, 0]])))
+    picks = joined(options, limits, MAX_COMBINATIONS)
     if picks is None:
         return None
     splits = np.stack([np.stack([options[d][picks[:, d], f] for d in range(len(options))])

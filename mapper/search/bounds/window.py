@@ -68,14 +68,16 @@ def touched(tensor, tile: np.ndarray, trips: np.ndarray) -> np.ndarray:
     return out
 
 
-def steps(tensor, trips: np.ndarray, way_orders: list[list[tuple[int, ...]]], cutoffs: dict) -> np.ndarray:
+def steps(tensor, trips: np.ndarray, way_orders: list[list[tuple[int, ...]]], cutoffs: dict,
+          give_up=None) -> np.ndarray:
     """(ways, cells) at least how many times the tensor's tile, one value wide along each
     sliding axis, is filled per instance under each way's orders (`refetch.orders_by_way`),
     in a space of exact factors: a fill per step out to the window cutoff (`cutoff`) of each
     of the way's orders cut to the dims that have loops in the cell (trips > 1), and per sweep
     inside it the places it visits (`swept`), least over the orders. Where the orders are too
     many to walk per set of such dims, 1. `cutoffs` memoises, per set of looped dims, each
-    way's distinct cuts."""
+    way's distinct cuts. Once `give_up()` answers True (the search's deadline has passed),
+    the cells not yet counted keep 1."""
     masks, inverse = np.unique(trips.T > 1, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     out = np.ones((len(way_orders), trips.shape[1]))
@@ -83,6 +85,8 @@ def steps(tensor, trips: np.ndarray, way_orders: list[list[tuple[int, ...]]], cu
         return out
     kept = trips - trips / least_prime(trips)      # per dim the trips a loop inside a split keeps, at least
     for m, mask in enumerate(masks):
+        if give_up is not None and give_up():
+            break
         cells = np.flatnonzero(inverse == m)
         key = tuple(mask.tolist())
         if key not in cutoffs:          # per way, the distinct cuts of its orders under this mask

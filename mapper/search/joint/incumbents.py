@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ...mapspace import Mapspace
 from ..context import SearchContext
 from ..events import CoarseStart, CpsatProposed, CpsatSkipped, Dives, Event, GivenIncumbents, LocalSearch
@@ -15,7 +17,7 @@ from ..result import Incumbent
 from ..warm import admit, factor_rows
 from .coarse import coarse_incumbent
 from .dives import dive_parts
-from .neighbourhood import improve, offer_sliced
+from .neighbourhood import every_choice, improve, offer_sliced
 from .parts import Part
 from .walk import Walk
 
@@ -133,7 +135,7 @@ def offer_proposals(space: Mapspace, incumbent: Incumbent, proposals, context: S
     if factors is None:
         return CpsatSkipped("padded extents")
     before = incumbent.score
-    table = space.expand(factors)
+    table = every_choice(space, factors, np.random.default_rng(0))
     # in slices, with the wall clock asked between them (an evaluation budget does not
     # cut them: what is priced under an evaluation budget stays as it was)
     offer_sliced(space, incumbent, table, context.wall_stopped)

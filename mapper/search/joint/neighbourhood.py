@@ -14,6 +14,7 @@ The walk repeats until a round finds nothing better or the budget ends. It prove
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from ..warm import carried_orders, factor_rows
 PAIR_LIMIT = 100_000        # factor combinations priced per pair of dims
 EXPAND_LIMIT = 2_000_000    # rows when one dim's factorisations are crossed with every choice
 CHOICE_LIMIT = 100_000      # rows when a factor move is crossed with every keep set and stage count
+EXPAND_CHOICES = 256        # keep-and-stage combinations a few factor rows are expanded to at most
+                            # (`every_choice`): each is built in Python, and a Timeloop design
+                            # searching bypass at five levels has 32,768 (19 s for one row)
 BATCH_ROWS = 50_000         # rows priced between two looks at the budget
 SLICE_ROWS = 10_000         # rows of a move priced between two looks at the budget (a row
                             # costs most on a large array; docs/RESULTS.md)
@@ -39,7 +43,7 @@ def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0
     spent = budget.spent if stop is None else (lambda: budget.spent() or stop())
     while incumbent.table is not None and not spent():
         before = incumbent.key
-        _offer(space, incumbent, space.expand(incumbent.table.factors))
+        _offer(space, incumbent, every_choice(space, incumbent.table.factors, rng))
         for dims in [(d,) for d in range(space.n_dims)] + list(itertools.combinations(range(space.n_dims), 2)):
             if spent():
                 break
@@ -56,6 +60,16 @@ def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0
             break
         improved += 1
     return improved
+
+
+def every_choice(space: Mapspace, factors: np.ndarray, rng: np.random.Generator) -> MappingTable:
+    """Every keep/stage/order choice of a few factor rows (`Mapspace.expand`), where that is
+    bounded (EXPAND_CHOICES keep-and-stage combinations, EXPAND_LIMIT rows); else CHOICE_LIMIT
+    random draws of them in all: one step between two looks at the budget stays short."""
+    if (math.prod(len(c.keeps) * len(c.stages) for c in space.choices) <= EXPAND_CHOICES
+            and space.expanded_rows(factors) <= EXPAND_LIMIT):
+        return space.expand(factors)
+    return space.draw_choices(factors, max(1, CHOICE_LIMIT // max(1, factors.shape[-1])), rng)
 
 
 def _vary(space: Mapspace, table: MappingTable, rows: list[int], dims: tuple[int, ...],

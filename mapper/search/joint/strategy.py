@@ -74,15 +74,20 @@ class Joint:
             progress=None) -> SearchResult:
         context = context or SearchContext()
         budget = context.budget(context.time_limit)      # covers the warm start and the proposals too
+        context.require_setup(space)
         funnel = space.funnel()
         space.require_nonempty(funnel)
         tree = LevelTree(space)
         incumbent = Incumbent(space, objective, context)
         events: list[Event] = []
-        self._warm_start(space, objective, incumbent, context, events)
+        self._warm_start(space, objective, incumbent, context, events, tree)
         if self.incumbents:
             events.append(incumbents.given(self, space, incumbent))
-        links = LinkBounds(space)
+        if context.past_deadline():
+            return self._set_up_too_long(space, funnel, incumbent, context, events)
+        links = LinkBounds(space, give_up=context.past_deadline)
+        if context.past_deadline():
+            return self._set_up_too_long(space, funnel, incumbent, context, events)
         # bounding every part costs tens of milliseconds each: a small space is walked whole
         pruned = funnel.after.get("occupancy", funnel.size)
         parts = split_by_keeps(space, objective, tree, links, budget) if pruned > self.parts_above else None
@@ -110,7 +115,18 @@ class Joint:
         return incumbent.result(self.name, funnel, optimal=proven, complete=complete,
                                 lower_bound=lower, events=events, settings=settings_of(self))
 
-    def _warm_start(self, space, objective, incumbent, context, events) -> None:
+    def _set_up_too_long(self, space, funnel, incumbent, context, events) -> SearchResult:
+        """The time limit passed while the search was set up (a large space, a loaded machine):
+        its bounds and walk would carry it further past, so the warm start's mapping (else
+        random draws') is the result, not proven, with no lower bound."""
+        if incumbent.table is None:
+            _random_draws(space, incumbent)
+            events.append(RandomFallback(context.stop_reason(), "tree"))
+        events.append(StoppedEarly(context.stop_reason(), False))
+        return incumbent.result(self.name, funnel, optimal=False, complete=False, lower_bound=None,
+                                events=events, settings=settings_of(self))
+
+    def _warm_start(self, space, objective, incumbent, context, events, tree=None) -> None:
         """Greedy's mapping as the first incumbent, within a third of the time, at most
         `greedy_max_seconds` (on a large array its full pass took 11 s of 60 and ended at 22x
         the optimum, where the local search from a hurried pass reaches it in a second or two;
@@ -124,7 +140,7 @@ class Joint:
             tuning = self.tuning
             share = None if context.time_limit is None else min(context.time_limit * tuning.greedy_share,
                                                                 tuning.greedy_max_seconds)
-            warm = Greedy().run(space, objective, context.share(share))
+            warm = Greedy().run(space, objective, context.share(share), tree=tree)
             incumbent.offer(to_table([warm.mapping], space.n_dims, len(space.workload.tensors)))
             events.append(WarmStart(warm.score))
         except Exception as exc:          # greedy can dead-end; the search does not need it
