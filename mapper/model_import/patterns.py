@@ -397,31 +397,37 @@ def _replace(low: Lowered, region: list[Op], x: str, out: str, kind: str) -> Non
 def _join_partials(low: Lowered) -> None:
     """mean-centre -> normalise is a layernorm, normalise alone an rmsnorm; max-centre -> Exp ->
     sum-normalise a softmax."""
-    changed = True
-    while changed:
-        changed = False
-        read = readers(low)
-        by_id = {op.id: op for op in low.ops}
-        for op in low.ops:
-            nxt = _single_reader(op, read, by_id)
-            if op.kind == "mean-centre" and nxt is not None and nxt.kind == "normalise":
-                _fuse_ops(low, [op, nxt], "layernorm")
-            elif op.kind == "max-centre" and nxt is not None and nxt.note == "Exp":
-                after = _single_reader(nxt, read, by_id)
-                if after is None or after.kind != "sum-normalise":
-                    continue
-                _fuse_ops(low, [op, nxt, after], "softmax")
-            elif op.kind == "softmax" and nxt is not None and nxt.kind == "nan-guard":
-                _fuse_ops(low, [op, nxt], "softmax")        # a fully masked row's NaNs set to 0
-            elif op.kind == "normalise":
-                _fuse_ops(low, [op], "rmsnorm")
-            elif op.kind in ("mean-centre", "max-centre", "sum-normalise", "nan-guard"):
-                op.kind, op.role, op.reduced = "map", "elementwise", None
-                op.flops_per_element = float(len(op.nodes))
-            else:
-                continue
-            changed = True
-            break
+    _until_stable(low, _join_partial)
+
+
+def _join_partial(low: Lowered, op: Op, read, by_id) -> bool:
+    nxt = _single_reader(op, read, by_id)
+    if op.kind == "mean-centre" and nxt is not None and nxt.kind == "normalise":
+        _fuse_ops(low, [op, nxt], "layernorm")
+    elif op.kind == "max-centre" and nxt is not None and nxt.note == "Exp":
+        after = _single_reader(nxt, read, by_id)
+        if after is None or after.kind != "sum-normalise":
+            return False
+        _fuse_ops(low, [op, nxt, after], "softmax")
+    elif op.kind == "softmax" and nxt is not None and nxt.kind == "nan-guard":
+        _fuse_ops(low, [op, nxt], "softmax")        # a fully masked row's NaNs set to 0
+    elif op.kind == "normalise":
+        _fuse_ops(low, [op], "rmsnorm")
+    elif op.kind in ("mean-centre", "max-centre", "sum-normalise", "nan-guard"):
+        op.kind, op.role, op.reduced = "map", "elementwise", None
+        op.flops_per_element = float(len(op.nodes))
+    else:
+        return False
+    return True
+
+
+def _until_stable(low: Lowered, rewrite) -> None:
+    """`rewrite(low, op, readers, ops by id)` on each op in turn, True where it changed the
+    graph; after a change the walk starts again on the new graph, until a walk changes nothing."""
+    while True:
+        read, by_id = readers(low), {op.id: op for op in low.ops}
+        if not any(rewrite(low, op, read, by_id) for op in low.ops):
+            return
 
 
 def _single_reader(op: Op, read, by_id) -> Op | None:
@@ -438,41 +444,33 @@ def _absorb_affine(low: Lowered) -> None:
     """A norm's scale (a multiply by a constant vector along the row) and shift (an add of one)
     that follow it alone are its own inputs, as in LayerNormalization's; so is the constant
     factor GELU's erf form ends with (x * (1 + erf(x / sqrt 2)) * 0.5)."""
-    changed = True
-    while changed:
-        changed = False
-        read = readers(low)
-        by_id = {op.id: op for op in low.ops}
-        for op in low.ops:
-            if op.kind not in ("layernorm", "rmsnorm", "gelu") or "affine" in op.attrs:
-                continue
-            nxt = _single_reader(op, read, by_id)
-            steps = []
-            if op.kind == "gelu":
-                op.attrs["affine"] = True
-                if nxt is None or nxt.kind != "scale" or not all(
-                        math.prod(low.shapes[o.tensor]) == 1 for i, o in enumerate(nxt.inputs) if i in nxt.weights):
-                    continue
-                fused = _merge(low, [op, nxt], next(iter(_data_roots(low, op))), nxt.output.tensor, "gelu",
-                               op.note + ", " + ", ".join(n.op for n in nxt.nodes))
-                fused.attrs["affine"] = True
-                changed = True
-                break
-            for wanted in (("scale", "mul", "map"), ("bias",)):
-                if nxt is not None and nxt.kind in wanted and _row_vector(low, nxt) and \
-                        (wanted == ("bias",) or any(n.op == "Mul" for n in nxt.nodes)):
-                    steps.append(nxt)
-                    nxt = _single_reader(nxt, read, by_id)
-            if op.kind == "rmsnorm":
-                steps = steps[:1]
-            op.attrs["affine"] = True
-            if not steps:
-                continue
-            fused = _merge(low, [op] + steps, next(iter(_data_roots(low, op))), steps[-1].output.tensor,
-                           op.kind, op.note + " + " + ", ".join(n.op for s in steps for n in s.nodes))
-            fused.attrs["affine"] = True
-            changed = True
-            break
+    _until_stable(low, _absorb_into)
+
+
+def _absorb_into(low: Lowered, op: Op, read, by_id) -> bool:
+    if op.kind not in ("layernorm", "rmsnorm", "gelu") or "affine" in op.attrs:
+        return False
+    nxt = _single_reader(op, read, by_id)
+    op.attrs["affine"] = True
+    if op.kind == "gelu":
+        if nxt is None or nxt.kind != "scale" or not all(
+                math.prod(low.shapes[o.tensor]) == 1 for i, o in enumerate(nxt.inputs) if i in nxt.weights):
+            return False
+        steps, note = [nxt], op.note + ", " + ", ".join(n.op for n in nxt.nodes)
+    else:
+        steps = []
+        for wanted in (("scale", "mul", "map"), ("bias",)):
+            if nxt is not None and nxt.kind in wanted and _row_vector(low, nxt) and \
+                    (wanted == ("bias",) or any(n.op == "Mul" for n in nxt.nodes)):
+                steps.append(nxt)
+                nxt = _single_reader(nxt, read, by_id)
+        steps = steps[:1] if op.kind == "rmsnorm" else steps
+        note = op.note + " + " + ", ".join(n.op for s in steps for n in s.nodes)
+    if not steps:
+        return False
+    fused = _merge(low, [op] + steps, next(iter(_data_roots(low, op))), steps[-1].output.tensor, op.kind, note)
+    fused.attrs["affine"] = True
+    return True
 
 
 def _row_vector(low: Lowered, op: Op) -> bool:
