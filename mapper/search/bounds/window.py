@@ -90,7 +90,9 @@ def steps(tensor, trips: np.ndarray, way_orders: list[list[tuple[int, ...]]], cu
         cells = np.flatnonzero(inverse == m)
         key = tuple(mask.tolist())
         if key not in cutoffs:          # per way, the distinct cuts of its orders under this mask
-            cutoffs[key] = [{_cuts(tensor, tuple(d for d in order if mask[d])) for order in orders}
+            # (cut once per distinct order of the looped dims: 5,040 orders of 7 dims are 24 of 4)
+            cutoffs[key] = [{_cuts(tensor, looped) for looped in {tuple(d for d in order if mask[d])
+                                                                  for order in orders}}
                             for orders in way_orders]
         at, below = trips[:, cells], kept[:, cells]
         counted: dict = {}              # each count once per set of looped dims
