@@ -80,7 +80,8 @@ def vary_flags(flags: list[str], where: Where) -> tuple[Vary, ...]:
 def vary_entry(raw, where: Where) -> tuple[Vary, ...]:
     """A sweep file's `vary:` mapping of PATH -> values."""
     if not isinstance(raw, dict) or not raw:
-        raise where.error("expected a mapping of LEVEL.FIELD -> values, e.g. {GlobalBuffer.capacity: '8MiB..256MiB:x2'}")
+        raise where.error("expected a mapping of LEVEL.FIELD -> values, "
+                          "e.g. {GlobalBuffer.capacity: '8MiB..256MiB:x2'}")
     return _once([Vary(text(path, where, MAX_PATH), grid, where / path) for path, grid in raw.items()])
 
 
