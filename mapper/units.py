@@ -63,8 +63,9 @@ class Where:
         return SpecError(self.file, self.path, expected)
 
 
-def _split(value, where: Where, what: str) -> tuple[float, str]:
-    """The number and the unit (case kept) of a quantity; the number is finite."""
+def split_quantity(value, where: Where, what: str) -> tuple[float, str]:
+    """The number and the unit (case kept) of a quantity; the number is finite. (The arch
+    grid's ranges split their ends with it: `8MiB..256MiB:x2` steps in MiB.)"""
     if isinstance(value, bool):
         raise where.error(f"expected {what}, got {shown(value)}")
     if isinstance(value, (int, float)):
@@ -100,7 +101,7 @@ def parse_bytes(value, where: Where, allow_unlimited: bool = True) -> float:
     if allow_unlimited and _unlimited(value):
         return UNLIMITED
     what = "a size such as '64 KiB'" + (" or 'unlimited'" if allow_unlimited else "")
-    number, unit = _split(value, where, what)
+    number, unit = split_quantity(value, where, what)
     if unit not in BYTE_UNITS:
         raise where.error(f"unknown unit {shown(unit)} in {shown(value)}; {BYTE_HINT}")
     return _within(number * BYTE_UNITS[unit], where, "a size in bytes", MAX_BYTES)
@@ -112,7 +113,7 @@ def parse_bandwidth(value, where: Where, clock_hz: float) -> float:
     if _unlimited(value):
         return UNLIMITED
     what = "a bandwidth such as '3.35 TB/s' or '64 B/cycle'"
-    number, unit = _split(value, where, what)
+    number, unit = split_quantity(value, where, what)
     if unit in PER_CYCLE_UNITS:
         per_cycle = number * PER_CYCLE_UNITS[unit]
     elif unit in RATE_UNITS:
@@ -124,7 +125,7 @@ def parse_bandwidth(value, where: Where, clock_hz: float) -> float:
 
 def parse_frequency(value, where: Where) -> float:
     what = "a frequency such as '1.98 GHz'"
-    number, unit = _split(value, where, what)
+    number, unit = split_quantity(value, where, what)
     if unit.lower() not in FREQ_UNITS:
         raise where.error(f"expected {what}; unknown unit {shown(unit)}")
     hz = number * FREQ_UNITS[unit.lower()]
@@ -139,7 +140,7 @@ def parse_frequency(value, where: Where) -> float:
 def parse_latency(value, where: Where, clock_hz: float) -> float:
     """Latency in cycles (`600 ns`, `0.4 us`, `250 cycles`, a bare number = cycles); may be zero."""
     what = "a latency such as '600 ns' or '250 cycles'"
-    number, unit = _split(value, where, what)
+    number, unit = split_quantity(value, where, what)
     if unit in CYCLE_UNITS:
         cycles = number
     elif unit in TIME_UNITS:
@@ -154,7 +155,7 @@ def parse_latency(value, where: Where, clock_hz: float) -> float:
 def parse_energy(value, where: Where) -> float:
     """Energy in pJ (`0.5 pJ`, `30 fJ`, a bare number = pJ); may be zero."""
     what = "an energy such as '0.5 pJ'"
-    number, unit = _split(value, where, what)
+    number, unit = split_quantity(value, where, what)
     if unit.lower() not in ENERGY_UNITS:
         raise where.error(f"expected {what}; unknown unit {shown(unit)}")
     return _within(number * ENERGY_UNITS[unit.lower()], where, "an energy in pJ", MAX_ENERGY,

@@ -60,6 +60,8 @@ LAYERS = [
     ["mapper.model_import.model_file"], ["mapper.model_import.summary"], ["mapper.model_import.torch_source"],
     ["mapper.model_import.api"], ["mapper.model_import.cache"], ["mapper.model_import.command"],
     ["mapper.model_import"],
+    # the size grammar, then the arch grid's values and the architectures it derives
+    ["mapper.sweep.grid"], ["mapper.sweep.arch_values"], ["mapper.sweep.arch_grid"],
     ["mapper.sweep"],
     ["mapper.api", "mapper.cli", "mapper.__main__", "mapper"],
 ]

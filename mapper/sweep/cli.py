@@ -28,6 +28,10 @@ def add_commands(sub) -> None:
                     help="also each model's chains (its layers with their norms, activations, residuals, softmax) "
                          "as fusion studies: fused against unfused totals per chain and per model")
     sw.add_argument("--workload", action="append", help="a workload preset or file; repeatable")
+    sw.add_argument("--vary", action="append", metavar="LEVEL.FIELD=GRID",
+                    help="derive architectures from each ARCH, e.g. 'GlobalBuffer.capacity=8MiB..256MiB:x2' "
+                         "(the size grammar in the field's units; a mesh as 128x128); repeatable: every "
+                         "combination")
     sw.add_argument("--strategy", default=None, help="comma-separated strategies (default greedy,joint)")
     sw.add_argument("--objective", default=None, help="comma-separated objectives (default edp)")
     sw.add_argument("--mapspace", default=None, help="comma-separated mapspace presets or files")
@@ -63,13 +67,15 @@ def _split(text: str | None) -> list[str] | None:
 
 
 def build_spec(args):
-    from ..load import load_arch
-    from .spec import SweepSpec, _load, gemm_subjects, load_sweep, model_chains, model_subjects, workload_entry
+    from .spec import SweepSpec, gemm_subjects, load_sweep, model_chains, model_subjects, workload_entry
     flag_mode = bool(args.gemm or args.model or args.workload)
     if not flag_mode:
         if args.phase or args.seq or args.batch or args.fuse:
             raise SpecError("--phase/--seq/--batch/--fuse", "", "apply to --model; give --model NAME "
                             "(in a sweep file: `fuse: true`)")
+        if args.vary:
+            raise SpecError("--vary", "", "applies to ARCH with --gemm, --model or --workload; in a sweep "
+                            "file write the grid under `archs:` as {base: NAME, vary: {LEVEL.FIELD: VALUES}}")
         spec = load_sweep(args.target)
     else:
         subjects, chains = [], []
@@ -90,10 +96,22 @@ def build_spec(args):
             raise SpecError("--fuse", "", "no --model with chains to fuse (see `chains:` in models/*.yaml)")
         if not subjects:
             raise SpecError("mapper sweep", "", "nothing to search")
-        archs = tuple(_load(load_arch, name, Where("mapper sweep") / "ARCH") for name in _split(args.target))
+        archs = _archs(args)
         spec = SweepSpec(name="sweep", archs=archs, mapspaces=(), strategies=("greedy", "joint"),
                          objectives=("edp",), subjects=tuple(subjects), chains=tuple(chains))
     return _apply_flags(spec, args)
+
+
+def _archs(args) -> tuple:
+    """ARCH[,ARCH...], each with the grid of `--vary` when given."""
+    from ..load import load_arch
+    from .arch_grid import vary_flags
+    from .spec import _load, varied_archs
+    where = Where("mapper sweep") / "ARCH"
+    if not args.vary:
+        return tuple(_load(load_arch, name, where) for name in _split(args.target))
+    varies = vary_flags(args.vary, Where("--vary"))
+    return tuple(arch for name in _split(args.target) for arch in varied_archs(name, varies, where, Where("--vary")))
 
 
 def _apply_flags(spec, args):

@@ -3,7 +3,8 @@ each value F times the last), `"128..1024:+128"` (arithmetic), and the flag form
 `"m=512..8192:x2 n=4096 k=1024,4096"` that names one value set per dim.
 
 Every parser returns a tuple of positive integers in the order written (ranges ascending) and
-raises `SpecError` naming the file and key on anything else.
+raises `SpecError` naming the file and key on anything else. The steps of a range
+(`progression`) are the arch grid's too (`arch_grid`: ranges of quantities, `8MiB..256MiB:x2`).
 """
 from __future__ import annotations
 
@@ -57,12 +58,24 @@ def _range_or_int(text: str, where: Where) -> list[int]:
         raise where.error(f"range {shown(text)}: the end {high} is below the start {low}")
     if (kind == "x" and step < 2) or step < 1:
         raise where.error(f"range {shown(text)}: a geometric step must be x2 or more, an arithmetic one +1 or more")
+    return progression(low, high, kind, step, where, text)
+
+
+def progression(low, high, kind: str, step, where: Where, text: str) -> list:
+    """`low`, then each value `step` times (kind 'x') or `step` more (kind '+') than the last, up
+    to `high`: exact for integers; floats (the arch grid's quantities) index from `low`, so
+    steps of 0.1 do not drift, and reach a `high` they meet within rounding."""
+    exact = isinstance(low, int) and isinstance(step, int)
+    limit = high if exact else high * (1 + 1e-9)
     values, value = [], low
-    while value <= high:
+    while value <= limit:
         values.append(value)
         if len(values) > MAX_VALUES:
             raise where.error(f"range {shown(text)} has more than {MAX_VALUES:,} values")
-        value = value * step if kind == "x" else value + step
+        if exact:
+            value = value * step if kind == "x" else value + step
+        else:
+            value = low * step ** len(values) if kind == "x" else low + step * len(values)
     return values
 
 

@@ -2,7 +2,8 @@
 
 ```yaml
 name: gemm-grid                  # optional
-archs: [h100, a100]              # presets or files
+archs: [h100, a100]              # presets or files, or a grid of one:
+                                 #   {base: tpu-v4i, vary: {GlobalBuffer.capacity: "8MiB..256MiB:x2"}}
 mapspaces: [default]             # optional, presets or files
 strategies: [greedy, joint]
 objectives: [edp]                # optional
@@ -30,12 +31,15 @@ from pathlib import Path
 from .. import validate
 from ..constraints import Constraints
 from ..flags import MAX_FLAG
-from ..load import (fields, load_arch, load_constraints, load_workload, read_yaml, text,
+from ..errors import shown
+from ..load import (arch_from_dict, fields, load_arch, load_constraints, load_workload, read_yaml, text,
                     workload_from_dict)
+from ..load.files import spec_data
 from ..model_import.cache import importable, imported_model
 from ..search import STRATEGIES
 from ..spec import Arch, Workload
 from ..units import Where
+from .arch_grid import Vary, derived_archs, vary_entry
 from .grid import combinations, parse_dim_grid, size_values
 from .chains import ChainGroup
 from .models import expand, load_model
@@ -165,8 +169,7 @@ def sweep_from_dict(data, where: Where, base: Path | None = None) -> SweepSpec:
     fields(data, where, ("archs", "workloads"), ("name", "description", "mapspaces", "strategies",
                                                  "objectives", "time_limit", "seed", "samples",
                                                  "cpsat_seconds", "warm_start", "fuse"))
-    archs = tuple(_load(load_arch, _beside(base, n), where / "archs" / i)
-                  for i, n in enumerate(_names(data["archs"], where / "archs")))
+    archs = arch_entries(data["archs"], where / "archs", base)
     mapspaces = tuple(_load(load_constraints, _beside(base, n), where / "mapspaces" / i)
                       for i, n in enumerate(_names(data.get("mapspaces"), where / "mapspaces", ["default"])))
     settings = Settings(
@@ -197,6 +200,35 @@ def sweep_from_dict(data, where: Where, base: Path | None = None) -> SweepSpec:
                      strategies=_strategies(data.get("strategies", ["greedy", "joint"]), where / "strategies"),
                      objectives=objectives(data.get("objectives"), archs, where / "objectives"),
                      subjects=tuple(subjects), settings=settings, warm_start=warm, chains=tuple(chains))
+
+
+def arch_entries(raw, where: Where, base: Path | None = None) -> tuple[Arch, ...]:
+    """`archs:`: presets or files, and `{base: NAME, vary: {PATH: VALUES}}` grids (`arch_grid`)."""
+    entries = [raw] if isinstance(raw, (str, dict)) else raw
+    if not isinstance(entries, list) or not entries:
+        raise where.error("expected a name, {base: NAME, vary: {LEVEL.FIELD: VALUES}} or a non-empty list of them")
+    out = []
+    for i, entry in enumerate(entries):
+        if isinstance(entry, dict):
+            fields(entry, where / i, ("base", "vary"))
+            name = _beside(base, text(entry["base"], where / i / "base"))
+            out += varied_archs(name, vary_entry(entry["vary"], where / i / "vary"), where / i / "base",
+                                where / i / "vary")
+        elif isinstance(entry, str):
+            out.append(_load(load_arch, _beside(base, entry), where / i))
+        else:
+            raise (where / i).error(f"expected a name or {{base: NAME, vary: {{...}}}}, got {shown(entry)}")
+    return tuple(out)
+
+
+def varied_archs(name: str, varies: tuple[Vary, ...], base_where: Where, where: Where) -> tuple[Arch, ...]:
+    """The architectures `varies` derive from the preset or file `name` (itself loaded as a file
+    is, its errors said at `base_where`); `where`: the flag or key of the whole grid."""
+    def arch_and_data(spec):
+        data, shown_name = spec_data("archs", spec)
+        return arch_from_dict(data, Where(shown_name)), data
+    arch, data = _load(arch_and_data, name, base_where)
+    return derived_archs(data, arch, varies, where)
 
 
 def _load(loader, name: str, where: Where):
