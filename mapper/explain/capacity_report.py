@@ -2,16 +2,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 
 from ..mapping import mapping_to_dict
 from ..report import _num, table
 from .capacity_curve import CapacityCurve, Threshold
 
-REGIME_TEXT = {        # the regimes' notes under the table (module docstring of capacity_curve)
+REGIME_TEXT = MappingProxyType({   # read-only: the regimes' notes under the table (capacity_curve's docstring)
     "continuous": "every tensor that needs reuse is re-fetched: the square-root law, capacity a weak lever",
     "threshold": "a tensor past its threshold moves only compulsory traffic: capacity was the strong lever",
     "compulsory": "every tensor once: more capacity changes nothing",
-}
+})
 
 
 def size_text(n: float) -> str:
