@@ -34,8 +34,10 @@ def threshold_line(t: Threshold, outer: str) -> str:
 
 
 def curve_text(curve: CapacityCurve) -> str:
-    head = (f"capacity curve of {curve.level} for {curve.workload.name} on {curve.arch.name}: the least {curve.outer} "
-            f"traffic at each capacity, each point the joint search's best for {curve.objective}")
+    what = (f"the least {curve.outer} traffic" if curve.objective == f"bytes:{curve.outer}"
+            else f"the {curve.outer} traffic of the least {curve.objective}")
+    head = (f"capacity curve of {curve.level} for {curve.workload.name} on {curve.arch.name}: {what} at each "
+            f"capacity, each point the joint search's best for {curve.objective}")
     rows = [[size_text(p.capacity), _num(p.outer_bytes), _num(p.energy_pj), _num(p.cycles), p.regime,
              "yes" if p.proven else ("no" if p.gap is None else f"gap {p.gap:.1%}")] for p in curve.points]
     body = table([f"{curve.level} capacity", f"{curve.outer} bytes", "energy pJ", "cycles", "regime", "proven"],
