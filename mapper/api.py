@@ -1,7 +1,8 @@
-"""The Python API's two entry points that run work: `run_search` (one search, with a time
-limit or an evaluation budget) and `run_sweep` (a grid of searches into a results store,
-read back as rows). Both take what the loaders take (preset names, file paths, dicts, or
-spec objects), so a script needs nothing but `import mapper`; docs/API.md shows them at work.
+"""The Python API's entry points that run work: `run_search` (one search, with a time
+limit or an evaluation budget), `run_capacity_curve` (a search per capacity of one level) and
+`run_sweep` (a grid of searches into a results store, read back as rows). Each takes what the
+loaders take (preset names, file paths, dicts, or spec objects), so a script needs nothing but
+`import mapper`; docs/API.md shows them at work.
 """
 from __future__ import annotations
 
@@ -28,6 +29,19 @@ def run_search(arch, workload, mapspace=None, *, strategy: str = "joint", object
     space.stop = context.stopped
     chosen = make_strategy(strategy, options, where="run_search")
     return chosen.run(space, parse_objective(objective, space.arch), context)
+
+
+def run_capacity_curve(arch, workload, level: str, capacities=None, mapspace=None, *, objective: str | None = None,
+                       time_limit: float | None = 60.0, max_evaluations: int | None = None, **options):
+    """The least outer-level traffic over `level`'s capacities (bytes per instance; default
+    x2 steps up to the working set): a `CapacityCurve` (`.points`: capacity, outer bytes,
+    energy, cycles, regime, proven; `.thresholds`), each point the joint search's best under
+    `objective` (default bytes at the outermost level) with `time_limit` or `max_evaluations`
+    per point; `options` are the joint strategy's. `mapper explain --capacity` prints it."""
+    from .explain.capacity_curve import capacity_curve
+    return capacity_curve(load_arch(arch), load_workload(workload), load_constraints(mapspace), level, capacities,
+                          objective=objective, time_limit=time_limit, max_evaluations=max_evaluations,
+                          options=options)
 
 
 @dataclass

@@ -299,6 +299,9 @@ def _import_timeloop(args) -> int:
 def _explain(args) -> int:
     from .explain import explain
     from .explain.report import explain_json, explain_text
+    if args.capacity is not None or args.capacities is not None:
+        from .explain.capacity_command import capacity_command
+        return capacity_command(args, _search_inputs)
     if args.mapping is not None:      # Timeloop's files too, with their ERT (--ert), as evaluate reads them
         given = evaluation_inputs(args.arch, args.workload, args.mapping, ert=args.ert)
         _print_notes(given.notes)
@@ -306,7 +309,7 @@ def _explain(args) -> int:
         found = None
     else:
         args.strategy, args.seed, args.samples, args.warm_start = "joint", None, None, None
-        args.max_evaluations, args.cpsat_seconds = None, getattr(args, "cpsat_seconds", 2.0)
+        args.cpsat_seconds = getattr(args, "cpsat_seconds", 2.0)
         searched, result, _ = _run_search(args, "joint")
         arch, workload, mapping = searched.arch, searched.workload, result.mapping
         found = (f"mapping: the joint search's best for {result.objective.name} "
@@ -386,8 +389,16 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--plot", default=None, metavar="DIR", help="write the traffic curve and roofline PNGs here")
     ex.add_argument("--json", action="store_true", help="print one JSON object")
     ex.add_argument("--mapspace", default=None, help="mapspace for the search (default: default)")
-    ex.add_argument("--objective", default="edp", help="objective of the search (default edp)")
-    ex.add_argument("--time-limit", type=flags.seconds, default=20.0, help="search seconds (default 20)")
+    ex.add_argument("--capacity", default=None, metavar="LEVEL", help="instead: the least outer traffic "
+                    "over LEVEL's capacities, each the joint search's optimum, with the thresholds")
+    ex.add_argument("--capacities", default=None, metavar="GRID", help="with --capacity: e.g. '8KiB..8MiB:x2' or "
+                    "'64KiB,1MiB' (default: x2 steps up to the working set)")
+    ex.add_argument("--objective", default=None, help="objective of the search (default edp; with --capacity "
+                    "bytes at the outermost level)")
+    ex.add_argument("--time-limit", type=flags.seconds, default=20.0, help="search seconds (default 20; "
+                    "with --capacity per capacity)")
+    ex.add_argument("--max-evaluations", type=flags.count, default=None, metavar="N",
+                    help="mappings priced (with --capacity: per capacity) instead of a time limit: reproducible")
     ex.add_argument("--cpsat-seconds", type=flags.seconds_or_zero, default=2.0,
                     help="CP-SAT seconds within the search")
     ex.add_argument("--ert", default=None, metavar="FILE",

@@ -170,3 +170,35 @@ def parse_dtype_bits(value, where: Where) -> int:
         return DTYPE_BITS[value.lower()]
     raise where.error(f"expected a dtype ({', '.join(DTYPE_BITS)}) or a number of bits "
                       f"from 1 to {MAX_BITS}, got {shown(value)}")
+
+
+MAX_GRID_VALUES = 64         # each value of a capacity grid is a search: more is a typo
+
+
+def parse_byte_grid(text, where: Where) -> tuple[float, ...]:
+    """Capacities from a flag, in increasing order: sizes separated by commas (`64KiB,1MiB`)
+    or geometric ranges `LOW..HIGH:xF` (`8KiB..8MiB:x2`: LOW, F x LOW, ... up to HIGH), the
+    sweep grid's range grammar (`sweep/grid.py`) with `parse_bytes`' sizes at its ends. Every
+    value is a positive, finite size."""
+    if not isinstance(text, str) or not text.strip() or len(text) > 400:
+        raise where.error(f"expected sizes such as '64KiB,1MiB' or a range such as '8KiB..8MiB:x2', got {shown(text)}")
+    values: list[float] = []
+    for part in text.split(","):
+        low, dots, rest = part.partition("..")
+        if not dots:
+            values.append(parse_bytes(part, where, allow_unlimited=False))
+            continue
+        high, colon, step = rest.partition(":")
+        low, high = parse_bytes(low, where, False), parse_bytes(high, where, False)
+        factor = step.strip()[1:] if colon and step.strip().startswith("x") else ""
+        if not factor.isascii() or not factor.isdigit() or int(factor) < 2:
+            raise where.error(f"range {shown(part.strip())}: expected a geometric step such as ':x2' after the end")
+        if high < low:
+            raise where.error(f"range {shown(part.strip())}: the end {high:g} B is below the start {low:g} B")
+        count = math.floor(math.log(high / low, int(factor)) + 1e-9) + 1
+        if count + len(values) > MAX_GRID_VALUES:
+            raise where.error(f"more than {MAX_GRID_VALUES} capacities (each one is a search)")
+        values.extend(low * int(factor) ** i for i in range(count))
+    if len(values) > MAX_GRID_VALUES:
+        raise where.error(f"more than {MAX_GRID_VALUES} capacities (each one is a search)")
+    return tuple(sorted(set(values)))

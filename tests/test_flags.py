@@ -11,7 +11,7 @@ SEARCH_FLAGS = ("--time-limit", "--cpsat-seconds", "--seed", "--samples", "--max
 FLAGS = {
     "search": (["toy", "gemm-256"], SEARCH_FLAGS),
     "compare": (["toy", "gemm-256"], SEARCH_FLAGS),
-    "explain": (["toy", "gemm-256"], ("--time-limit", "--cpsat-seconds")),
+    "explain": (["toy", "gemm-256"], ("--time-limit", "--cpsat-seconds", "--max-evaluations")),
     "mapspace": (["toy", "gemm-256"], ("--exact-limit",)),
     "sweep": (["toy", "--gemm", "m=64 n=64 k=64"], ("--time-limit", "--cpsat-seconds", "--seed", "--samples",
                                                     "--jobs")),

@@ -1,0 +1,29 @@
+"""`mapper explain ARCH WORKLOAD --capacity LEVEL`: the capacity curve from the command line."""
+from __future__ import annotations
+
+from ..errors import SpecError
+from ..report import strict_json
+from ..units import Where, parse_byte_grid
+from .capacity_curve import capacity_curve
+from .capacity_report import curve_json, curve_text, plot_curve
+
+
+def capacity_command(args, read_inputs) -> int:
+    """Print (and plot) the curve the flags ask for; `read_inputs(args)` reads the arch,
+    workload and mapspace as the search commands do (the command line's loader)."""
+    if args.capacity is None:
+        raise SpecError("--capacities", "", "needs --capacity LEVEL: the level whose capacities they are")
+    if args.mapping is not None:
+        raise SpecError("--capacity", "", "takes no mapping: each capacity's mapping is the search's best "
+                        f"(got {args.mapping!r})")
+    grid = None if args.capacities is None else parse_byte_grid(args.capacities, Where("--capacities"))
+    found = read_inputs(args)
+    curve = capacity_curve(found.arch, found.workload, found.constraints, args.capacity, grid,
+                           objective=args.objective, time_limit=args.time_limit,
+                           max_evaluations=args.max_evaluations, options={"cpsat_seconds": args.cpsat_seconds})
+    plots = [str(plot_curve(curve, args.plot))] if args.plot else []
+    if args.json:
+        print(strict_json({**curve_json(curve), "plots": plots}))
+    else:
+        print(curve_text(curve) + "".join(f"\nwrote {p}" for p in plots))
+    return 0
