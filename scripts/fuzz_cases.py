@@ -333,8 +333,13 @@ def native_case(rng, pool) -> Case:
             argv = ["search", a, w, *space, "--strategy", strategy, *budget, "--json", *extra]
         elif roll < 0.93:
             argv = ["compare", a, w, *space, *budget, "--json"]
-        else:
+        elif roll < 0.97:
             argv = ["explain", a, w, *space, "--time-limit", rng.choice(["0.5", "1"]), "--cpsat-seconds", "0.2", "--json"]
+        else:               # the capacity curve: a level (or not one), perhaps hostile capacities
+            level = rng.choice(["GlobalBuffer", "RegisterFile", "DRAM", "nope", "innermost"])
+            grid = rng.choice([[], ["--capacities", rng.choice(["1KiB..64KiB:x2", "0..8KiB:x2", "64KiB..1KiB:x2",
+                                                                 "1B..1TiB:x2", "8 XB", "1KiB,①", "1e400 KiB"])]])
+            argv = ["explain", a, w, "--capacity", level, *grid, *budget, "--json"]
     return Case("native", files, argv, f"{kind}: {how}")
 
 
@@ -469,12 +474,19 @@ def hostile_model(rng, base: dict) -> tuple[object, str]:
     return doc, f"layer {key} = {str(value)[:20]}"
 
 
+# paths of the tiny sweep architecture (`tests/data/sweep-tiny-arch.yaml`: DRAM, Buf, RF) and others
+VARIED_PATHS = ["Buf.capacity", "DRAM.bandwidth", "RF.mesh", "compute.mesh", "compute.instances", "clock",
+                "Buf.energy.read", "Buf.nope", "Nope.capacity", "gpu.sms", "RF.instances", "Buf.block_size"]
+VARIED_VALUES = ["32B..256B:x2", "0..8KiB:x2", "1B..1TiB:+1B", "2x2,4x1", "3x5", "①", 10**30, -1, "2,4",
+                 "1GHz..2GHz:+0.5GHz", "1pJ..4pJ:x2", [1, 2, 4], "nan", "", {"a": 1}]
+
+
 def sweep_case(rng, pool) -> Case:
     sweep = copy.deepcopy(pool["sweep"])
     model = copy.deepcopy(rng.choice(pool["models"]))
     files = {"arch.yaml": copy.deepcopy(pool["tiny_arch"]), "workload.yaml": copy.deepcopy(pool["tiny_gemm"]),
              "model.yaml": model}
-    kind = rng.choice(["sweep", "sweep", "sizes", "model", "workload", "arch", "opgraph-preset"])
+    kind = rng.choice(["sweep", "sweep", "sizes", "model", "workload", "arch", "opgraph-preset", "vary"])
     how = "valid"
     if kind == "sweep":
         sweep, how = hostile_doc(rng, sweep)
@@ -497,6 +509,9 @@ def sweep_case(rng, pool) -> Case:
         files["arch.yaml"], how = hostile_doc(rng, files["arch.yaml"])
     else:
         sweep["workloads"][0] = {"workload": rng.choice(["chain-gemm-bias-relu", "chain-llama7b-block"])}
+    if kind == "vary":                  # an architecture grid, perhaps hostile
+        sweep["archs"] = [{"base": "arch.yaml", "vary": {rng.choice(VARIED_PATHS): rng.choice(VARIED_VALUES)}}]
+        how = f"{sweep['archs'][0]['vary']}"[:60]
     files["sweep.yaml"] = sweep
     argv = ["sweep", "{sweep.yaml}", "--jobs", "1", "--db", "{dir}/results.sqlite", "--quiet",
             "--time-limit", rng.choice(["0.5", "1"])]

@@ -19,7 +19,9 @@ memory blow-up becomes a MemoryError). Outcomes:
 - `time limit overrun`: a run with `--time-limit T` whose wall time passed its bound plus a
   second: T (search, explain, emit, fuse), 2T for compare (its two searches each take the full
   limit), T per point studied for a sweep (its limit is per point; a model it imports from an
-  ONNX file is imported before the clock starts, as the import is no search).
+  ONNX file is imported before the clock starts, as the import is no search), T per capacity
+  for `explain --capacity` (a search each); sweeps and capacity curves get the CPU time of
+  SWEEP_HANG_FACTOR runs before they count as hangs.
 
 Prints the outcomes per surface and command, the time limits (runs, worst overrun), and per
 failure class one example command and its files (kept under --out). Seeded: the same seed
@@ -195,6 +197,12 @@ def time_bound(argv: list[str], stdout: str) -> float | None:
     limit = float(argv[argv.index("--time-limit") + 1])
     if argv[0] == "compare":
         return 2 * limit
+    if argv[0] == "explain" and "--capacity" in argv:      # a search per capacity, each its limit
+        try:
+            curve = json.loads(stdout)
+        except ValueError:
+            return None
+        return (len(curve["points"]) + len(curve["infeasible_capacities"])) * limit
     if argv[0] == "sweep":
         searched = re.search(r"(\d+) searched in", stdout)
         studied = re.search(r"(\d+) studied in", stdout)
@@ -261,8 +269,8 @@ def main_fuzz(argv=None) -> int:
         paths = _write(work, case.files, case.tagged)
         fields = {name: str(path) for name, path in paths.items()} | {"dir": str(work)}
         argv_run = [re.sub(r"\{([^{}]+)\}", lambda m: fields[m.group(1)], a) for a in case.argv]
-        # a sweep runs many searches: each point gets the CPU time a run gets
-        hang = args.hang * (SWEEP_HANG_FACTOR if argv_run[0] == "sweep" else 1)
+        # a sweep or a capacity curve runs many searches: more CPU time than one run
+        hang = args.hang * (SWEEP_HANG_FACTOR if argv_run[0] == "sweep" or "--capacity" in argv_run else 1)
         outcome, detail, wall = classify(argv_run, list(paths.values()), work, hang)
         outcomes[outcome] += 1
         by_command[(case.surface, argv_run[0])][outcome] += 1
