@@ -20,6 +20,7 @@ records an exception as a sweep point. The classes, in the issue's order:
 from __future__ import annotations
 
 import contextlib
+import json
 import io
 import signal
 import sqlite3
@@ -34,6 +35,7 @@ from mapper.errors import SpecError
 from mapper.units import Where
 
 DATA = Path(__file__).resolve().parent / "data"
+ROOT = Path(__file__).resolve().parent.parent
 V04 = DATA / "timeloop_v04_targets"
 TINY_ARCH = DATA / "sweep-tiny-arch.yaml"
 TINY_MODEL = DATA / "sweep-tiny-model.yaml"
@@ -438,3 +440,28 @@ def test_joint_search_with_bypass_searched_at_every_level_holds_its_limit():
                                 "--time-limit", "4", "--json"], 60)
     assert status == 0, err
     assert wall < 5.0
+
+
+# ----------------------------------------------------------------------------- found by this round's own fuzz run
+
+@pytest.mark.parametrize("backend", ["mlir", "triton"])
+def test_a_bias_of_one_input(tmp_path, backend):
+    """emit's epilogue check read a bias's second input (IndexError in `emit/chain`): a bias
+    is refused by the op-graph loader unless it reads two tensors, the data and the vector."""
+    path = chain(tmp_path, ops=[{"name": "linear", "einsum": "Z[m,n] += X[m,k] * W[k,n]"},
+                                {"name": "bias", "kind": "bias", "inputs": ["Z[m,n]"], "output": "Y[m,n]"}])
+    refused(["emit", "h100", path, "--to", backend, "--time-limit", "2"], path, "ops[1].inputs")
+
+
+def test_a_capacity_curve_counts_each_space_within_its_limit(tmp_path):
+    """Each capacity's clock started after its space was counted (exactly: 2.7 s for this
+    small conv on toy), so four points of a 0.5-s limit took 10 s; the count now stops, as a
+    search's does, once the point's limit is reached."""
+    conv = yaml.safe_load((ROOT / "workloads" / "conv-alexnet-conv3.yaml").read_text())
+    conv["sizes"] = {"n": 1, "k": 8, "c": 4, "p": 4, "q": 4, "r": 3, "s": 3}
+    path = tmp_path / "conv.yaml"
+    path.write_text(yaml.safe_dump(conv, sort_keys=False))
+    status, out, err, wall = run(["explain", "toy", path, "--capacity", "RegisterFile",
+                                  "--capacities", "16B..128B:x2", "--time-limit", "0.5", "--json"])
+    assert status == 0, err
+    assert len(json.loads(out)["points"]) == 4 and wall < 4 * 0.5 + 3.0

@@ -135,12 +135,14 @@ def _search_point(arch, workload, constraints, goal, outer, capacity, previous, 
                   max_evaluations, options) -> CurvePoint | None:
     """One capacity's search, or None when no mapping fits it."""
     space = Mapspace(arch, workload, constraints)
-    try:
-        space.require_nonempty()        # counts the space; no budget runs yet
-    except InfeasibleError:
-        return None
+    # the point's clock starts before the space is counted: counting a large space exactly
+    # took seconds past a short limit, and stops (estimating) once the limit is reached
     context = SearchContext.for_command(time_limit, max_evaluations)
     space.stop = context.stopped
+    try:
+        space.require_nonempty()
+    except InfeasibleError:
+        return None
     strategy = make_strategy("joint", {**options, "incumbents": previous}, where="capacity curve")
     started = time.perf_counter()
     result = strategy.run(space, goal, context)

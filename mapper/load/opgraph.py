@@ -107,6 +107,9 @@ def _op(raw, where: Where, sizes: dict, default_dtype, dtypes: dict) -> Op:
         inputs = raw["inputs"]
         if not isinstance(inputs, list) or not inputs or not all(isinstance(s, str) for s in inputs):
             raise (where / "inputs").error("expected a list of tensors such as ['Z[m,n]', 'b[n]']")
+        if kind == "bias" and len(inputs) != 2:
+            raise (where / "inputs").error(f"a bias adds a vector to its input: two tensors such as "
+                                           f"['Z[m,n]', 'b[n]'], got {len(inputs)}")
         output = text(raw["output"], where / "output")
         einsum = f"{output} += {' * '.join(inputs)}"
         flops, passes = REDUCTIONS[kind] if kind in REDUCTIONS else ({**ELEMENTWISE_FLOPS, **STREAMS}[kind], 1)
