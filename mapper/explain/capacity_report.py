@@ -7,6 +7,7 @@ from types import MappingProxyType
 from ..mapping import mapping_to_dict
 from ..report import _num, table
 from .capacity_curve import CapacityCurve, Threshold
+from .plots import saved
 
 REGIME_TEXT = MappingProxyType({   # read-only: the regimes' notes under the table (capacity_curve's docstring)
     "continuous": "every tensor that needs reuse is re-fetched: the square-root law, capacity a weak lever",
@@ -101,9 +102,4 @@ def plot_curve(curve: CapacityCurve, directory) -> Path:
     ax.set_xlabel(f"{curve.level} capacity per instance (bytes)")
     ax.set_ylabel(f"bytes through {curve.outer}")
     ax.set_title(f"{curve.workload.name} on {curve.arch.name}: {curve.outer} traffic vs {curve.level} capacity", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="best", framealpha=0.8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return saved(fig, ax, path)

@@ -72,12 +72,7 @@ def plot_traffic_curve(ex: Explanation, path: Path) -> Path:
     ax.set_ylabel("words moved across its upper boundary")
     ax.set_xlim(caps[0], caps[-1] * 1.5)
     ax.set_title(f"{ex.workload.name}: traffic vs capacity\n(level {level.name} of {ex.arch.name})", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="best", framealpha=0.8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return saved(fig, ax, path)
 
 
 def _rate(value: float, unit: str) -> str:
@@ -131,12 +126,7 @@ def plot_roofline(ex: Explanation, path: Path) -> Path:
     ax.set_ylabel("MACs per second")
     ax.set_title(f"{ex.workload.name} on {arch.name}: roofline\n(overall: {ex.overall.split(';')[0]})",
                  fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return saved(fig, ax, path)
 
 
 def write_plots(ex: Explanation, directory) -> list[Path]:
@@ -146,3 +136,15 @@ def write_plots(ex: Explanation, directory) -> list[Path]:
     level = ex.arch.levels[ex.focus].name
     return [plot_traffic_curve(ex, out / f"{stem}-traffic-{level}.png"),
             plot_roofline(ex, out / f"{stem}-roofline.png")]
+
+
+def saved(fig, ax, path):
+    """The explain plots' one finish: a light grid (both log scales' ticks), a small legend,
+    120 dpi; the figure closed (pyplot keeps every open one). Returns `path`."""
+    import matplotlib.pyplot as plt
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="best", framealpha=0.8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
