@@ -62,7 +62,7 @@ LAYERS = [
     ["mapper.model_import.api"], ["mapper.model_import.cache"], ["mapper.model_import.command"],
     ["mapper.model_import"],
     # the size grammar, then the arch grid's values and the architectures it derives
-    ["mapper.sweep.grid"], ["mapper.sweep.arch_values"], ["mapper.sweep.arch_grid"],
+    ["mapper.sweep.grid"], ["mapper.sweep.arch_values"], ["mapper.sweep.arch_grid"], ["mapper.sweep.pareto"],
     ["mapper.sweep"],
     ["mapper.api", "mapper.cli", "mapper.__main__", "mapper"],
 ]

@@ -5,6 +5,8 @@ its own capacity."""
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mapper.cli import main
 from mapper.components import BITCELL_UM2, MODEL, ComponentError
@@ -12,6 +14,7 @@ from mapper.errors import SpecError
 from mapper.load import load_arch, preset_names
 from mapper.load.arch import arch_from_dict
 from mapper.sweep.arch_grid import vary_flags
+from mapper.sweep.pareto import dominates, front
 from mapper.sweep.spec import varied_archs
 from mapper.units import Where
 
@@ -121,3 +124,42 @@ def test_the_model_refuses_what_it_has_no_figure_for():
         MODEL.dram_pj_per_byte("hbm9")
     assert MODEL.dram_pj_per_byte("hbm2") == pytest.approx(31.2)
     assert MODEL.mac("int8", 45) == pytest.approx((419e-6, 0.3))
+
+
+# --- Pareto fronts (`mapper results --pareto`) ---------------------------------------------
+
+def brute_front(values) -> list[int]:
+    """O(n^2): the points no other point dominates."""
+    return [i for i, a in enumerate(values)
+            if not any(dominates(b, a) for j, b in enumerate(values) if j != i)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 4), min_size=3, max_size=3), max_size=30), st.integers(2, 3))
+def test_the_front_is_the_brute_force_front(points, width):
+    values = [p[:width] for p in points]
+    assert front(values) == brute_front(values)
+
+
+def test_dominance_by_hand():
+    assert dominates((1, 2), (1, 3)) and not dominates((1, 3), (1, 3)) and not dominates((0, 4), (1, 3))
+    assert front([(1, 3), (1, 3), (2, 2), (2, 3), (0, 9)]) == [0, 1, 2, 4]
+
+
+def test_results_pareto_prints_the_front_of_a_varied_sweep(tmp_path, capsys):
+    db = str(tmp_path / "r.sqlite")
+    assert main(["sweep", "toy", "--vary", "GlobalBuffer.capacity=8KiB..256KiB:x2", "--gemm", "m=64 n=64 k=64",
+                 "--strategy", "greedy", "--time-limit", "2", "--jobs", "1", "--quiet", "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["results", "--db", db, "--jsonl", "-"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    areas = [row["area_mm2"] for row in rows]
+    assert len(set(areas)) == len(rows) == 6 and all(a > 0 for a in areas)
+    assert main(["results", "--db", db, "--pareto", "energy,area"]) == 0
+    out = capsys.readouterr().out
+    expected = brute_front([(row["energy_pj"], row["area_mm2"]) for row in rows])
+    for i, row in enumerate(rows):
+        assert (row["arch"] + " ") in out if i in expected else (row["arch"] + " ") not in out
+    assert f"{len(expected)} point(s) on the fronts" in out
+    assert main(["results", "--db", db, "--pareto", "energy,colour"]) == 2
+    assert "--pareto" in capsys.readouterr().err
