@@ -406,6 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.set_defaults(run=_explain)
     pr = sub.add_parser("presets", help="list the bundled architectures, workloads, mapspace constraints, mappings and models")
     pr.set_defaults(run=_presets)
+    from .area import add_command as add_area_command               # area
+    add_area_command(sub)
     from .sweep.cli import add_commands as add_sweep_commands      # sweep, results
     add_sweep_commands(sub)
     from .fusion.command import add_parser as add_fuse_command    # fuse (mapper/fusion/)

@@ -30,3 +30,4 @@ MAX_BYTES = 2.0**60              # a capacity (1 EiB), else `unlimited`
 MAX_RATE = 2.0**50               # a bandwidth in bytes per cycle, else `unlimited`
 MAX_ENERGY = 1e12                # pJ per access, per byte, per MAC or leaked per cycle
 MIN_CLOCK, MAX_CLOCK = 1.0, 1e12     # Hz
+MAX_AREA = 1e6                   # mm^2 of one instance or unit (a 300 mm wafer is ~70,000 mm^2)

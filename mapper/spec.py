@@ -121,6 +121,10 @@ class Level:
     # each utilized cluster pays a whole cluster access, i.e. cluster_size x the per-instance
     # energies above (which are one instance's share), see `charged_instances`
     cluster_size: int = 1
+    # mm^2 of one instance (`area`, `area_per_byte` x capacity or `area: auto`), None: not given
+    # (counted as 0 in a sum, shown as not given); area_source names where the figure came from
+    area: float | None = None
+    area_source: str = ""
 
     @property
     def instances(self) -> int:
@@ -155,6 +159,8 @@ class Compute:
     macs_per_cycle: int = 1
     energy_per_mac: float = 0.0
     native_shape: tuple[tuple[str, int], ...] = ()
+    area: float | None = None         # mm^2 of one unit (all its macs_per_cycle MACs); None: not given
+    area_source: str = ""
 
     @property
     def instances(self) -> int:
@@ -171,6 +177,17 @@ class GpuFacts:
 
 
 @dataclass(frozen=True)
+class Technology:
+    """An architecture's process facts (`technology:`): what `area: auto` reads, and the
+    published die area printed beside the modelled sum (the rest of the die is what the levels
+    do not model: control, caches not listed, I/O)."""
+    node_nm: float | None = None
+    mac_dtype: str | None = None       # the compute unit's MAC type for `area: auto`
+    die_area: float | None = None      # mm^2, published
+    die_area_source: str = ""
+
+
+@dataclass(frozen=True)
 class Arch:
     name: str
     clock_hz: float
@@ -184,6 +201,7 @@ class Arch:
     leakage: str = "all"           # or "utilized": only instances the mapping uses leak
     cycle_rule: str = "stage_aware"   # or "timeloop": traffic always overlaps compute (cost/timing.py)
     tails: str = "padded"          # or "masked": a ragged tile's loads and stores move valid data only (tails.py)
+    technology: Technology = Technology()
 
     @property
     def level_names(self) -> tuple[str, ...]:
@@ -208,3 +226,9 @@ class Arch:
     @property
     def peak_macs_per_cycle(self) -> int:
         return self.compute.instances * self.compute.macs_per_cycle
+
+    @property
+    def area(self) -> float:
+        """mm^2 of every instance of every level and compute unit (a figure not given counts 0)."""
+        levels = sum((lv.area or 0.0) * lv.instances for lv in self.levels)
+        return levels + (self.compute.area or 0.0) * self.compute.instances

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from .errors import SpecError, shown
-from .limits import MAX_BITS, MAX_BYTES, MAX_CLOCK, MAX_ENERGY, MAX_RATE, MIN_CLOCK
+from .limits import MAX_AREA, MAX_BITS, MAX_BYTES, MAX_CLOCK, MAX_ENERGY, MAX_RATE, MIN_CLOCK
 
 UNLIMITED = math.inf
 
@@ -43,6 +43,10 @@ FREQ_UNITS = MappingProxyType({"": 1, "hz": 1, "khz": 1e3, "mhz": 1e6, "ghz": 1e
 TIME_UNITS = MappingProxyType({"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "ps": 1e-12})
 CYCLE_UNITS = ("", "cycle", "cycles", "clk", "clks")
 ENERGY_UNITS = MappingProxyType({"": 1, "pj": 1, "fj": 1e-3, "nj": 1e3, "uj": 1e6})
+# areas in mm^2; `mm^2`, `mm2` and `um^2` (or `µm²`) spellings; a bare number is mm^2
+AREA_UNITS = MappingProxyType({"": 1.0, "mm^2": 1.0, "mm2": 1.0, "mm²": 1.0,
+                               "um^2": 1e-6, "um2": 1e-6, "µm^2": 1e-6, "µm²": 1e-6, "µm2": 1e-6})
+_AREA = re.compile(rf"^\s*{_NUMBER}\s*(\S*)\s*$")
 DTYPE_BITS = MappingProxyType({"int4": 4, "fp4": 4, "int8": 8, "uint8": 8, "fp8": 8, "int16": 16,
                                "fp16": 16, "bf16": 16, "int32": 32, "fp32": 32, "tf32": 32, "fp64": 64})
 
@@ -160,6 +164,18 @@ def parse_energy(value, where: Where) -> float:
         raise where.error(f"expected {what}; unknown unit {shown(unit)}")
     return _within(number * ENERGY_UNITS[unit.lower()], where, "an energy in pJ", MAX_ENERGY,
                    low_inclusive=True)
+
+
+def parse_area(value, where: Where) -> float:
+    """Area in mm^2 (`2 mm^2`, `0.5 um^2`, a bare number = mm^2); may be zero (off-chip)."""
+    what = "an area such as '2 mm^2' or '0.1 um^2'"
+    if isinstance(value, str) and len(value) <= 100 and (match := _AREA.match(value)):
+        number, unit = float(match.group(1)), match.group(2)
+    else:
+        number, unit = split_quantity(value, where, what)
+    if unit not in AREA_UNITS:
+        raise where.error(f"expected {what}; unknown unit {shown(unit)} (mm^2 or um^2)")
+    return _within(number * AREA_UNITS[unit], where, "an area in mm^2", MAX_AREA, low_inclusive=True)
 
 
 def parse_dtype_bits(value, where: Where) -> int:

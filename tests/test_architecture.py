@@ -23,7 +23,8 @@ PACKAGE = pathlib.Path(mapper.__file__).parent
 # the graph of imports has no circle). A module belongs to the longest prefix naming it.
 LAYERS = [
     ["mapper.errors", "mapper.limits", "mapper.units", "mapper.validate", "mapper.factors", "mapper.tiles",
-     "mapper.flags", "mapper.lifetime"],
+     "mapper.flags", "mapper.lifetime",
+     "mapper.components"],
     ["mapper.einsum", "mapper.spec", "mapper.constraints", "mapper.orders", "mapper.roles"],
     ["mapper.opgraph"],
     ["mapper.tails"],
@@ -47,7 +48,7 @@ LAYERS = [
     ["mapper.search.joint.dives"], ["mapper.search.joint.coarse"], ["mapper.search.joint.cpsat"],
     ["mapper.search.joint.incumbents"], ["mapper.search.joint.strategy"], ["mapper.search.joint"],
     ["mapper.search"],
-    ["mapper.report", "mapper.compare", "mapper.explain"],
+    ["mapper.report", "mapper.compare", "mapper.explain", "mapper.area"],
     ["mapper.fusion"],
     ["mapper.inputs"],
     ["mapper.emit.command", "mapper.emit.chain_command", "mapper.emit"],
@@ -61,7 +62,7 @@ LAYERS = [
     ["mapper.model_import.api"], ["mapper.model_import.cache"], ["mapper.model_import.command"],
     ["mapper.model_import"],
     # the size grammar, then the arch grid's values and the architectures it derives
-    ["mapper.sweep.grid"], ["mapper.sweep.arch_values"], ["mapper.sweep.arch_grid"],
+    ["mapper.sweep.grid"], ["mapper.sweep.arch_values"], ["mapper.sweep.arch_grid"], ["mapper.sweep.pareto"],
     ["mapper.sweep"],
     ["mapper.api", "mapper.cli", "mapper.__main__", "mapper"],
 ]

@@ -10,10 +10,11 @@ import dataclasses
 
 from ..errors import shown
 from ..limits import MAX_INSTANCES, MAX_LEVELS, MAX_STAGES
-from ..spec import Arch, Compute, GpuFacts, Level
+from ..spec import Arch, Compute, GpuFacts, Level, Technology
 from ..units import (Where, parse_bandwidth, parse_bytes, parse_energy, parse_frequency,
                      parse_latency)
 from ..validate import fields, name_list, name_text, positive_int, text
+from .area import compute_area, level_area, technology
 from .files import spec_data
 
 
@@ -51,17 +52,20 @@ def _energies(data, where: Where) -> tuple[float, float, float]:
 
 LEVEL_KEYS = ("name", "capacity", "bandwidth", "read_bandwidth", "write_bandwidth", "block_size", "energy",
               "energy_per_byte", "leak", "keeps", "max_stages", "instances", "mesh", "multicast",
-              "spatial_reduction", "latency", "word_bits", "cluster_size", "description")
+              "spatial_reduction", "latency", "word_bits", "cluster_size", "area", "area_per_byte",
+              "description")
 
 
-def _level(data, where: Where, clock_hz: float) -> Level:
+def _level(data, where: Where, clock_hz: float, tech: Technology) -> Level:
     fields(data, where, ("name",), LEVEL_KEYS[1:])
+    capacity = parse_bytes(data.get("capacity", "unlimited"), where / "capacity")
+    area, area_source = level_area(data, capacity, where, tech)
     e_read, e_write, e_update = _energies(data.get("energy"), where / "energy")
     b_read, b_write, b_update = _energies(data.get("energy_per_byte"), where / "energy_per_byte")
     keeps = data.get("keeps")
     return Level(
         name=name_text(data["name"], where / "name"),
-        capacity=parse_bytes(data.get("capacity", "unlimited"), where / "capacity"),
+        capacity=capacity,
         bandwidth=parse_bandwidth(data.get("bandwidth", "unlimited"), where / "bandwidth", clock_hz),
         read_bandwidth=parse_bandwidth(data.get("read_bandwidth", "unlimited"), where / "read_bandwidth", clock_hz),
         write_bandwidth=parse_bandwidth(data.get("write_bandwidth", "unlimited"), where / "write_bandwidth",
@@ -79,6 +83,7 @@ def _level(data, where: Where, clock_hz: float) -> Level:
         word_bits=None if data.get("word_bits") is None else
         positive_int(data["word_bits"], where / "word_bits", limit=1024),
         cluster_size=positive_int(data.get("cluster_size", 1), where / "cluster_size", limit=1 << 20),
+        area=area, area_source=area_source,
     )
 
 
@@ -90,7 +95,8 @@ def _flag(data, key: str, where: Where) -> bool:
 
 
 def arch_from_dict(data, where: Where) -> Arch:
-    fields(data, where, ("name", "clock", "levels", "compute"), ("description", "gpu", "model"))
+    fields(data, where, ("name", "clock", "levels", "compute"), ("description", "gpu", "model", "technology"))
+    tech = technology(data.get("technology"), where / "technology")
     clock = parse_frequency(data["clock"], where / "clock")
     raw_levels = data["levels"]
     if not isinstance(raw_levels, list) or not raw_levels:
@@ -98,7 +104,7 @@ def arch_from_dict(data, where: Where) -> Arch:
     if len(raw_levels) > MAX_LEVELS:
         raise (where / "levels").error(f"{len(raw_levels)} levels, above the limit of {MAX_LEVELS} "
                                        "this tool handles")
-    levels = tuple(_level(lv, where / "levels" / i, clock) for i, lv in enumerate(raw_levels))
+    levels = tuple(_level(lv, where / "levels" / i, clock, tech) for i, lv in enumerate(raw_levels))
     names = [lv.name for lv in levels]
     for i, name in enumerate(names):
         if names.index(name) != i:
@@ -109,16 +115,18 @@ def arch_from_dict(data, where: Where) -> Arch:
     comp = data["compute"]
     cw = where / "compute"
     fields(comp, cw, (), ("name", "instances", "mesh", "macs_per_cycle", "energy", "native_shape",
-                          "description"))
+                          "area", "description"))
     if "instances" not in comp and "mesh" not in comp:
         comp = {**comp, "mesh": list(levels[-1].mesh)}
     native = comp.get("native_shape") or {}
     if not isinstance(native, dict):
         raise (cw / "native_shape").error("expected a mapping of dim -> size, e.g. {m: 16, n: 8, k: 16}")
+    macs_per_cycle = positive_int(comp.get("macs_per_cycle", 1), cw / "macs_per_cycle", limit=MAX_INSTANCES)
+    unit_area, unit_area_source = compute_area(comp, macs_per_cycle, cw, tech)
     compute = Compute(
         name=name_text(comp.get("name", "MAC"), cw / "name"),
         mesh=_mesh(comp, cw),
-        macs_per_cycle=positive_int(comp.get("macs_per_cycle", 1), cw / "macs_per_cycle", limit=MAX_INSTANCES),
+        macs_per_cycle=macs_per_cycle, area=unit_area, area_source=unit_area_source,
         energy_per_mac=parse_energy(comp.get("energy", 0), cw / "energy"),
         native_shape=tuple((name_text(k, cw / "native_shape"), positive_int(v, cw / "native_shape" / k))
                            for k, v in native.items()),
@@ -144,7 +152,7 @@ def arch_from_dict(data, where: Where) -> Arch:
     model = data.get("model") or {}
     fields(model, where / "model", (), ("multicast", "leakage", "cycles", "tails"))
     arch = Arch(name=name_text(data["name"], where / "name"), clock_hz=clock, levels=levels,
-                compute=compute, gpu=gpu,
+                compute=compute, gpu=gpu, technology=tech,
                 description=text(data.get("description", ""), where / "description"), file=where.file)
     # masked tails (the default where they apply) need the per-SM level: the loads they mask
     rules = {"multicast": ("pooled", "per_fanout"), "leakage": ("all", "utilized"),

@@ -59,6 +59,8 @@ def add_commands(sub) -> None:
     out = rs.add_mutually_exclusive_group()
     out.add_argument("--csv", metavar="OUT", help="write CSV, one row per point ('-': standard output)")
     out.add_argument("--jsonl", metavar="OUT", help="write JSON lines, one per point ('-': standard output)")
+    out.add_argument("--pareto", metavar="A,B[,C]", help="each workload's Pareto front over two or three of "
+                    "energy, cycles, area, edp, seconds, bytes (lower is better), e.g. energy,cycles,area")
     rs.set_defaults(run=results_command)
 
 
@@ -209,6 +211,10 @@ def _results(args) -> int:
         raise MapperError(f"{args.db}: no results store here (run `mapper sweep` first, or give --db FILE)")
     with Store(args.db) as store:
         rows = store.rows()
+    if args.pareto:
+        from .pareto import figure_columns, pareto_text
+        print(pareto_text(rows, figure_columns(args.pareto)))
+        return 0
     if args.jsonl:
         with _open(args.jsonl) as out:
             for row in rows:

@@ -51,6 +51,7 @@ def base_row(point: Point) -> dict:
         "position": layer and layer.position,
         "peak_macs_per_s": arch.peak_macs_per_cycle * arch.clock_hz,
         "outer_bytes_per_s": arch.levels[0].bandwidth * arch.clock_hz,
+        "area_mm2": arch.area if arch.area > 0 else None,     # None: the arch gives no area
         "version": package_version(), "worker": f"{socket.gethostname()}:{os.getpid()}",
     }
 

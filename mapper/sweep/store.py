@@ -34,7 +34,11 @@ COLUMNS = (
     ("start_score", "REAL"),
     ("mapping", "JSON"), ("tiles", "JSON"), ("cost", "JSON"), ("notes", "JSON"),
     ("version", "TEXT"), ("finished_at", "REAL"), ("worker", "TEXT"),
+    ("area_mm2", "REAL"),
 )
+# columns added after SCHEMA_VERSION 1's first layout: a store without them gains them (NULL in
+# its older rows) instead of being refused
+ADDED = ("area_mm2",)
 NAMES = tuple(name for name, _ in COLUMNS)
 JSON_COLUMNS = frozenset(name for name, kind in COLUMNS if kind == "JSON")
 
@@ -52,6 +56,10 @@ class Store:
             self.db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
             self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             have = {row[1] for row in self.db.execute("PRAGMA table_info(points)")}
+            for name in ADDED:
+                if name not in have:
+                    self.db.execute(f"ALTER TABLE points ADD COLUMN {name} {dict(COLUMNS)[name]}")
+                    have.add(name)
         except sqlite3.DatabaseError as exc:
             raise MapperError(f"{self.path}: not a results store ({exc})") from None
         if set(NAMES) - have:

@@ -1,0 +1,80 @@
+"""Area keys of an architecture file: `technology:`, a level's `area` / `area_per_byte` and the
+compute unit's `area` (per unit), each a figure with units or `auto` (the component model at
+the technology's node, `components`).
+
+`auto` is resolved here, once, into a number with its source: every later reader sees mm^2,
+and an architecture derived by `--vary` (re-read by the loader) gets the area of its own
+capacity.
+"""
+from __future__ import annotations
+
+from ..components import MODEL, ComponentError
+from ..errors import shown
+from ..spec import Technology
+from ..units import Where, parse_area
+from ..validate import fields, finite_number, name_text, text
+
+TECHNOLOGY_KEYS = ("node_nm", "mac_dtype", "die_area", "die_area_source")
+MIN_NODE, MAX_NODE = 1.0, 1000.0
+
+
+def technology(data, where: Where) -> Technology:
+    if data is None:
+        return Technology()
+    fields(data, where, (), TECHNOLOGY_KEYS)
+    node = data.get("node_nm")
+    return Technology(
+        node_nm=None if node is None else finite_number(node, where / "node_nm", "a node in nm",
+                                                        MIN_NODE, MAX_NODE),
+        mac_dtype=None if data.get("mac_dtype") is None else name_text(data["mac_dtype"], where / "mac_dtype"),
+        die_area=None if data.get("die_area") is None else parse_area(data["die_area"], where / "die_area"),
+        die_area_source=text(data.get("die_area_source", ""), where / "die_area_source"))
+
+
+def _node(tech: Technology, where: Where) -> float:
+    if tech.node_nm is None:
+        raise where.error("`auto` needs the technology node: add `technology: {node_nm: 7}` to the "
+                          "architecture")
+    return tech.node_nm
+
+
+def level_area(data, capacity: float, where: Where, tech: Technology) -> tuple[float | None, str]:
+    """(mm^2 of one instance, its source) of a level's dict, or (None, "") when it gives none."""
+    if "area" in data and "area_per_byte" in data:
+        raise (where / "area_per_byte").error("give `area` or `area_per_byte`, not both")
+    finite = capacity != float("inf")
+    if "area_per_byte" in data:
+        if not finite:
+            raise (where / "area_per_byte").error("an area per byte needs a finite capacity")
+        per_byte = parse_area(data["area_per_byte"], where / "area_per_byte")
+        return per_byte * capacity, f"area_per_byte x capacity ({where.file})"
+    if "area" not in data:
+        return None, ""
+    if data["area"] != "auto":
+        return parse_area(data["area"], where / "area"), f"given ({where.file})"
+    if not finite:
+        raise (where / "area").error("`auto` prices an SRAM of the level's capacity; this level's "
+                                     "capacity is unlimited (give an area, 0 mm^2 for off-chip memory)")
+    try:
+        area = MODEL.sram(capacity, 64, _node(tech, where / "area"))[0]
+    except ComponentError as exc:
+        raise (where / "area").error(str(exc)) from None
+    return area, f"auto: SRAM of the capacity at {tech.node_nm:g} nm (component model: sram)"
+
+
+def compute_area(data, macs_per_cycle: int, where: Where, tech: Technology) -> tuple[float | None, str]:
+    """(mm^2 of one compute unit, its source), or (None, "") when it gives none."""
+    if "area" not in data:
+        return None, ""
+    if data["area"] != "auto":
+        return parse_area(data["area"], where / "area"), f"given ({where.file})"
+    node = _node(tech, where / "area")
+    if tech.mac_dtype is None:
+        raise (where / "area").error("`auto` needs the MAC's type: add `mac_dtype: bf16` (or int8, "
+                                     "int16, fp16, fp32) under `technology:`")
+    try:
+        mac = MODEL.mac(tech.mac_dtype, node)[0]
+    except ComponentError as exc:
+        raise (where / "area").error(f"{exc} (technology.mac_dtype {shown(tech.mac_dtype)})") from None
+    return mac * macs_per_cycle, (f"auto: {macs_per_cycle} {tech.mac_dtype} MAC(s) at {node:g} nm "
+                                  "(component model: mac)")
