@@ -18,7 +18,12 @@ from functools import lru_cache
 
 import numpy as np
 
-MAX_OFFSETS = 1 << 22      # sums `distinct_offsets` enumerates at most (32 MiB of int64)
+from .limits import MAX_INSTANCES
+
+# sums `distinct_offsets` enumerates at most (128 MiB of int64): as many as the instances a
+# level may have, so that the cost model's progressions (spatial fanouts, whose counts multiply
+# to at most the instances) are always counted exactly
+MAX_OFFSETS = MAX_INSTANCES
 
 
 def extent(axis, spans):
@@ -58,8 +63,8 @@ def distinct_offsets(progressions: tuple[tuple[int, int], ...]) -> int:
     of the sums so far that cannot overlap (a stride past the window): a dim of 2^31 - 1 is one
     number, not a set of two billion. Otherwise the sums are enumerated, exactly while they
     number at most MAX_OFFSETS; past that the count of a subset is returned, a lower bound
-    (what the traffic bounds need; the cost model's progressions are spatial fanouts, far
-    below it)."""
+    (`touched_words`, itself a lower bound, for the traffic bounds). Exact whenever the counts
+    multiply to at most MAX_OFFSETS, as every progression of the cost model does."""
     # a negative step mirrors its progression: the same number of distinct sums
     terms = sorted((abs(step), count) for step, count in progressions if count > 1 and step)
     if not terms:
