@@ -188,6 +188,25 @@ def parse_dtype_bits(value, where: Where) -> int:
                       f"from 1 to {MAX_BITS}, got {shown(value)}")
 
 
+def progression(low, high, kind: str, step, where: Where, text: str, most: int) -> list:
+    """`low`, then each value `step` times (kind 'x') or `step` more (kind '+') than the last, up
+    to `high`: exact for integers; floats (the arch grid's quantities) index from `low`, so
+    steps of 0.1 do not drift, and reach a `high` they meet within rounding. At most `most`
+    values (the range `text` is refused past them)."""
+    exact = isinstance(low, int) and isinstance(step, int)
+    limit = high if exact else high * (1 + 1e-9)
+    values, value = [], low
+    while value <= limit:
+        values.append(value)
+        if len(values) > most:
+            raise where.error(f"range {shown(text)} has more than {most:,} values")
+        if exact:
+            value = value * step if kind == "x" else value + step
+        else:
+            value = low * step ** len(values) if kind == "x" else low + step * len(values)
+    return values
+
+
 MAX_GRID_VALUES = 64         # each value of a capacity grid is a search: more is a typo
 
 
@@ -211,10 +230,7 @@ def parse_byte_grid(text, where: Where) -> tuple[float, ...]:
             raise where.error(f"range {shown(part.strip())}: expected a geometric step such as ':x2' after the end")
         if high < low:
             raise where.error(f"range {shown(part.strip())}: the end {high:g} B is below the start {low:g} B")
-        count = math.floor(math.log(high / low, int(factor)) + 1e-9) + 1
-        if count + len(values) > MAX_GRID_VALUES:
-            raise where.error(f"more than {MAX_GRID_VALUES} capacities (each one is a search)")
-        values.extend(low * int(factor) ** i for i in range(count))
+        values.extend(progression(low, high, "x", int(factor), where, part.strip(), MAX_GRID_VALUES))
     if len(values) > MAX_GRID_VALUES:
         raise where.error(f"more than {MAX_GRID_VALUES} capacities (each one is a search)")
     return tuple(sorted(set(values)))

@@ -18,8 +18,8 @@ from types import MappingProxyType
 
 from ..errors import shown
 from ..units import (Where, parse_bandwidth, parse_bytes, parse_energy, parse_frequency, parse_latency,
-                     split_quantity)
-from .grid import progression, size_values
+                     progression, split_quantity)
+from .grid import MAX_VALUES, size_values
 
 # a field's kind -> the loader's parser of it, as (value, where, clock in Hz) -> internal units
 PARSERS = MappingProxyType({
@@ -110,7 +110,7 @@ def _range(kind: str, text: str, where: Where, clock_hz: float) -> list[tuple[st
     high_number = high / per_unit
     if high_number < low_number * (1 - 1e-12):
         raise where.error(f"range {shown(text)}: the end is below the start")
-    numbers = progression(low_number, high_number, sign, step_number, where, text)
+    numbers = progression(low_number, high_number, sign, step_number, where, text, MAX_VALUES)
     return [(_text(n) + unit, f"{_text(n)} {unit}".strip()) for n in numbers]
 
 

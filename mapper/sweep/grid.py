@@ -4,7 +4,8 @@ each value F times the last), `"128..1024:+128"` (arithmetic), and the flag form
 
 Every parser returns a tuple of positive integers in the order written (ranges ascending) and
 raises `SpecError` naming the file and key on anything else. The steps of a range
-(`progression`) are the arch grid's too (`arch_grid`: ranges of quantities, `8MiB..256MiB:x2`).
+(`units.progression`) are the arch grid's and the capacity curve's too (ranges of
+quantities, `8MiB..256MiB:x2`).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import itertools
 import re
 
 from ..errors import shown
-from ..units import Where
+from ..units import Where, progression
 from ..validate import integer
 
 # ASCII digits only (`\d` and `str.isdigit` take other scripts' digits, and '①', which int()
@@ -58,25 +59,7 @@ def _range_or_int(text: str, where: Where) -> list[int]:
         raise where.error(f"range {shown(text)}: the end {high} is below the start {low}")
     if (kind == "x" and step < 2) or step < 1:
         raise where.error(f"range {shown(text)}: a geometric step must be x2 or more, an arithmetic one +1 or more")
-    return progression(low, high, kind, step, where, text)
-
-
-def progression(low, high, kind: str, step, where: Where, text: str) -> list:
-    """`low`, then each value `step` times (kind 'x') or `step` more (kind '+') than the last, up
-    to `high`: exact for integers; floats (the arch grid's quantities) index from `low`, so
-    steps of 0.1 do not drift, and reach a `high` they meet within rounding."""
-    exact = isinstance(low, int) and isinstance(step, int)
-    limit = high if exact else high * (1 + 1e-9)
-    values, value = [], low
-    while value <= limit:
-        values.append(value)
-        if len(values) > MAX_VALUES:
-            raise where.error(f"range {shown(text)} has more than {MAX_VALUES:,} values")
-        if exact:
-            value = value * step if kind == "x" else value + step
-        else:
-            value = low * step ** len(values) if kind == "x" else low + step * len(values)
-    return values
+    return progression(low, high, kind, step, where, text, MAX_VALUES)
 
 
 def _digits(text: str, where: Where) -> int:
