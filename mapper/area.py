@@ -1,6 +1,6 @@
 """`mapper area ARCH`: the area of each level (one instance, all instances) and of the compute
 units, their sum, and the published die area where the file gives one, each figure with its
-source.
+source; and the energies the component model gave (`energy: auto`), with theirs.
 
 The figures are the loader's (`load/area.py` resolves `auto` once); this module only lays
 them out. A level without an area counts 0 in the sum and is shown as not given: off-chip
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .components import MODEL
 from .spec import Arch
 
-AUTO_PARTS = ("sram", "mac")      # the component model's parts an `auto` source names
+AUTO_PARTS = ("sram", "sram_energy", "mac", "dram")      # the component model's parts an `auto` source names
 
 
 @dataclass(frozen=True)
@@ -30,12 +30,21 @@ class AreaRow:
 
 
 @dataclass(frozen=True)
+class AutoEnergy:
+    """An energy the component model gave (`energy: auto`, `energy_per_byte: auto`)."""
+    name: str
+    figure: str                    # e.g. "3.95 pJ per byte"
+    source: str
+
+
+@dataclass(frozen=True)
 class AreaReport:
     arch: str
     node_nm: float | None
     rows: tuple[AreaRow, ...]      # levels outermost first, then the compute units
     die_area: float | None
     die_area_source: str
+    energies: tuple[AutoEnergy, ...] = ()
 
     @property
     def total(self) -> float:
@@ -47,7 +56,22 @@ def area_report(arch: Arch) -> AreaReport:
     rows.append(AreaRow(arch.compute.name, arch.compute.instances, None, arch.compute.area,
                         arch.compute.area_source))
     tech = arch.technology
-    return AreaReport(arch.name, tech.node_nm, tuple(rows), tech.die_area, tech.die_area_source)
+    return AreaReport(arch.name, tech.node_nm, tuple(rows), tech.die_area, tech.die_area_source,
+                      auto_energies(arch))
+
+
+def auto_energies(arch: Arch) -> tuple[AutoEnergy, ...]:
+    out = []
+    for lv in arch.levels:
+        if lv.energy_source:
+            per_byte = lv.byte_energy_read > 0 or lv.energy_read == 0
+            figure = (f"{lv.byte_energy_read:.4g} pJ per byte" if per_byte else
+                      f"{lv.energy_read:.4g} pJ per access of {lv.block_size} x {lv.word_bits}-bit words")
+            out.append(AutoEnergy(lv.name, figure, lv.energy_source))
+    if arch.compute.energy_source:
+        out.append(AutoEnergy(arch.compute.name, f"{arch.compute.energy_per_mac:.4g} pJ per MAC",
+                              arch.compute.energy_source))
+    return tuple(out)
 
 
 def _mm2(value: float | None) -> str:
@@ -83,6 +107,8 @@ def area_text(report: AreaReport) -> str:
         lines.append(f"  {row.name}: {row.source or 'not given (counts 0: off-chip or unknown)'}")
     if report.die_area is not None:
         lines.append(f"  die: {report.die_area_source or 'given in the file'}")
+    for energy in report.energies:
+        lines.append(f"  {energy.name} energy: {energy.figure}, {energy.source}")
     for part, source in model_sources(report).items():
         lines.append(f"  component model {part}: {source}")
     return "\n".join(lines)
@@ -90,7 +116,7 @@ def area_text(report: AreaReport) -> str:
 
 def model_sources(report: AreaReport) -> dict[str, str]:
     """The component model's sources for each of its parts some figure of `report` used."""
-    used = " ".join(row.source for row in report.rows)
+    used = " ".join([row.source for row in report.rows] + [e.source for e in report.energies])
     return {part: MODEL.source(part) for part in AUTO_PARTS if f"(component model: {part})" in used}
 
 
@@ -100,7 +126,8 @@ def area_json(report: AreaReport) -> dict:
             "component_model_sources": model_sources(report),
             "parts": [{"name": row.name, "instances": row.instances, "capacity_bytes": row.capacity,
                        "each_mm2": row.each, "total_mm2": row.total if row.each is not None else None,
-                       "source": row.source} for row in report.rows]}
+                       "source": row.source} for row in report.rows],
+            "auto_energies": [{"name": e.name, "figure": e.figure, "source": e.source} for e in report.energies]}
 
 
 def _run(args) -> int:

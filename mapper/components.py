@@ -47,7 +47,7 @@ class ComponentModel(Protocol):
         """Energy per byte moved to or from a DRAM of `kind` (interface included)."""
 
     def source(self, part: str) -> str:
-        """The sources of the figures behind `part` ('sram', 'mac' or 'dram')."""
+        """The sources of the figures behind `part` ('sram', 'sram_energy', 'mac' or 'dram')."""
 
 
 # High-density 6T SRAM bitcell area in um^2 by node in nm (published figures)
@@ -88,6 +88,9 @@ MAC_SOURCE = ("MAC = multiplier + 32-bit accumulator adder, Horowitz ISSCC 2014 
               "scaled by the bitcell table (area: ratio, energy: its square root)")
 SRAM_READ_45NM_PJ = 10.0          # per 64-bit read of an 8 KB SRAM, Horowitz ISSCC 2014
 SRAM_REFERENCE_BYTES = 8 * 1024
+SRAM_ENERGY_SOURCE = ("SRAM read 10 pJ x sqrt(capacity / 8 KiB) per 64 bits at 45 nm (fit to Horowitz ISSCC "
+                      "2014: 10 pJ 8 KB, 20 pJ 32 KB, 100 pJ 1 MB, within 13%), linear in width, a write as a "
+                      "read (assumption), scaled to the node as logic energy (square root of the bitcell ratio)")
 
 DRAM_PJ_PER_BYTE = MappingProxyType({
     "hbm2": 31.2,      # 3.9 pJ/bit incl. I/O, O'Connor et al., "Fine-Grained DRAM", MICRO 2017
@@ -144,7 +147,8 @@ class PublishedTables:
         return DRAM_PJ_PER_BYTE[kind]
 
     def source(self, part: str) -> str:
-        return {"sram": f"{BITCELL_SOURCE}; {EFFICIENCY_SOURCE}", "mac": f"{MAC_SOURCE}; {BITCELL_SOURCE}",
+        return {"sram": f"{BITCELL_SOURCE}; {EFFICIENCY_SOURCE}",
+                "sram_energy": f"{SRAM_ENERGY_SOURCE}; {BITCELL_SOURCE}", "mac": f"{MAC_SOURCE}; {BITCELL_SOURCE}",
                 "dram": DRAM_SOURCE}[part]
 
 

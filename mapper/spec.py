@@ -125,6 +125,7 @@ class Level:
     # (counted as 0 in a sum, shown as not given); area_source names where the figure came from
     area: float | None = None
     area_source: str = ""
+    energy_source: str = ""          # where the energies came from, when the component model gave them
 
     @property
     def instances(self) -> int:
@@ -161,6 +162,7 @@ class Compute:
     native_shape: tuple[tuple[str, int], ...] = ()
     area: float | None = None         # mm^2 of one unit (all its macs_per_cycle MACs); None: not given
     area_source: str = ""
+    energy_source: str = ""           # where energy_per_mac came from, when the component model gave it
 
     @property
     def instances(self) -> int:
@@ -178,11 +180,12 @@ class GpuFacts:
 
 @dataclass(frozen=True)
 class Technology:
-    """An architecture's process facts (`technology:`): what `area: auto` reads, and the
-    published die area printed beside the modelled sum (the rest of the die is what the levels
-    do not model: control, caches not listed, I/O)."""
+    """An architecture's process facts (`technology:`): what `area: auto` and `energy: auto`
+    read, and the published die area printed beside the modelled sum (the rest of the die is
+    what the levels do not model: control, caches not listed, I/O)."""
     node_nm: float | None = None
-    mac_dtype: str | None = None       # the compute unit's MAC type for `area: auto`
+    mac_dtype: str | None = None       # the compute unit's MAC type for `auto`
+    dram: str | None = None            # the off-chip memory's kind for `energy_per_byte: auto` (hbm2, ...)
     die_area: float | None = None      # mm^2, published
     die_area_source: str = ""
 

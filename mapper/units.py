@@ -17,7 +17,7 @@ from .limits import MAX_AREA, MAX_BITS, MAX_BYTES, MAX_CLOCK, MAX_ENERGY, MAX_RA
 UNLIMITED = math.inf
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
-_QUANTITY = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-z/]*)\s*$")
+_QUANTITY = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-z/]*(?:\^2)?)\s*$")     # ^2: areas (mm^2)
 
 # Sizes are case-sensitive: `B` is a byte and `b` a bit (so `Gb/s` is gigabits per second);
 # decimal prefixes k (or K), M, G, T; binary prefixes Ki, Mi, Gi, Ti. The words byte(s) and
@@ -46,7 +46,6 @@ ENERGY_UNITS = MappingProxyType({"": 1, "pj": 1, "fj": 1e-3, "nj": 1e3, "uj": 1e
 # areas in mm^2; `mm^2`, `mm2` and `um^2` (or `µm²`) spellings; a bare number is mm^2
 AREA_UNITS = MappingProxyType({"": 1.0, "mm^2": 1.0, "mm2": 1.0, "mm²": 1.0,
                                "um^2": 1e-6, "um2": 1e-6, "µm^2": 1e-6, "µm²": 1e-6, "µm2": 1e-6})
-_AREA = re.compile(rf"^\s*{_NUMBER}\s*(\S*)\s*$")
 DTYPE_BITS = MappingProxyType({"int4": 4, "fp4": 4, "int8": 8, "uint8": 8, "fp8": 8, "int16": 16,
                                "fp16": 16, "bf16": 16, "int32": 32, "fp32": 32, "tf32": 32, "fp64": 64})
 
@@ -169,10 +168,7 @@ def parse_energy(value, where: Where) -> float:
 def parse_area(value, where: Where) -> float:
     """Area in mm^2 (`2 mm^2`, `0.5 um^2`, a bare number = mm^2); may be zero (off-chip)."""
     what = "an area such as '2 mm^2' or '0.1 um^2'"
-    if isinstance(value, str) and len(value) <= 100 and (match := _AREA.match(value)):
-        number, unit = float(match.group(1)), match.group(2)
-    else:
-        number, unit = split_quantity(value, where, what)
+    number, unit = split_quantity(value, where, what)
     if unit not in AREA_UNITS:
         raise where.error(f"expected {what}; unknown unit {shown(unit)} (mm^2 or um^2)")
     return _within(number * AREA_UNITS[unit], where, "an area in mm^2", MAX_AREA, low_inclusive=True)

@@ -14,7 +14,8 @@ from mapper.cli import build_parser, main
 from mapper.errors import SpecError
 from mapper.load import load_arch
 from mapper.load.arch import LEVEL_KEYS
-from mapper.sweep.arch_grid import COMPUTE_FIELDS, LEVEL_FIELDS, MAX_ARCHS, vary_entry, vary_flags
+from mapper.load.technology import TECHNOLOGY_KEYS
+from mapper.sweep.arch_grid import COMPUTE_FIELDS, LEVEL_FIELDS, MAX_ARCHS, TECHNOLOGY_FIELDS, vary_entry, vary_flags
 from mapper.sweep.cli import build_spec
 from mapper.sweep.points import digest, expand_points
 from mapper.sweep.spec import load_sweep, varied_archs
@@ -220,6 +221,7 @@ def test_vary_with_a_sweep_file_points_to_the_file_form(tmp_path, capsys):
 def test_the_varied_fields_are_keys_the_loader_reads():
     # the grid's tables name the loader's keys: a renamed key there fails here, not in a sweep
     assert set(LEVEL_FIELDS) <= set(LEVEL_KEYS)
-    assert set(COMPUTE_FIELDS) <= {"instances", "mesh", "macs_per_cycle", "energy"}
+    assert set(COMPUTE_FIELDS) <= {"instances", "mesh", "macs_per_cycle", "energy", "area"}
+    assert set(TECHNOLOGY_FIELDS) <= set(TECHNOLOGY_KEYS)
     with pytest.raises(SpecError, match="expected a mapping of LEVEL.FIELD"):
         vary_entry(["Buf.capacity"], Where("s"))

@@ -14,7 +14,7 @@ from ..spec import Arch, Compute, GpuFacts, Level, Technology
 from ..units import (Where, parse_bandwidth, parse_bytes, parse_energy, parse_frequency,
                      parse_latency)
 from ..validate import fields, name_list, name_text, positive_int, text
-from .area import compute_area, level_area, technology
+from .technology import compute_area, energy_per_byte_auto, level_area, mac_energy_auto, technology
 from .files import spec_data
 
 
@@ -50,6 +50,27 @@ def _energies(data, where: Where) -> tuple[float, float, float]:
     return tuple(parse_energy(data.get(k, 0), where / k) for k in ("read", "write", "update"))
 
 
+def _level_energies(data, capacity: float, where: Where, tech: Technology) -> tuple[tuple, tuple, str]:
+    """(pJ per access, pJ per byte, the source where `auto` gave them): `energy_per_byte: auto`
+    prices every byte, `energy: auto` an access of `block_size` words of `word_bits`, from the
+    component model (`technology.energy_per_byte_auto`); otherwise the file's figures."""
+    per_access, per_byte = data.get("energy"), data.get("energy_per_byte")
+    if per_access == "auto" and per_byte == "auto":
+        raise (where / "energy").error("give `energy: auto` (per access) or `energy_per_byte: auto`, not both")
+    if per_byte == "auto":
+        pj, source = energy_per_byte_auto(capacity, where / "energy_per_byte", tech)
+        return _energies(per_access, where / "energy"), (pj,) * 3, source
+    if per_access == "auto":
+        if data.get("word_bits") is None:
+            raise (where / "energy").error("`auto` per access needs the level's word: add `word_bits` (or say "
+                                           "`energy_per_byte: auto`: each tensor's words at their own width)")
+        words = positive_int(data.get("block_size", 1), where / "block_size")
+        bits = positive_int(data["word_bits"], where / "word_bits", limit=1024)
+        pj, source = energy_per_byte_auto(capacity, where / "energy", tech)
+        return (pj * words * bits / 8,) * 3, _energies(per_byte, where / "energy_per_byte"), source
+    return _energies(per_access, where / "energy"), _energies(per_byte, where / "energy_per_byte"), ""
+
+
 LEVEL_KEYS = ("name", "capacity", "bandwidth", "read_bandwidth", "write_bandwidth", "block_size", "energy",
               "energy_per_byte", "leak", "keeps", "max_stages", "instances", "mesh", "multicast",
               "spatial_reduction", "latency", "word_bits", "cluster_size", "area", "area_per_byte",
@@ -60,8 +81,8 @@ def _level(data, where: Where, clock_hz: float, tech: Technology) -> Level:
     fields(data, where, ("name",), LEVEL_KEYS[1:])
     capacity = parse_bytes(data.get("capacity", "unlimited"), where / "capacity")
     area, area_source = level_area(data, capacity, where, tech)
-    e_read, e_write, e_update = _energies(data.get("energy"), where / "energy")
-    b_read, b_write, b_update = _energies(data.get("energy_per_byte"), where / "energy_per_byte")
+    (e_read, e_write, e_update), (b_read, b_write, b_update), energy_source = _level_energies(
+        data, capacity, where, tech)
     keeps = data.get("keeps")
     return Level(
         name=name_text(data["name"], where / "name"),
@@ -83,7 +104,7 @@ def _level(data, where: Where, clock_hz: float, tech: Technology) -> Level:
         word_bits=None if data.get("word_bits") is None else
         positive_int(data["word_bits"], where / "word_bits", limit=1024),
         cluster_size=positive_int(data.get("cluster_size", 1), where / "cluster_size", limit=1 << 20),
-        area=area, area_source=area_source,
+        area=area, area_source=area_source, energy_source=energy_source,
     )
 
 
@@ -123,11 +144,15 @@ def arch_from_dict(data, where: Where) -> Arch:
         raise (cw / "native_shape").error("expected a mapping of dim -> size, e.g. {m: 16, n: 8, k: 16}")
     macs_per_cycle = positive_int(comp.get("macs_per_cycle", 1), cw / "macs_per_cycle", limit=MAX_INSTANCES)
     unit_area, unit_area_source = compute_area(comp, macs_per_cycle, cw, tech)
+    if comp.get("energy") == "auto":
+        energy_per_mac, energy_source = mac_energy_auto(cw / "energy", tech)
+    else:
+        energy_per_mac, energy_source = parse_energy(comp.get("energy", 0), cw / "energy"), ""
     compute = Compute(
         name=name_text(comp.get("name", "MAC"), cw / "name"),
         mesh=_mesh(comp, cw),
         macs_per_cycle=macs_per_cycle, area=unit_area, area_source=unit_area_source,
-        energy_per_mac=parse_energy(comp.get("energy", 0), cw / "energy"),
+        energy_per_mac=energy_per_mac, energy_source=energy_source,
         native_shape=tuple((name_text(k, cw / "native_shape"), positive_int(v, cw / "native_shape" / k))
                            for k, v in native.items()),
     )

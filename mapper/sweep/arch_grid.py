@@ -5,7 +5,7 @@ combination of the values (the last path varying fastest).
 A PATH names a numeric field of the base: `LEVEL.FIELD`, LEVEL a level's name or the compute
 unit's (`compute`, or its own name such as `MAC`); `LEVEL.energy.read` (and `.write`,
 `.update`; `LEVEL.energy` sets all three alike, as does `energy_per_byte`); `clock`;
-`gpu.FIELD`. A field the base leaves out (a bandwidth, a latency) may be varied too. GRID is
+`gpu.FIELD`; `technology.node_nm` (every `auto` area and energy follows it). A field the base leaves out (a bandwidth, a latency) may be varied too. GRID is
 the sweep's grammar in the field's units (`arch_values`).
 
 Each combination is written into a copy of the base's YAML dict and read by the loader
@@ -43,9 +43,11 @@ LEVEL_FIELDS = MappingProxyType({
     "capacity": "size", "bandwidth": "bandwidth", "read_bandwidth": "bandwidth", "write_bandwidth": "bandwidth",
     "block_size": "count", "energy": "energies", "energy_per_byte": "energies", "leak": "energy",
     "max_stages": "count", "instances": "count", "mesh": "mesh", "latency": "latency", "word_bits": "count",
-    "cluster_size": "count"})
+    "cluster_size": "count", "area": "area"})
 COMPUTE_FIELDS = MappingProxyType({"instances": "count", "mesh": "mesh", "macs_per_cycle": "count",
-                                   "energy": "energy"})
+                                   "energy": "energy", "area": "area"})
+# the node: `area: auto` and `energy: auto` then price every part at it (load/technology.py)
+TECHNOLOGY_FIELDS = MappingProxyType({"node_nm": "count"})
 GPU_FIELDS = MappingProxyType({"sms": "count", "smem_per_sm": "size", "registers_per_sm": "count",
                                "max_blocks_per_sm": "count", "max_threads_per_sm": "count"})
 
@@ -128,16 +130,17 @@ def _field(data: dict, base: str, vary: Vary) -> Field:
     compute = data["compute"].get("name", "MAC")
     owners = levels + [("compute", ("compute",)), (compute, ("compute",))]
     owners += [("gpu", ("gpu",))] if data.get("gpu") is not None else []
+    owners += [("technology", ("technology",))]
+    tables = {"levels": LEVEL_FIELDS, "compute": COMPUTE_FIELDS, "gpu": GPU_FIELDS, "technology": TECHNOLOGY_FIELDS}
     for owner, prefix in sorted(owners, key=lambda o: -len(o[0])):
         if path.startswith(owner + "."):
-            table = LEVEL_FIELDS if prefix[0] == "levels" else COMPUTE_FIELDS if prefix[0] == "compute" else GPU_FIELDS
-            return _owned(prefix, path[len(owner) + 1:], table, owner, vary)
+            return _owned(prefix, path[len(owner) + 1:], tables[prefix[0]], owner, vary)
     if path.startswith("gpu."):
         raise vary.where.error(f"{base} has no `gpu:` section to vary")
     gpu = ", gpu.FIELD" if data.get("gpu") is not None else ""
     raise vary.where.error(f"no level of {base} named here: a path is LEVEL.FIELD, LEVEL one of "
                            f"{', '.join(n for n, _ in levels)} or the compute unit ({compute}, or compute); "
-                           f"or clock{gpu}")
+                           f"or clock{gpu}, technology.node_nm")
 
 
 def _owned(prefix: tuple, rest: str, table, owner: str, vary: Vary) -> Field:

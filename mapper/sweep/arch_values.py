@@ -17,8 +17,8 @@ import re
 from types import MappingProxyType
 
 from ..errors import shown
-from ..units import (Where, parse_bandwidth, parse_bytes, parse_energy, parse_frequency, parse_latency,
-                     progression, split_quantity)
+from ..units import (Where, parse_area, parse_bandwidth, parse_bytes, parse_energy, parse_frequency,
+                     parse_latency, progression, split_quantity)
 from .grid import MAX_VALUES, size_values
 
 # a field's kind -> the loader's parser of it, as (value, where, clock in Hz) -> internal units
@@ -28,10 +28,11 @@ PARSERS = MappingProxyType({
     "frequency": lambda value, where, clock: parse_frequency(value, where),
     "energy": lambda value, where, clock: parse_energy(value, where),
     "latency": parse_latency,
+    "area": lambda value, where, clock: parse_area(value, where),
 })
 EXAMPLES = MappingProxyType({"size": "'8MiB..256MiB:x2'", "bandwidth": "'1.5TB/s..6TB/s:x2'",
                              "frequency": "'1GHz..2GHz:+0.25GHz'", "energy": "'0.5pJ..4pJ:x2'",
-                             "latency": "'100ns..400ns:x2'"})
+                             "latency": "'100ns..400ns:x2'", "area": "'0.5mm^2..4mm^2:x2'"})
 KINDS = ("count", "mesh") + tuple(PARSERS)
 # digits of a mesh axis: far above MAX_INSTANCES (the loader's limit), far below a slow int()
 _MESH = re.compile(r"^\s*([0-9]{1,12})\s*[xX]\s*([0-9]{1,12})\s*$")

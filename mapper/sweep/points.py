@@ -19,7 +19,8 @@ from ..search import parse_objective
 from ..spec import Arch, Workload
 from .spec import LayerOf, SweepSpec
 
-DOCUMENTATION = frozenset({"description", "source", "file"})   # no bearing on any cost (file: where it was read)
+# no bearing on any cost (file: where it was read; `*_source`: where a figure came from)
+DOCUMENTATION = frozenset({"description", "source", "file"})
 # the top object's own name (and a workload's einsum text, which its tensors restate) neither:
 # names of levels and tensors inside stay, since mappings and constraints refer to them
 TOP_LEVEL_ONLY = frozenset({"name", "einsum"})
@@ -30,7 +31,7 @@ def canonical(value, top: bool = True):
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         skip = DOCUMENTATION | (TOP_LEVEL_ONLY if top else set())
         return {f.name: canonical(getattr(value, f.name), False) for f in dataclasses.fields(value)
-                if f.name not in skip}
+                if f.name not in skip and not f.name.endswith("_source")}
     if isinstance(value, (frozenset, set)):
         return sorted((canonical(v, False) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
     if isinstance(value, (tuple, list)):
@@ -44,6 +45,13 @@ def canonical(value, top: bool = True):
 
 def digest(value) -> str:
     return hashlib.sha256(json.dumps(canonical(value), sort_keys=True).encode()).hexdigest()
+
+
+def arch_family(arch: Arch) -> str:
+    """The hash of an architecture's shape, its level and compute names: the architectures an
+    arch grid derives from one base are neighbours, whose mappings (over the same levels) may
+    carry over to each other (each checked against the point's own space before it is used)."""
+    return digest({"levels": arch.level_names, "compute": arch.compute.name})
 
 
 def workload_family(workload: Workload) -> str:
@@ -61,7 +69,7 @@ class Point:
     strategy: str
     objective: str
     settings: tuple[tuple[str, float], ...]
-    family: str                 # arch, mapspace, objective and workload family: warm-start neighbours
+    family: str                 # arch and workload families, mapspace, objective: warm-start neighbours
     layer: LayerOf | None = None
 
     @property
@@ -74,7 +82,8 @@ def make_point(arch: Arch, workload: Workload, constraints: Constraints, strateg
     parse_objective(objective, arch)          # a bad objective fails before anything runs
     parts = {"arch": digest(arch), "workload": digest(workload), "mapspace": digest(constraints),
              "strategy": strategy, "settings": settings, "objective": objective}
-    family = digest({**parts, "workload": workload_family(workload), "strategy": None, "settings": None})
+    family = digest({**parts, "arch": arch_family(arch), "workload": workload_family(workload), "strategy": None,
+                     "settings": None})
     slot = "|".join([arch.name, workload.name, constraints.name, strategy, objective])
     return Point(digest(parts), slot, arch, workload, constraints, strategy, objective,
                  tuple(sorted(settings.items())), family, layer)

@@ -154,7 +154,8 @@ def warm_text(computed: list[dict]) -> str:
     final = [r for r in admitted if r.get("warm_score") is not None and r["warm_score"] <= r["score"] * (1 + 1e-9)]
     gains = sorted((r["start_score"] - r["warm_score"]) / r["start_score"] for r in better)
     text = (f"warm starts: {len(given)} of {len(joint)} joint point(s) were given finished mappings (their own "
-            f"shape's from other strategies, neighbouring shapes' rescaled); {len(admitted)} lie in their space; "
+            f"shape's from other strategies and design points, neighbouring shapes' rescaled); "
+            f"{len(admitted)} lie in their space; "
             f"in {len(better)} the best of them started the search better than the joint search's own greedy start")
     if gains:
         text += f" (median {gains[len(gains) // 2]:.1%} lower score to start from)"

@@ -25,7 +25,7 @@ from .points import Point
 from .store import Store
 
 CONNECT_SECONDS = 10      # a Dask scheduler that has not answered by then is unreachable
-NEIGHBOURS = 3            # other shapes' mappings handed to a joint point (besides its own shape's)
+NEIGHBOURS = 3            # mappings handed to a joint point besides the nearest one (other shapes, other archs)
 REDO = ("failed", "timeout")      # statuses `retry_failed` searches again
 
 
@@ -154,10 +154,10 @@ def run_points(points: list[Point], store: Store, jobs: int | None = None, sched
     others = defaultdict(set)
     for p in todo:
         if p.strategy != "joint":
-            others[(p.family, p.workload.sizes)].add(p.key)
+            others[(p.family, p.arch.name, p.workload.sizes)].add(p.key)
 
     def ready(p: Point) -> bool:
-        return p.strategy != "joint" or not (others[(p.family, p.workload.sizes)] & unfinished)
+        return p.strategy != "joint" or not (others[(p.family, p.arch.name, p.workload.sizes)] & unfinished)
 
     try:
         while queue or pending:
@@ -203,28 +203,34 @@ class _Neighbours:
             self.by_family[row["family"]].append(row)
 
     def for_point(self, point: Point) -> tuple[Mapping, ...]:
-        """The best finished mapping of the point's own shape (another strategy's) and of each
-        of the nearest other shapes (log distance over the sizes), rescaled to the point's
-        shape; those that do not carry over are left out."""
+        """The best finished mapping of each nearest (shape, architecture) of the point's
+        family, rescaled to the point's shape: the nearest shapes first (log distance over the
+        sizes), the point's own architecture before the others of its grid, and among those the
+        latest finished first (a grid runs in its order, so the latest is the nearest value);
+        those that do not carry over are left out."""
         best: dict[tuple, dict] = {}
         for row in self._rows(point.family):
-            sizes = tuple(row["sizes"][d] for d in point.workload.dims)
-            if row["key"] != point.key and (sizes not in best or row["score"] < best[sizes]["score"]):
-                best[sizes] = row
+            place = (tuple(row["sizes"][d] for d in point.workload.dims), row["arch"])
+            if row["key"] != point.key and (place not in best or row["score"] < best[place]["score"]):
+                best.pop(place, None)           # re-inserted: the dict's order is the order of finishing
+                best[place] = row
+        latest = {place: i for i, place in enumerate(best)}
 
-        def distance(sizes):
-            return sum(abs(math.log(a / b)) for a, b in zip(sizes, point.workload.sizes))
+        def nearness(place):
+            sizes, arch = place
+            return (sum(abs(math.log(a / b)) for a, b in zip(sizes, point.workload.sizes)),
+                    arch != point.arch.name, -latest[place])
 
         out = []
-        for sizes in sorted(best, key=distance):
+        for sizes, arch in sorted(best, key=nearness):
             source = replace(point.workload, sizes=sizes)
             try:
-                mapping = mapping_from_dict(best[sizes]["mapping"], point.arch, source, Where("store"))
+                mapping = mapping_from_dict(best[sizes, arch]["mapping"], point.arch, source, Where("store"))
             except Exception:        # a row from an older layout: not worth failing the point for
                 continue
             carried = rescale(mapping, source, point.workload)
             if carried is not None:
                 out.append(carried)
-            if len(out) == NEIGHBOURS + (point.workload.sizes in best):
+            if len(out) == NEIGHBOURS + 1:
                 break
         return tuple(out)

@@ -1,10 +1,11 @@
-"""Area keys of an architecture file: `technology:`, a level's `area` / `area_per_byte` and the
-compute unit's `area` (per unit), each a figure with units or `auto` (the component model at
-the technology's node, `components`).
+"""The keys of an architecture file the component model (`components`) can answer:
+`technology:`, a level's `area` / `area_per_byte` and the compute unit's `area` (per unit),
+a level's `energy_per_byte` / `energy` and the compute unit's `energy` (per MAC), each a
+figure with units or `auto` (the component model at the technology's node).
 
-`auto` is resolved here, once, into a number with its source: every later reader sees mm^2,
-and an architecture derived by `--vary` (re-read by the loader) gets the area of its own
-capacity.
+`auto` is resolved here, once, into a number with its source: every later reader sees mm^2
+and pJ, and an architecture derived by `--vary` (re-read by the loader) gets the area and
+energies of its own capacity and node.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ..spec import Technology
 from ..units import Where, parse_area
 from ..validate import fields, finite_number, name_text, text
 
-TECHNOLOGY_KEYS = ("node_nm", "mac_dtype", "die_area", "die_area_source")
+TECHNOLOGY_KEYS = ("node_nm", "mac_dtype", "dram", "die_area", "die_area_source")
 MIN_NODE, MAX_NODE = 1.0, 1000.0
 
 
@@ -27,6 +28,7 @@ def technology(data, where: Where) -> Technology:
         node_nm=None if node is None else finite_number(node, where / "node_nm", "a node in nm",
                                                         MIN_NODE, MAX_NODE),
         mac_dtype=None if data.get("mac_dtype") is None else name_text(data["mac_dtype"], where / "mac_dtype"),
+        dram=None if data.get("dram") is None else name_text(data["dram"], where / "dram"),
         die_area=None if data.get("die_area") is None else parse_area(data["die_area"], where / "die_area"),
         die_area_source=text(data.get("die_area_source", ""), where / "die_area_source"))
 
@@ -62,19 +64,53 @@ def level_area(data, capacity: float, where: Where, tech: Technology) -> tuple[f
     return area, f"auto: SRAM of the capacity at {tech.node_nm:g} nm (component model: sram)"
 
 
+def _mac_dtype(tech: Technology, where: Where) -> str:
+    if tech.mac_dtype is None:
+        raise where.error("`auto` needs the MAC's type: add `mac_dtype: bf16` (or int8, int16, fp16, fp32) "
+                          "under `technology:`")
+    return tech.mac_dtype
+
+
 def compute_area(data, macs_per_cycle: int, where: Where, tech: Technology) -> tuple[float | None, str]:
     """(mm^2 of one compute unit, its source), or (None, "") when it gives none."""
     if "area" not in data:
         return None, ""
     if data["area"] != "auto":
         return parse_area(data["area"], where / "area"), f"given ({where.file})"
-    node = _node(tech, where / "area")
-    if tech.mac_dtype is None:
-        raise (where / "area").error("`auto` needs the MAC's type: add `mac_dtype: bf16` (or int8, "
-                                     "int16, fp16, fp32) under `technology:`")
+    node, dtype = _node(tech, where / "area"), _mac_dtype(tech, where / "area")
     try:
-        mac = MODEL.mac(tech.mac_dtype, node)[0]
+        mac = MODEL.mac(dtype, node)[0]
     except ComponentError as exc:
         raise (where / "area").error(f"{exc} (technology.mac_dtype {shown(tech.mac_dtype)})") from None
     return mac * macs_per_cycle, (f"auto: {macs_per_cycle} {tech.mac_dtype} MAC(s) at {node:g} nm "
                                   "(component model: mac)")
+
+
+def energy_per_byte_auto(capacity: float, where: Where, tech: Technology) -> tuple[float, str]:
+    """(pJ per byte read, written or updated, its source) of a level whose `energy_per_byte` (or,
+    per access, `energy`) says `auto`: an SRAM of the level's capacity at the node, or for an
+    unlimited (off-chip) level the DRAM of `technology.dram`. The SRAM model is linear in the
+    access width, so the figure per byte does not depend on it."""
+    try:
+        if capacity == float("inf"):
+            if tech.dram is None:
+                raise where.error("`auto` on an unlimited (off-chip) level prices a DRAM: add `dram: hbm2` "
+                                  "(or ddr3, lpddr4) under `technology:`")
+            return MODEL.dram_pj_per_byte(tech.dram), f"auto: {tech.dram} DRAM (component model: dram)"
+        node = _node(tech, where)
+        read, write = MODEL.sram(capacity, 64, node)[1:]
+    except ComponentError as exc:
+        raise where.error(str(exc)) from None
+    if read != write:        # one figure for the three actions: the model prices them alike
+        raise where.error("the component model prices SRAM reads and writes differently; give the energies")
+    return read / 8, f"auto: SRAM of the capacity at {node:g} nm (component model: sram_energy)"
+
+
+def mac_energy_auto(where: Where, tech: Technology) -> tuple[float, str]:
+    """(pJ per MAC, its source) of a compute unit whose `energy` says `auto`."""
+    node, dtype = _node(tech, where), _mac_dtype(tech, where)
+    try:
+        pj = MODEL.mac(dtype, node)[1]
+    except ComponentError as exc:
+        raise where.error(f"{exc} (technology.mac_dtype {shown(dtype)})") from None
+    return pj, f"auto: one {dtype} MAC at {node:g} nm (component model: mac)"
