@@ -33,6 +33,7 @@ from .kernels import Mapped, OpSearches
 from .mlp import match as mlp_match, mlp_price
 from .price import KernelPrice, loads, merged, scaled, with_flops, with_traffic, without
 
+NOT_SEARCHED = "not searched"     # a lazily priced group never searched: neither legal nor refused
 STATS_BYTES_PER_ROW = 8.0        # a norm's stats pre-pass: 2 fp32 words per row
 NORMALISE_FLOPS = 2.0            # a norm applied with known stats: (x - mean) * rstd, then * gamma (+ beta)
 
@@ -221,7 +222,7 @@ class Grouper:
         """A group whose price needs searches not yet run (`slices` not "search"): its estimate
         (`guess()`, a kernel) or, once only searched groups are chosen, a refusal."""
         if self.slices != "estimate":
-            return Refusal("not searched", "its estimate from its ops' own mappings did not place it in the best "
+            return Refusal(NOT_SEARCHED, "its estimate from its ops' own mappings did not place it in the best "
                            "grouping, so it was not searched")
         return GroupPrice(ops, (guess(),), None, tuple(self._internal(ops)), (note,), estimated=True)
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from ..errors import clipped
 from ..mapping import level_tiles, mapping_to_dict
 from ..report import mapping_text
-from .groups import Refusal
+from .groups import NOT_SEARCHED, Refusal
 from .grouping import Grouping
 from .run import FuseResult
 
@@ -167,13 +167,16 @@ def fuse_json(result: FuseResult) -> dict:
 
 def group_statuses(result: FuseResult) -> list[dict]:
     """Each group of two ops or more the study priced: `chosen` (a kernel of the fused
-    grouping), `legal` (a kernel it could have been, not chosen) or `refused` with its kind and
-    reason (a spilled group too: its intermediate leaves the fusion level, so it never fuses)."""
+    grouping), `legal` (a kernel it could have been, not chosen), `refused` with its kind and
+    reason (a spilled group too: its intermediate leaves the fusion level, so it never fuses), or
+    `unsearched` (fused through a buffer level, its estimate never chosen: not known either way)."""
     chosen = {g.ops for g in result.fused.groups}
     out = []
     for ops, found in result.candidates:
         names = [result.graph.ops[i].name for i in ops]
-        if isinstance(found, Refusal):
+        if isinstance(found, Refusal) and found.kind == NOT_SEARCHED:     # neither legal nor refused: unknown
+            out.append({"ops": names, "status": "unsearched", "kind": found.kind, "reason": found.reason})
+        elif isinstance(found, Refusal):
             out.append({"ops": names, "status": "refused", "kind": found.kind, "reason": found.reason})
         elif found.spilled:
             out.append({"ops": names, "status": "refused", "kind": "capacity/spill", "reason": "; ".join(found.notes)})

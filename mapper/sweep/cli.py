@@ -62,8 +62,10 @@ def add_commands(sub) -> None:
     out = rs.add_mutually_exclusive_group()
     out.add_argument("--csv", metavar="OUT", help="write CSV, one row per point ('-': standard output)")
     out.add_argument("--jsonl", metavar="OUT", help="write JSON lines, one per point ('-': standard output)")
-    out.add_argument("--pareto", metavar="A,B[,C]", help="each workload's Pareto front over two or three of "
-                    "energy, cycles, area, edp, seconds, bytes (lower is better), e.g. energy,cycles,area")
+    out.add_argument("--pareto", metavar="A,B[,C]", help="Pareto fronts (each workload's, op graph's fused and "
+                     "unfused, model's totals per architecture) over two or three of energy, cycles, area, edp, "
+                     "seconds, bytes (lower is better), e.g. energy,cycles,area")
+    rs.add_argument("--plot", default=None, metavar="DIR", help="with --pareto: draw each front (PNG) in DIR")
     rs.set_defaults(run=results_command)
 
 
@@ -239,9 +241,21 @@ def _results(args) -> int:
         raise MapperError(f"{args.db}: no results store here (run `mapper sweep` first, or give --db FILE)")
     with Store(args.db) as store:
         rows = store.rows()
+    if args.plot and not args.pareto:
+        raise SpecError("--plot", "", "draws the Pareto fronts: give --pareto A,B[,C] with it")
     if args.pareto:
-        from .pareto import figure_columns, pareto_text
-        print(pareto_text(rows, figure_columns(args.pareto)))
+        from .fronts import fronts, fronts_text
+        from .pareto import figure_columns
+        figures = figure_columns(args.pareto)
+        found = fronts(rows, tuple(column for _, column in figures))
+        print(fronts_text(found, figures))
+        legal = _legality(rows)
+        if legal:
+            print("\n" + legal)
+        if args.plot:
+            from .pareto_plot import write_fronts
+            written = write_fronts(found, figures, Path(args.plot))
+            print("\nplots:\n" + "\n".join(f"  {p}" for p in written) if written else "\nplots: no front to draw")
         return 0
     if args.jsonl:
         with _open(args.jsonl) as out:
@@ -267,7 +281,15 @@ def _results(args) -> int:
     print(table(["status", "arch", "workload", "strategy", "objective", "score", "bottleneck", "optimal",
                  "seconds"], lines, align_left=5))
     print(f"{len(rows)} point(s) in {args.db}")
+    legal = _legality(rows)
+    if legal:
+        print("\n" + legal)
     return 0
+
+
+def _legality(rows: list[dict]) -> str:
+    from .fusion_grid import legality_text
+    return legality_text(rows)
 
 
 class _open:

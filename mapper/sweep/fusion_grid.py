@@ -1,6 +1,6 @@
 """Which fused groups are legal where, over an architecture grid: from the chain rows of a
 store (each row's `cost["candidates"]`: every group of two ops or more its fusion study
-priced, chosen, legal or refused), per op graph and mapspace, the smallest value of the grid's
+priced, chosen, legal, refused or not searched), per op graph and mapspace, the smallest value of the grid's
 first varied field from which each group is fused (chosen) and from which it is legal, at each
 combination of the other fields' values.
 
@@ -80,13 +80,16 @@ def legality_text(rows: list[dict]) -> str:
         never = []
         for group, statuses in groups.items():
             fused = _threshold(axis, [(label, status == "chosen") for label, status, _ in statuses])
-            legal = _threshold(axis, [(label, status != "refused") for label, status, _ in statuses])
+            legal = _threshold(axis, [(label, status in ("chosen", "legal")) for label, status, _ in statuses])
+            unknown = [label for label, status, _ in statuses if status == "unsearched"]
             if not legal:
                 never.append((group, statuses[-1][2]))
                 continue
             said = [f"fused {fused}" if fused else "never chosen"] + ([f"legal {legal}"] if legal != fused else [])
+            said += [f"not searched at {axis}={', '.join(unknown)}"] if unknown else []
             lines.append(f"  {group}: {'; '.join(said)}")
         if never:
-            lines.append(f"  refused at every value: {len(never)} group(s), e.g. {never[0][0]}: {never[0][1]}")
+            lines.append(f"  refused (or not searched) at every value: {len(never)} group(s), e.g. "
+                         f"{never[0][0]}: {never[0][1]}")
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
