@@ -181,7 +181,7 @@ def sweep_command(args) -> int:
                          progress=not args.quiet, retry_failed=args.retry_failed)
         rows = {row["key"]: row for row in store.rows({p.key for p in points})}
         fused, failed_chains = _run_chains(spec, store, args) if spec.chains else ("", [])
-    print((sweep_text(run, rows, args.db) if points else "").rstrip() + fused)
+    print(sweep_text(run, rows, args.db) + fused if points else fused.lstrip("\n"))
     if args.plot:
         from .plots import write_plots
         written = write_plots(points, rows, Path(args.plot))
