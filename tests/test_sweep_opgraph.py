@@ -132,7 +132,7 @@ def test_results_pareto_plot_writes_a_png_per_front_labelled_with_the_front(swep
     front_labels = [found.candidates[i].label for i in found.kept]
     assert len(fig.axes) == 3 and labelled == [front_labels] * 3
     for ax in fig.axes:       # what is written on the axes is the front's labels, and nothing else
-        assert sorted(t.get_text() for t in ax.texts) == sorted(front_labels)
+        assert sorted(t.get_text().replace("\n", "") for t in ax.texts) == sorted(front_labels)
     plt.close(fig)
 
 

@@ -47,8 +47,12 @@ def draw_front(plt, found: Front, figures: tuple[tuple[str, str], ...]):
         for rank, i in enumerate(found.kept):
             unfused = found.candidates[i].strategy == "unfused"
             ax.scatter([xs[i]], [ys[i]], color=f"C{rank % 10}", s=42, marker="x" if unfused else "o", zorder=3)
-            ax.annotate(found.candidates[i].label, (xs[i], ys[i]), fontsize=7, xytext=(4, 4),
-                        textcoords="offset points", color=f"C{rank % 10}")
+            # one change a line; left out of the layout, so long labels do not squeeze the axes
+            right = xs[i] > (min(xs) + max(xs)) / 2      # a label in the right half reads leftwards
+            note = ax.annotate(found.candidates[i].label.replace(",", ",\n"), (xs[i], ys[i]), fontsize=7,
+                               xytext=(-4 if right else 4, 4), textcoords="offset points",
+                               ha="right" if right else "left", color=f"C{rank % 10}")
+            note.set_in_layout(False)
             written.append(found.candidates[i].label)
         labelled.append(written)
         ax.set_xscale("log" if _log(xs) else "linear")
