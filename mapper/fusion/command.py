@@ -31,11 +31,11 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..load import load_arch, load_opgraph
+    from ..load import load_arch, load_constraints, load_opgraph
     from ..report import strict_json
     from ..search import SearchContext
     from .report import fuse_json, fuse_text, plot_boundaries
-    from .run import fuse
+    from .run import fuse, mapspace_levels
     time_limit = args.time_limit or TIME_LIMIT_DEFAULT
     from ..search.context import seconds_since_start
     # the interpreter's start-up counts against the limit where this process is the command
@@ -44,7 +44,7 @@ def run(args) -> int:
     # reasons and the report come after them
     context = SearchContext.for_command(time_limit, args.max_evaluations, since=since + min(REPORT_S, time_limit / 10))
     arch, graph = load_arch(args.arch), load_opgraph(args.workload)
-    extra = _extra_levels(arch, graph, args.mapspace) if args.mapspace else ()
+    extra = mapspace_levels(arch, graph, load_constraints(args.mapspace)) if args.mapspace else ()
     result = fuse(arch, graph, context, time_limit, args.objective, extra)
     if args.json:
         print(strict_json(fuse_json(result)))
@@ -54,14 +54,3 @@ def run(args) -> int:
         print(f"plot: {plot_boundaries(result, args.plot)}", file=sys.stderr)
     return 0
 
-
-def _extra_levels(arch, graph, name: str) -> tuple:
-    """The `levels` of the constraints `name`, each naming a level of `arch` and the dims and
-    tensors of every op (by name or role), checked here: each op's search merges them into its
-    own mapspace, whose errors would name that mapspace's file, not this one."""
-    from ..bind import check_constraint_names
-    from ..load import load_constraints
-    constraints = load_constraints(name)
-    for op in graph.ops:
-        check_constraint_names(arch, op.workload, constraints)
-    return constraints.levels

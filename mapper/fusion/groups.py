@@ -33,6 +33,7 @@ from .kernels import Mapped, OpSearches
 from .mlp import match as mlp_match, mlp_price
 from .price import KernelPrice, loads, merged, scaled, with_flops, with_traffic, without
 
+NOT_SEARCHED = "not searched"     # a lazily priced group never searched: neither legal nor refused
 STATS_BYTES_PER_ROW = 8.0        # a norm's stats pre-pass: 2 fp32 words per row
 NORMALISE_FLOPS = 2.0            # a norm applied with known stats: (x - mean) * rstd, then * gamma (+ beta)
 
@@ -198,6 +199,11 @@ class Grouper:
                           tiling=f"slice {tiling or 'whole'} x{found.plan.iterations}", members=found.members,
                           iterations=found.plan.iterations)
 
+    def priced_groups(self) -> tuple:
+        """Every group of two ops or more priced so far (each legal group's price, each other's
+        refusal), in the order they were first priced."""
+        return tuple((ops, found) for ops, found in self._priced.items() if len(ops) > 1)
+
     def forget(self) -> None:
         """Drop every group's price (the searches' answers changed: `OpSearches.polish`)."""
         self._priced.clear()
@@ -216,7 +222,7 @@ class Grouper:
         """A group whose price needs searches not yet run (`slices` not "search"): its estimate
         (`guess()`, a kernel) or, once only searched groups are chosen, a refusal."""
         if self.slices != "estimate":
-            return Refusal("not searched", "its estimate from its ops' own mappings did not place it in the best "
+            return Refusal(NOT_SEARCHED, "its estimate from its ops' own mappings did not place it in the best "
                            "grouping, so it was not searched")
         return GroupPrice(ops, (guess(),), None, tuple(self._internal(ops)), (note,), estimated=True)
 

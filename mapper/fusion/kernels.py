@@ -65,8 +65,10 @@ class OpSearches:
     """The searches of one fuse command, each run once (kept per op and constraint)."""
 
     def __init__(self, arch: Arch, graph: OpGraph, context: SearchContext, seconds_einsum: float,
-                 seconds_stream: float, objective: str = "edp", extra_levels: tuple = ()):
+                 seconds_stream: float, objective: str = "edp", extra_levels: tuple = (),
+                 workers: int | None = None):
         self.arch, self.graph, self.context = arch, graph, context
+        self.workers = workers               # cores each joint search may fork onto (None: the machine's)
         self.extra_levels = extra_levels     # (level key, LevelConstraints) added to every op's space
         self.seconds_einsum, self.seconds_stream = seconds_einsum, seconds_stream
         self.objective = parse_objective(objective, arch)
@@ -155,7 +157,8 @@ class OpSearches:
             own = self._own_mapping(i, whole, wl, sizes, space, at)
             if own is not None:
                 return own
-            strategy = make_strategy("joint", {"seed": 0, "incumbents": self._seeds(i, wl, sizes)}, where="fuse")
+            strategy = make_strategy("joint", {"seed": 0, "incumbents": self._seeds(i, wl, sizes),
+                                               "workers": self.workers}, where="fuse")
             result = strategy.run(space, self.objective, self.context.share(seconds))
         except SpecError as exc:
             if exc.where in (self.graph.file, self.arch.file):

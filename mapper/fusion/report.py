@@ -6,6 +6,7 @@ from dataclasses import replace
 from ..errors import clipped
 from ..mapping import level_tiles, mapping_to_dict
 from ..report import mapping_text
+from .groups import NOT_SEARCHED, Refusal
 from .grouping import Grouping
 from .run import FuseResult
 
@@ -153,6 +154,7 @@ def fuse_json(result: FuseResult) -> dict:
                                 g.anchor.mapping, result.arch, result.graph.ops[g.anchor.op].workload)}
                            for g in gr.groups]}
     return {"arch": result.arch.name, "workload": result.graph.name, "objective": result.objective,
+            "candidates": group_statuses(result),
             "fusion_level": result.arch.levels[result.searches.level].name, "seconds": result.seconds,
             "unfused": grouping(result.unfused), "fused": grouping(result.fused),
             "lower_bound_outer_bytes": result.bound.outer_bytes,
@@ -161,6 +163,26 @@ def fuse_json(result: FuseResult) -> dict:
                             "consumer": result.graph.ops[b.consumer].name, "fused": b.fused,
                             "bytes_unfused": boundary_bytes(result, b),
                             "kind": b.kind, "reason": b.reason} for b in result.boundaries]}
+
+
+def group_statuses(result: FuseResult) -> list[dict]:
+    """Each group of two ops or more the study priced: `chosen` (a kernel of the fused
+    grouping), `legal` (a kernel it could have been, not chosen), `refused` with its kind and
+    reason (a spilled group too: its intermediate leaves the fusion level, so it never fuses), or
+    `unsearched` (fused through a buffer level, its estimate never chosen: not known either way)."""
+    chosen = {g.ops for g in result.fused.groups}
+    out = []
+    for ops, found in result.candidates:
+        names = [result.graph.ops[i].name for i in ops]
+        if isinstance(found, Refusal) and found.kind == NOT_SEARCHED:     # neither legal nor refused: unknown
+            out.append({"ops": names, "status": "unsearched", "kind": found.kind, "reason": found.reason})
+        elif isinstance(found, Refusal):
+            out.append({"ops": names, "status": "refused", "kind": found.kind, "reason": found.reason})
+        elif found.spilled:
+            out.append({"ops": names, "status": "refused", "kind": "capacity/spill", "reason": "; ".join(found.notes)})
+        else:
+            out.append({"ops": names, "status": "chosen" if ops in chosen else "legal", "kind": "", "reason": ""})
+    return out
 
 
 def plot_boundaries(result: FuseResult, directory) -> str:

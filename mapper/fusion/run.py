@@ -39,6 +39,7 @@ class FuseResult:
     seconds: float
     runs: Grouping                  # the dynamic programme's best over runs of the listed order
     cover_proven: bool              # CP-SAT proved its choice over every connected group
+    candidates: tuple = ()          # (ops, GroupPrice or Refusal) of every group of 2+ ops priced
 
 
 def kernel_objective(arch: Arch, objective: str) -> str:
@@ -51,8 +52,19 @@ def kernel_objective(arch: Arch, objective: str) -> str:
     return f"bytes:{arch.levels[0].name}" if objective == "bytes" else objective
 
 
+def mapspace_levels(arch: Arch, graph: OpGraph, constraints) -> tuple:
+    """What a mapspace adds to a fusion study (`mapper fuse --mapspace`, a sweep's chain
+    points): its `levels`, added to every op's space; each level, dim and tensor they name is
+    checked here against `arch` and every op (by name or role), since each op's search merges
+    them into a mapspace of its own, whose errors would name that space, not this file."""
+    from ..bind import check_constraint_names
+    for op in graph.ops:
+        check_constraint_names(arch, op.workload, constraints)
+    return constraints.levels
+
+
 def searches_for(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
-                 extra_levels: tuple = (), objective: str = "energy") -> OpSearches:
+                 extra_levels: tuple = (), objective: str = "energy", workers: int | None = None) -> OpSearches:
     # identical einsums (one signature) are searched once
     n_einsum = len({signature(op.workload) for op in graph.ops if op.family == "einsum"})
     n_stream = sum(op.family != "einsum" for op in graph.ops)
@@ -60,7 +72,7 @@ def searches_for(arch: Arch, graph: OpGraph, context: SearchContext, time_limit:
     per_einsum = EINSUM_SHARE * time_limit / max(1, 2.5 * n_einsum) if n_einsum else 0.0
     per_stream = (1 - EINSUM_SHARE if n_einsum else 1.0) * time_limit / max(1, n_stream)
     return OpSearches(arch, graph, context, per_einsum, per_stream, kernel_objective(arch, objective),
-                      extra_levels=extra_levels)
+                      extra_levels=extra_levels, workers=workers)
 
 
 def best_of(grouper: Grouper, n: int) -> tuple[Grouping, Grouping, bool]:
@@ -121,11 +133,12 @@ def _time_left(context: SearchContext) -> bool:
 
 
 def fuse(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
-         objective: str = "energy", extra_levels: tuple = ()) -> FuseResult:
-    """`extra_levels`: per-level constraints (a mapspace preset's `levels`, e.g. keeps by role)
-    added to every op's space."""
+         objective: str = "energy", extra_levels: tuple = (), workers: int | None = None) -> FuseResult:
+    """`extra_levels`: per-level constraints (`mapspace_levels`: a mapspace preset's `levels`,
+    e.g. keeps by role) added to every op's space; `workers`: cores each op's joint search may
+    fork onto (None: this machine's; a sweep running studies side by side gives each one)."""
     started = time.perf_counter()
-    searches = searches_for(arch, graph, context, time_limit, extra_levels, objective)
+    searches = searches_for(arch, graph, context, time_limit, extra_levels, objective, workers)
     grouper = Grouper(arch, graph, searches, objective)
     n = len(graph.ops)
     unfused(grouper, n)                       # every op searched on its own first
@@ -138,4 +151,4 @@ def fuse(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
     base = unfused(grouper, n)
     return FuseResult(arch, graph, objective, base, best, tuple(boundaries(grouper, best)),
                       chain_bound(arch, graph, searches.level), searches, time.perf_counter() - started,
-                      runs, proven)
+                      runs, proven, grouper.priced_groups())

@@ -17,6 +17,11 @@ by its changes, `toy[GlobalBuffer.capacity=32KiB]`; names are left out of a poin
 Instances and mesh say one thing: a varied mesh sets the instances (its product), varied
 instances set a one-row mesh ([n, 1]); varying both, or the instances of a 2-D mesh, they must
 agree, as in a file.
+
+Tied fields: a PATH of several paths joined by `+` (or `,`), `Register.mesh+MAC.mesh`, sets
+each of them to the same value at once (a PE array whose registers and MACs grow together); the
+paths must be of one kind. The derived architecture is named `tpu-v4i[Register.mesh+MAC.mesh=1024x256]`
+(`changes_of` reads a name back into its changes).
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import copy
 import dataclasses
 import itertools
 import math
+import re
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -36,6 +42,7 @@ from .arch_values import field_values
 
 MAX_ARCHS = 1_000        # derived architectures of one base: each is a sweep of its own
 MAX_PATH = 300           # characters of a path
+TIE = "+"                # joins tied paths (one value sets them all): `Register.mesh+MAC.mesh`
 ENERGY_PARTS = ("read", "write", "update")
 # the numeric keys of each part of an architecture file (load/arch.py) and their kinds
 # (`arch_values`); "energies": a mapping of read, write and update energies
@@ -75,7 +82,8 @@ def vary_flags(flags: list[str], where: Where) -> tuple[Vary, ...]:
         if not eq or not path.strip() or not grid.strip():
             raise where.error(f"expected LEVEL.FIELD=VALUES, e.g. 'GlobalBuffer.capacity=8MiB..256MiB:x2', "
                               f"got {shown(flag)}")
-        out.append(Vary(text(path.strip(), where, MAX_PATH), grid, where / path.strip()))
+        path = TIE.join(p.strip() for p in re.split(r"[+,]", path))       # tied paths: one spelling
+        out.append(Vary(text(path, where, MAX_PATH), grid, where / path))
     return _once(out)
 
 
@@ -84,7 +92,8 @@ def vary_entry(raw, where: Where) -> tuple[Vary, ...]:
     if not isinstance(raw, dict) or not raw:
         raise where.error("expected a mapping of LEVEL.FIELD -> values, "
                           "e.g. {GlobalBuffer.capacity: '8MiB..256MiB:x2'}")
-    return _once([Vary(text(path, where, MAX_PATH), grid, where / path) for path, grid in raw.items()])
+    return _once([Vary(TIE.join(p.strip() for p in re.split(r"[+,]", text(path, where, MAX_PATH))), grid, where / path)
+                  for path, grid in raw.items()])
 
 
 def _once(varies: list[Vary]) -> tuple[Vary, ...]:
@@ -121,9 +130,21 @@ def derived_archs(data: dict, base: Arch, varies: tuple[Vary, ...], where: Where
 
 
 def _field(data: dict, base: str, vary: Vary) -> Field:
-    """The place of `vary.path` in the base's dict (levels by name, longest name first, since a
+    """The places of `vary.path` in the base's dict: one field, or tied fields of one kind."""
+    paths = vary.path.split(TIE)
+    fields = [_one_field(data, base, path, vary) for path in paths]
+    kinds = {f.kind for f in fields}
+    if len(kinds) > 1:
+        raise vary.where.error(f"tied paths set one value, so they must be of one kind: "
+                               f"{', '.join(f'{p} ({f.kind})' for p, f in zip(paths, fields))}")
+    if len(set(paths)) != len(paths):
+        raise vary.where.error("a tied path names the same field twice")
+    return Field(tuple(place for f in fields for place in f.places), fields[0].kind)
+
+
+def _one_field(data: dict, base: str, path: str, vary: Vary) -> Field:
+    """The place of one path in the base's dict (levels by name, longest name first, since a
     level's name may hold a dot)."""
-    path = vary.path
     if path == "clock":
         return Field((("clock",),), "frequency")
     levels = [(lv["name"], ("levels", i)) for i, lv in enumerate(data["levels"])]
@@ -134,24 +155,30 @@ def _field(data: dict, base: str, vary: Vary) -> Field:
     tables = {"levels": LEVEL_FIELDS, "compute": COMPUTE_FIELDS, "gpu": GPU_FIELDS, "technology": TECHNOLOGY_FIELDS}
     for owner, prefix in sorted(owners, key=lambda o: -len(o[0])):
         if path.startswith(owner + "."):
-            return _owned(prefix, path[len(owner) + 1:], tables[prefix[0]], owner, vary)
+            return _owned(prefix, path[len(owner) + 1:], tables[prefix[0]], owner, vary, path)
     if path.startswith("gpu."):
-        raise vary.where.error(f"{base} has no `gpu:` section to vary")
+        raise vary.where.error(f"{_which(path, vary)}{base} has no `gpu:` section to vary")
     gpu = ", gpu.FIELD" if data.get("gpu") is not None else ""
-    raise vary.where.error(f"no level of {base} named here: a path is LEVEL.FIELD, LEVEL one of "
+    raise vary.where.error(f"{_which(path, vary)}no level of {base} named here: a path is LEVEL.FIELD, LEVEL one of "
                            f"{', '.join(n for n, _ in levels)} or the compute unit ({compute}, or compute); "
                            f"or clock{gpu}, technology.node_nm")
 
 
-def _owned(prefix: tuple, rest: str, table, owner: str, vary: Vary) -> Field:
+def _which(path: str, vary: Vary) -> str:
+    """Which of tied paths an error is about (a lone path is said by the error's key already)."""
+    return f"{path}: " if TIE in vary.path else ""
+
+
+def _owned(prefix: tuple, rest: str, table, owner: str, vary: Vary, path: str) -> Field:
     head, _, part = rest.partition(".")
     kind = table.get(head)
     if kind is None or (part and kind != "energies"):
-        raise vary.where.error(f"{owner} has no field {rest!r} to vary; its numeric fields: {', '.join(table)}")
+        raise vary.where.error(f"{_which(path, vary)}{owner} has no field {rest!r} to vary; its numeric fields: "
+                               f"{', '.join(table)}")
     if kind != "energies":
         return Field((prefix + (head,),), kind)
     if part and part not in ENERGY_PARTS:
-        raise vary.where.error(f"expected {owner}.{head}.read, .write or .update (or {owner}.{head}: all three)")
+        raise vary.where.error(f"{_which(path, vary)}expected {owner}.{head}.read, .write or .update (or {owner}.{head}: all three)")
     return Field(tuple(prefix + (head, p) for p in ((part,) if part else ENERGY_PARTS)), "energy")
 
 
@@ -208,3 +235,15 @@ def _loader_path(place: tuple) -> str:
     for key in place:
         where = where / key
     return where.path
+
+
+def changes_of(name: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """A derived architecture's name read back: its base and its (path, label) changes, in the
+    grid's order; a name that is no derived one is its own base, without changes."""
+    match = re.fullmatch(r"(.+?)\[(.+)\]", name)
+    if not match:
+        return name, ()
+    parts = [part.rpartition("=") for part in match.group(2).split(",")]
+    if not all(eq and path for path, eq, _ in parts):
+        return name, ()
+    return match.group(1), tuple((path, label) for path, _, label in parts)

@@ -40,6 +40,9 @@ def add_commands(sub) -> None:
                     help="seconds per point at most (default 120; a point ends once it is proven)")
     sw.add_argument("--cpsat-seconds", type=flags.seconds_or_zero, default=None,
                     help="joint: CP-SAT proposal cap per point")
+    sw.add_argument("--max-evaluations", type=flags.count, default=None, metavar="N",
+                    help="each point's search stops after about N mappings priced, on a clock that counts them "
+                         "(the same inputs then give the same result, whatever the machine's load)")
     sw.add_argument("--seed", type=flags.count_or_zero, default=None)
     sw.add_argument("--samples", type=flags.count, default=None)
     sw.add_argument("--db", default=DEFAULT_DB, help=f"results store (default {DEFAULT_DB})")
@@ -59,8 +62,10 @@ def add_commands(sub) -> None:
     out = rs.add_mutually_exclusive_group()
     out.add_argument("--csv", metavar="OUT", help="write CSV, one row per point ('-': standard output)")
     out.add_argument("--jsonl", metavar="OUT", help="write JSON lines, one per point ('-': standard output)")
-    out.add_argument("--pareto", metavar="A,B[,C]", help="each workload's Pareto front over two or three of "
-                    "energy, cycles, area, edp, seconds, bytes (lower is better), e.g. energy,cycles,area")
+    out.add_argument("--pareto", metavar="A,B[,C]", help="Pareto fronts (each workload's, op graph's fused and "
+                     "unfused, model's totals per architecture) over two or three of energy, cycles, area, edp, "
+                     "seconds, bytes (lower is better), e.g. energy,cycles,area")
+    rs.add_argument("--plot", default=None, metavar="DIR", help="with --pareto: draw each front (PNG) in DIR")
     rs.set_defaults(run=results_command)
 
 
@@ -69,7 +74,7 @@ def _split(text: str | None) -> list[str] | None:
 
 
 def build_spec(args):
-    from .spec import SweepSpec, gemm_subjects, load_sweep, model_chains, model_subjects, workload_entry
+    from .spec import ChainSubject, SweepSpec, gemm_subjects, load_sweep, model_chains, model_subjects, workload_entry
     flag_mode = bool(args.gemm or args.model or args.workload)
     if not flag_mode:
         if args.phase or args.seq or args.batch or args.fuse:
@@ -80,11 +85,13 @@ def build_spec(args):
                             "file write the grid under `archs:` as {base: NAME, vary: {LEVEL.FIELD: VALUES}}")
         spec = load_sweep(args.target)
     else:
-        subjects, chains = [], []
+        subjects, chains, fused_models = [], [], 0
         for grid in args.gemm or []:
             subjects += gemm_subjects(grid)
         for name in args.workload or []:
-            subjects += workload_entry({"workload": name}, Where("--workload"))
+            found = workload_entry({"workload": name}, Where("--workload"))
+            subjects += [s for s in found if not isinstance(s, ChainSubject)]
+            chains += [s for s in found if isinstance(s, ChainSubject)]          # op graphs
         for name in args.model or []:
             entry = {"model": name}
             if args.phase:
@@ -93,15 +100,36 @@ def build_spec(args):
                 if getattr(args, key):
                     entry[key] = getattr(args, key)
             subjects += model_subjects(entry, Where(f"--model {name}"))
-            chains += model_chains(entry, Where(f"--model {name}")) if args.fuse else []
-        if args.fuse and not chains:
+            of_model = model_chains(entry, Where(f"--model {name}")) if args.fuse else []
+            fused_models += bool(of_model)
+            chains += of_model
+        if args.fuse and not fused_models:
             raise SpecError("--fuse", "", "no --model with chains to fuse (see `chains:` in models/*.yaml)")
-        if not subjects:
+        if not subjects and not chains:
             raise SpecError("mapper sweep", "", "nothing to search")
         archs = _archs(args)
         spec = SweepSpec(name="sweep", archs=archs, mapspaces=(), strategies=("greedy", "joint"),
                          objectives=("edp",), subjects=tuple(subjects), chains=tuple(chains))
-    return _apply_flags(spec, args)
+    spec = _apply_flags(spec, args)
+    _einsum_flags(spec, args)
+    return spec
+
+
+# flags that set how one einsum's point is searched: a fusion study (an op graph) takes none
+EINSUM_FLAGS = (("strategy", "--strategy"), ("objective", "--objective"), ("samples", "--samples"),
+                ("seed", "--seed"), ("cpsat_seconds", "--cpsat-seconds"), ("no_warm_start", "--no-warm-start"),
+                ("export_timeloop", "--export-timeloop"))
+
+
+def _einsum_flags(spec, args) -> None:
+    """A sweep of op graphs alone given a flag of one-einsum points: said, not ignored."""
+    if spec.subjects or not spec.chains:
+        return
+    given = [flag for attr, flag in EINSUM_FLAGS if getattr(args, attr, None) not in (None, False)]
+    if given:
+        raise SpecError(given[0], "", "applies to one-einsum points (--gemm, a one-einsum --workload, --model's "
+                        "layers); this sweep holds only op graphs, each a fusion study (objective energy, each "
+                        "op's mapping the joint search's), which take --time-limit, --max-evaluations and --mapspace")
 
 
 def _archs(args) -> tuple:
@@ -132,7 +160,7 @@ def _apply_flags(spec, args):
         changes["mapspaces"] = (load_constraints(None),)
     settings = spec.settings
     for flag, name in (("time_limit", "time_limit"), ("cpsat_seconds", "cpsat_seconds"), ("seed", "seed"),
-                       ("samples", "samples")):
+                       ("samples", "samples"), ("max_evaluations", "max_evaluations")):
         value = getattr(args, flag)         # validated by its argparse type (`flags`)
         if value is not None:
             settings = replace(settings, **{name: value})
@@ -153,7 +181,7 @@ def sweep_command(args) -> int:
                          progress=not args.quiet, retry_failed=args.retry_failed)
         rows = {row["key"]: row for row in store.rows({p.key for p in points})}
         fused, failed_chains = _run_chains(spec, store, args) if spec.chains else ("", [])
-    print(sweep_text(run, rows, args.db) + fused)
+    print(sweep_text(run, rows, args.db) + fused if points else fused.lstrip("\n"))
     if args.plot:
         from .plots import write_plots
         written = write_plots(points, rows, Path(args.plot))
@@ -179,9 +207,10 @@ def _run_chains(spec, store, args) -> tuple[str, list[dict]]:
     from .fused import chain_points, run_chain_points
     from .fused_report import fused_text
     from .points import expand_points
+    from .fusion_grid import legality_text
     started = time.perf_counter()
     cps = chain_points(spec)
-    computed, skipped = run_chain_points(cps, store, args.retry_failed)
+    computed, skipped = run_chain_points(cps, store, args.jobs, args.scheduler, args.retry_failed)
     chain_rows = {row["key"]: row for row in store.rows({p.key for p in cps})}
     layer_points = expand_points(spec)
     rows = {row["key"]: row for row in store.rows({p.key for p in layer_points})}
@@ -190,7 +219,8 @@ def _run_chains(spec, store, args) -> tuple[str, list[dict]]:
             f"{sum(r['status'] != 'ok' for r in computed)} failed\n\n")
     failed = [chain_rows[k] for k in dict.fromkeys(p.key for p in cps)
               if k in chain_rows and chain_rows[k]["status"] != "ok"]
-    return head + fused_text(cps, chain_rows, layer_points, rows), failed
+    legal = legality_text(list(chain_rows.values()))
+    return head + fused_text(cps, chain_rows, layer_points, rows) + (f"\n\n{legal}" if legal else ""), failed
 
 
 SCALARS = tuple(n for n in NAMES if n not in ("sizes", "mapping", "tiles", "cost", "notes", "settings",
@@ -211,9 +241,21 @@ def _results(args) -> int:
         raise MapperError(f"{args.db}: no results store here (run `mapper sweep` first, or give --db FILE)")
     with Store(args.db) as store:
         rows = store.rows()
+    if args.plot and not args.pareto:
+        raise SpecError("--plot", "", "draws the Pareto fronts: give --pareto A,B[,C] with it")
     if args.pareto:
-        from .pareto import figure_columns, pareto_text
-        print(pareto_text(rows, figure_columns(args.pareto)))
+        from .fronts import fronts, fronts_text
+        from .pareto import figure_columns
+        figures = figure_columns(args.pareto)
+        found = fronts(rows, tuple(column for _, column in figures))
+        print(fronts_text(found, figures))
+        legal = _legality(rows)
+        if legal:
+            print("\n" + legal)
+        if args.plot:
+            from .pareto_plot import write_fronts
+            written = write_fronts(found, figures, Path(args.plot))
+            print("\nplots:\n" + "\n".join(f"  {p}" for p in written) if written else "\nplots: no front to draw")
         return 0
     if args.jsonl:
         with _open(args.jsonl) as out:
@@ -239,7 +281,15 @@ def _results(args) -> int:
     print(table(["status", "arch", "workload", "strategy", "objective", "score", "bottleneck", "optimal",
                  "seconds"], lines, align_left=5))
     print(f"{len(rows)} point(s) in {args.db}")
+    legal = _legality(rows)
+    if legal:
+        print("\n" + legal)
     return 0
+
+
+def _legality(rows: list[dict]) -> str:
+    from .fusion_grid import legality_text
+    return legality_text(rows)
 
 
 class _open:

@@ -48,7 +48,7 @@ def base_row(point: Point) -> dict:
         "model": layer and layer.model, "phase": layer and layer.phase,
         "model_inputs": layer and dict(layer.inputs), "expansion": layer and layer.label,
         "layers": layer and "+".join(layer.layers), "count": layer and layer.count,
-        "position": layer and layer.position,
+        "position": layer and layer.position, "expansion_groups": layer and layer.groups,
         "peak_macs_per_s": arch.peak_macs_per_cycle * arch.clock_hz,
         "outer_bytes_per_s": arch.levels[0].bandwidth * arch.clock_hz,
         "area_mm2": arch.area if arch.area > 0 else None,     # None: the arch gives no area
@@ -88,7 +88,10 @@ def run_task(task: Task) -> dict:
 def _search(point: Point, incumbents: tuple[Mapping, ...], cores: int | None = None) -> dict:
     arch, workload = point.arch, point.workload
     options = dict(point.settings)
-    context = SearchContext(time_limit=options.pop("time_limit", None) or None)
+    time_limit, budget = options.pop("time_limit", None) or None, options.pop("max_evaluations", None)
+    # an evaluation budget: the budget clock (`SearchContext.for_command`), so the point's
+    # result does not depend on the machine's load
+    context = SearchContext.for_command(time_limit, budget) if budget else SearchContext(time_limit=time_limit)
     if point.strategy == "joint":
         options.update(incumbents=incumbents, workers=cores)
     space = Mapspace(arch, workload, point.constraints)

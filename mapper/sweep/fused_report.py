@@ -49,33 +49,39 @@ def _outside(points: list[Point], rows: dict, covered: dict[str, int]) -> tuple[
 def fused_text(chain_points: list[ChainPoint], chain_rows: dict, points: list[Point], rows: dict) -> str:
     sections = defaultdict(list)
     for cp in chain_points:
-        sections[(cp.arch.name, cp.subject.layer.label)].append(cp)
+        label = cp.subject.layer.label if cp.subject.layer else ""
+        sections[(cp.arch.name, cp.constraints.name, label)].append(cp)
     parts = []
-    for (arch, label), members in sections.items():
+    for (arch, mapspace, label), members in sections.items():
         lines, totals, failed = [], {"unfused": defaultdict(float), "fused": defaultdict(float)}, []
         covered: dict[str, int] = {}
         for cp in members:
             layer, row = cp.subject.layer, chain_rows.get(cp.key)
-            covered.update(dict.fromkeys(layer.layers, layer.count))
+            count, layers = (layer.count, "+".join(layer.layers)) if layer else (1, "-")
+            covered.update(dict.fromkeys(layer.layers if layer else (), count))
             if not row or row["status"] != "ok":
                 failed.append(f"  {cp.subject.chain.name}: {row['status'] + ': ' + row['reason'] if row else 'not run'}")
-                lines.append([cp.subject.chain.name, layer.count, "+".join(layer.layers)] + ["-"] * 7)
+                lines.append([cp.subject.chain.name, count, layers] + ["-"] * 7)
                 continue
             u, f = row["cost"]["unfused"], row["cost"]["fused"]
             for side, figures in (("unfused", u), ("fused", f)):
                 for key, _ in FIGURES:
-                    totals[side][key] += layer.count * figures[key]
+                    totals[side][key] += count * figures[key]
             clock = cp.arch.clock_hz
-            lines.append([cp.subject.chain.name, layer.count, "+".join(layer.layers),
+            lines.append([cp.subject.chain.name, count, layers,
                           si(u["energy_pj"] * 1e-12, "J"), si(f["energy_pj"] * 1e-12, "J"),
                           si(u["outer_bytes"], "B"), si(f["outer_bytes"], "B"),
                           si(u["cycles"] / clock, "s"), si(f["cycles"] / clock, "s"), _fused_groups(row)])
         clock = members[0].arch.clock_hz
-        head = (f"fused chains of {label} on {arch} (one fusion study each, objective energy; "
-                f"figures per instance, outer bytes at the outermost level):\n")
+        head = (f"fused chains of {label or 'the op-graph workloads'} on {arch}, mapspace {mapspace} (one fusion "
+                f"study each, objective energy; figures per instance, outer bytes at the outermost level):\n")
         text = head + table(["chain", "count", "layers", "unfused energy", "fused energy", "unfused bytes",
                              "fused bytes", "unfused time", "fused time", "fused groups"], lines, align_left=3)
-        mine = [p for p in points if p.layer and p.arch.name == arch and p.layer.label == label]
+        if not label:               # op graphs of their own: no model to total
+            parts.append(text + ("\nchains without a result:\n" + "\n".join(failed) if failed else ""))
+            continue
+        mine = [p for p in points if p.layer and p.arch.name == arch and p.constraints.name == mapspace
+                and p.layer.label == label]
         outside, n_outside, missing = _outside(mine, rows, covered)
         model = []
         for side in ("unfused", "fused"):

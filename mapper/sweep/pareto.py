@@ -2,8 +2,9 @@
 
 A design point's figures are its optimal mapping's (energy, cycles, EDP) and its architecture's
 area (the loader's, `area: auto` included, stored with each row). A point is on the front when
-no other point of the same workload is at least as good in every figure and better in one:
-lower is better in each. Points equal in every figure are all kept (neither dominates).
+no other point of the same subject (a workload, an op graph, a model: `fronts`) is at least as
+good in every figure and better in one: lower is better in each. Points equal in every figure
+are all kept (neither dominates).
 """
 from __future__ import annotations
 
@@ -44,31 +45,3 @@ def figure_columns(text: str) -> tuple[tuple[str, str], ...]:
         raise MapperError(f"--pareto: expected two or three of {', '.join(FIGURES)}, each once "
                           f"(e.g. energy,cycles,area), got {text!r}")
     return tuple((n, FIGURES[n]) for n in names)
-
-
-def front_rows(rows: list[dict], figures: tuple[tuple[str, str], ...]) -> dict[str, list[dict]]:
-    """Each workload's front among its finished rows that have every figure."""
-    by_workload: dict[str, list[dict]] = {}
-    for row in rows:
-        if row["status"] == "ok" and all(row.get(column) is not None for _, column in figures):
-            by_workload.setdefault(row["workload"], []).append(row)
-    out = {}
-    for workload, group in by_workload.items():
-        kept = front([[row[column] for _, column in figures] for row in group])
-        out[workload] = [group[i] for i in kept]
-    return out
-
-
-def pareto_text(rows: list[dict], figures: tuple[tuple[str, str], ...]) -> str:
-    from ..report import table
-    fronts = front_rows(rows, figures)
-    if not fronts:
-        names = ", ".join(name for name, _ in figures)
-        return f"no finished point has every figure ({names}; area needs `area` in the arch)"
-    lines = []
-    for workload, kept in fronts.items():
-        lines.append([workload, "", ""] + [""] * len(figures))
-        lines.extend(["", row["arch"], row["strategy"]] + [f"{row[column]:.4g}" for _, column in figures]
-                     for row in kept)
-    header = ["workload", "arch", "strategy"] + [name for name, _ in figures]
-    return table(header, lines, align_left=3) + f"\n{sum(map(len, fronts.values()))} point(s) on the fronts"

@@ -16,11 +16,11 @@ from .report import gap
 MAX_PANELS = 6
 
 
-def _safe(text: str) -> str:
+def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80]
 
 
-def _pyplot():
+def pyplot():
     try:
         import matplotlib
     except ImportError:
@@ -34,7 +34,7 @@ def _pyplot():
 def write_plots(points: list[Point], rows: dict[str, dict], out: Path) -> list[Path]:
     """Every plot the sweep's points allow; returns the files written."""
     out.mkdir(parents=True, exist_ok=True)
-    plt = _pyplot()
+    plt = pyplot()
     written = []
     families = defaultdict(lambda: defaultdict(dict))     # (arch, mapspace, objective, family) -> sizes -> strategy -> row
     names = {}
@@ -49,7 +49,7 @@ def write_plots(points: list[Point], rows: dict[str, dict], out: Path) -> list[P
         dims, einsum = names[section]
         if len(by_shape) < 2:
             continue
-        stem = f"{section[0]}-{section[2]}-{_safe(einsum.split('+=')[0].strip())}-{section[3][:6]}"
+        stem = f"{section[0]}-{section[2]}-{safe_name(einsum.split('+=')[0].strip())}-{section[3][:6]}"
         path = _gap_heatmap(plt, by_shape, dims, section, out / f"gap-{stem}.png")
         if path:
             written.append(path)
@@ -198,7 +198,7 @@ def _rooflines(plt, points, rows, out: Path) -> list[Path]:
         ax.set_ylabel("achieved MACs per second")
         ax.grid(alpha=0.3, which="both")
         ax.set_title(f"{name}: every point against every level's roof", fontsize=9)
-        path = out / f"roofline-{_safe(name)}.png"
+        path = out / f"roofline-{safe_name(name)}.png"
         fig.savefig(path, dpi=110, bbox_inches="tight")
         plt.close(fig)
         written.append(path)
@@ -271,7 +271,7 @@ def _model_bars(plt, points, rows, out: Path) -> list[Path]:
         fig.legend(handles[::-1], names[::-1], fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
         fig.suptitle(f"{label} on {arch} (objective {objective}): per layer, times its count", fontsize=9)
         fig.tight_layout()
-        path = out / f"model-{_safe(label)}-{_safe(arch)}-{_safe(objective)}.png"
+        path = out / f"model-{safe_name(label)}-{safe_name(arch)}-{safe_name(objective)}.png"
         fig.savefig(path, dpi=110, bbox_inches="tight")
         plt.close(fig)
         written.append(path)

@@ -48,10 +48,10 @@ class _Inline:
     slots = 1
     where = "this process"
 
-    def submit(self, task):
+    def submit(self, fn, task):
         future = Future()
         try:
-            future.set_result(run_task(task))
+            future.set_result(fn(task))
         except BaseException as exc:        # run_task records errors itself; this is a last resort
             future.set_exception(exc)
         return future
@@ -75,8 +75,8 @@ class _Processes:
         self.slots = jobs
         self.where = f"{jobs} local processes"
 
-    def submit(self, task):
-        return self.pool.submit(run_task, task)
+    def submit(self, fn, task):
+        return self.pool.submit(fn, task)
 
     def wait(self, pending):
         from concurrent.futures import wait
@@ -104,8 +104,8 @@ class _Dask:
         self.slots = max(1, threads)
         self.where = f"Dask cluster {self.client.scheduler.address} ({threads} worker threads)"
 
-    def submit(self, task):
-        return self.client.submit(run_task, task, pure=False)
+    def submit(self, fn, task):
+        return self.client.submit(fn, task, pure=False)
 
     def wait(self, pending):
         from distributed import wait
@@ -125,6 +125,16 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def make_executor(jobs: int | None, scheduler, tasks: int):
+    """Where `tasks` tasks run: a Dask cluster, `jobs` local processes (default: the cores; no
+    more than there are tasks, so that none idles) or, for one, this process. Each has
+    `submit(fn, task)`, `wait(pending)` and `close()`."""
+    if scheduler is not None:
+        return _Dask(scheduler)
+    jobs = min(jobs or default_jobs(), tasks)
+    return _Processes(jobs) if jobs > 1 else _Inline()
+
+
 def run_points(points: list[Point], store: Store, jobs: int | None = None, scheduler=None,
                warm_start: bool = True, progress: bool = True, retry_failed: bool = False) -> SweepRun:
     """Search every point whose key is not in the store yet; returns what was done."""
@@ -138,8 +148,7 @@ def run_points(points: list[Point], store: Store, jobs: int | None = None, sched
     if not todo:
         run.seconds = time.perf_counter() - started
         return run
-    jobs = min(jobs or default_jobs(), len(todo))      # no idle processes to start
-    executor = _Dask(scheduler) if scheduler is not None else _Processes(jobs) if jobs > 1 else _Inline()
+    executor = make_executor(jobs, scheduler, len(todo))
     run.workers, run.where = executor.slots, executor.where
     neighbours = _Neighbours(store) if warm_start else None
     from tqdm import tqdm
@@ -168,7 +177,7 @@ def run_points(points: list[Point], store: Store, jobs: int | None = None, sched
                 point = queue.pop(index or 0)
                 incumbents = neighbours.for_point(point) if neighbours and point.strategy == "joint" else ()
                 # several points at once already fill the cores: each search then takes one
-                pending.add(executor.submit(Task(point, incumbents, cores=1 if executor.slots > 1 else None)))
+                pending.add(executor.submit(run_task, Task(point, incumbents, cores=1 if executor.slots > 1 else None)))
             done, pending = executor.wait(pending)
             for future in done:
                 row = future.result()

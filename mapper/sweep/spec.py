@@ -32,7 +32,7 @@ from .. import validate
 from ..constraints import Constraints
 from ..flags import MAX_FLAG
 from ..errors import shown
-from ..load import (arch_from_dict, fields, load_arch, load_constraints, load_workload, read_yaml, text,
+from ..load import (arch_from_dict, fields, load_arch, load_constraints, opgraph_from_dict, read_yaml, text,
                     workload_from_dict)
 from ..load.files import spec_data
 from ..model_import.cache import importable, imported_model
@@ -57,10 +57,15 @@ class Settings:
     seed: int = 0
     samples: int = 200_000
     cpsat_seconds: float = 2.0
+    max_evaluations: int = 0     # an evaluation budget per point (0: none): deterministic results
 
     def used_by(self, strategy: str) -> dict:
-        """The settings `strategy` takes: `time_limit` (its context's) and its own options."""
+        """The settings `strategy` takes: `time_limit` (its context's), an evaluation budget
+        when set (only then: the points of stores made before keep their keys) and its own
+        options."""
         used = {"time_limit": self.time_limit}
+        if self.max_evaluations:
+            used.update(max_evaluations=self.max_evaluations)
         if strategy == "random":
             used.update(seed=self.seed, samples=self.samples)
         if strategy == "joint":
@@ -80,6 +85,7 @@ class LayerOf:
     layers: tuple[str, ...]
     count: int
     position: int                # dataflow order within the expansion
+    groups: int = 0              # layer groups of the expansion: a model total is whole with all of them
 
 
 @dataclass(frozen=True)
@@ -90,9 +96,10 @@ class Subject:
 
 @dataclass(frozen=True)
 class ChainSubject:
-    """A model chain of one expansion (`--fuse`): one fusion study, counted `layer.count` times."""
+    """An op graph studied by fusion: a model chain of one expansion (`--fuse`), counted
+    `layer.count` times, or an op-graph workload (`layer` None)."""
     chain: ChainGroup
-    layer: LayerOf
+    layer: LayerOf | None = None
 
 
 @dataclass(frozen=True)
@@ -168,7 +175,7 @@ def load_sweep(path_str: str) -> SweepSpec:
 def sweep_from_dict(data, where: Where, base: Path | None = None) -> SweepSpec:
     fields(data, where, ("archs", "workloads"), ("name", "description", "mapspaces", "strategies",
                                                  "objectives", "time_limit", "seed", "samples",
-                                                 "cpsat_seconds", "warm_start", "fuse"))
+                                                 "cpsat_seconds", "warm_start", "fuse", "max_evaluations"))
     archs = arch_entries(data["archs"], where / "archs", base)
     mapspaces = tuple(_load(load_constraints, _beside(base, n), where / "mapspaces" / i)
                       for i, n in enumerate(_names(data.get("mapspaces"), where / "mapspaces", ["default"])))
@@ -176,25 +183,27 @@ def sweep_from_dict(data, where: Where, base: Path | None = None) -> SweepSpec:
         time_limit=float(_number(data.get("time_limit", DEFAULT_TIME_LIMIT), where / "time_limit", "seconds >= 0")),
         seed=_number(data.get("seed", 0), where / "seed", "a non-negative integer", integer=True),
         samples=_number(data.get("samples", 200_000), where / "samples", "a non-negative integer", integer=True),
-        cpsat_seconds=float(_number(data.get("cpsat_seconds", 2.0), where / "cpsat_seconds", "seconds >= 0")))
+        cpsat_seconds=float(_number(data.get("cpsat_seconds", 2.0), where / "cpsat_seconds", "seconds >= 0")),
+        max_evaluations=_number(data.get("max_evaluations", 0), where / "max_evaluations",
+                                "a non-negative integer (0: no budget)", integer=True))
     warm = data.get("warm_start", True)
     if not isinstance(warm, bool):
         raise (where / "warm_start").error(f"expected true or false, got {warm!r}")
     raw = data["workloads"]
     if not isinstance(raw, list) or not raw:
         raise (where / "workloads").error("expected a non-empty list of workload entries")
-    subjects = []
-    for i, entry in enumerate(raw):
-        subjects.extend(workload_entry(entry, where / "workloads" / i, base))
+    found = [s for i, entry in enumerate(raw) for s in workload_entry(entry, where / "workloads" / i, base)]
+    subjects = [s for s in found if isinstance(s, Subject)]
+    chains = [s for s in found if isinstance(s, ChainSubject)]          # op-graph workloads
     fuse = data.get("fuse", False)
     if not isinstance(fuse, bool):
         raise (where / "fuse").error(f"expected true or false, got {fuse!r}")
-    chains = []
     if fuse:
-        for i, entry in enumerate(raw):
-            chains.extend(model_chains(entry, where / "workloads" / i, base) if "model" in entry else [])
-        if not chains:
+        of_models = [c for i, entry in enumerate(raw) if "model" in entry
+                     for c in model_chains(entry, where / "workloads" / i, base)]
+        if not of_models:
             raise (where / "fuse").error("no model entry with chains to fuse (`fuse` applies to `model:` entries)")
+        chains += of_models
     return SweepSpec(name=text(data.get("name", Path(where.file).stem), where / "name"),
                      archs=archs, mapspaces=mapspaces,
                      strategies=_strategies(data.get("strategies", ["greedy", "joint"]), where / "strategies"),
@@ -254,14 +263,15 @@ def _is_file(name: str) -> bool:
         return False
 
 
-def workload_entry(entry, where: Where, base: Path | None = None) -> list[Subject]:
-    """One item of `workloads:` -> its subjects (one workload, a grid, or a model's groups)."""
+def workload_entry(entry, where: Where, base: Path | None = None) -> list:
+    """One item of `workloads:` -> its subjects (one workload, a grid, or a model's groups), or
+    for an op graph (a preset or file with `ops:`) its ChainSubject, a fusion study."""
     if not isinstance(entry, dict):
         raise where.error("expected a mapping with `workload`, `einsum` or `model`")
     if "workload" in entry:
         fields(entry, where, ("workload",))
-        return [Subject(_load(load_workload, _beside(base, text(entry["workload"], where / "workload")),
-                              where / "workload"))]
+        return [_load(workload_or_graph, _beside(base, text(entry["workload"], where / "workload")),
+                      where / "workload")]
     if "einsum" in entry:
         fields(entry, where, ("einsum", "sizes"), ("name", "dtype", "dtypes", "description", "source"))
         sizes = entry["sizes"]
@@ -273,6 +283,16 @@ def workload_entry(entry, where: Where, base: Path | None = None) -> list[Subjec
         return model_subjects(entry, where, base)
     raise where.error("expected one of the keys `workload` (a preset or file), `einsum` (a template "
                       "with sizes) or `model` (a model preset)")
+
+
+def workload_or_graph(name: str) -> Subject | ChainSubject:
+    """A workload preset or file: one einsum (a point per strategy), or an op graph (`ops:`),
+    studied by fusion as a model chain is under `--fuse`."""
+    data, shown_name = spec_data("workloads", name)
+    if isinstance(data, dict) and "ops" in data and "einsum" not in data:
+        graph = opgraph_from_dict(data, Where(shown_name))
+        return ChainSubject(ChainGroup(graph.name, graph, (), 1))
+    return Subject(workload_from_dict(data, Where(shown_name)))
 
 
 def template_subjects(entry: dict, grid: dict[str, tuple[int, ...]], where: Where) -> list[Subject]:
@@ -309,7 +329,8 @@ def model_subjects(entry: dict, where: Where, base: Path | None = None) -> list[
     for model, expansion in _expansions(entry, where, base):
         for position, group in enumerate(expansion.groups):
             out.append(Subject(group.workload, LayerOf(
-                model.name, expansion.phase, expansion.inputs, expansion.label, group.layers, group.count, position)))
+                model.name, expansion.phase, expansion.inputs, expansion.label, group.layers, group.count, position,
+                len(expansion.groups))))
     return out
 
 
@@ -319,7 +340,7 @@ def model_chains(entry: dict, where: Where, base: Path | None = None) -> list[Ch
     for model, expansion in _expansions(entry, where, base):
         for position, chain in enumerate(expansion.chains):
             out.append(ChainSubject(chain, LayerOf(model.name, expansion.phase, expansion.inputs, expansion.label,
-                                                   chain.layers, chain.count, position)))
+                                                   chain.layers, chain.count, position, len(expansion.groups))))
     return out
 
 

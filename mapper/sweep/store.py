@@ -34,11 +34,11 @@ COLUMNS = (
     ("start_score", "REAL"),
     ("mapping", "JSON"), ("tiles", "JSON"), ("cost", "JSON"), ("notes", "JSON"),
     ("version", "TEXT"), ("finished_at", "REAL"), ("worker", "TEXT"),
-    ("area_mm2", "REAL"),
+    ("area_mm2", "REAL"), ("expansion_groups", "INTEGER"),
 )
 # columns added after SCHEMA_VERSION 1's first layout: a store without them gains them (NULL in
 # its older rows) instead of being refused
-ADDED = ("area_mm2",)
+ADDED = ("area_mm2", "expansion_groups")
 NAMES = tuple(name for name, _ in COLUMNS)
 JSON_COLUMNS = frozenset(name for name, kind in COLUMNS if kind == "JSON")
 
