@@ -118,7 +118,7 @@ def test_fronts_over_chain_rows_are_the_brute_force_fronts_with_unfused_candidat
 
 def test_results_pareto_plot_writes_a_png_per_front_labelled_with_the_front(swept, tmp_path, capsys):
     from mapper.sweep.pareto_plot import draw_front
-    from mapper.sweep.plots import _pyplot
+    from mapper.sweep.plots import pyplot
     out = tmp_path / "plots"
     assert main(["results", "--db", str(swept[0]), "--pareto", "energy,cycles,area", "--plot", str(out)]) == 0
     text = capsys.readouterr().out
@@ -127,7 +127,7 @@ def test_results_pareto_plot_writes_a_png_per_front_labelled_with_the_front(swep
     assert "fused groups of tiny-gemm-bias-relu on tiny-area, mapspace default, over Buf.capacity = 16B, 64B" in text
     figures = (("energy", "energy_pj"), ("cycles", "cycles"), ("area", "area_mm2"))
     (found,) = fronts(swept[1], tuple(c for _, c in figures))
-    plt = _pyplot()
+    plt = pyplot()
     fig, labelled = draw_front(plt, found, figures)
     front_labels = [found.candidates[i].label for i in found.kept]
     assert len(fig.axes) == 3 and labelled == [front_labels] * 3

@@ -22,7 +22,7 @@ def test_sweep_roofline_has_every_levels_roof_and_hollow_unproven_points(tmp_pat
     with Store(tmp_path / "r.sqlite") as store:
         run_points(points, store, jobs=1, progress=False)
         rows = {r["key"]: r for r in store.rows()}
-    real = plots._pyplot()
+    real = plots.pyplot()
     figures = []
 
     class Keeping:                      # pyplot, keeping the figures the plots close
@@ -32,7 +32,7 @@ def test_sweep_roofline_has_every_levels_roof_and_hollow_unproven_points(tmp_pat
         def close(self, fig):
             figures.append(fig)
 
-    monkeypatch.setattr(plots, "_pyplot", lambda: Keeping())
+    monkeypatch.setattr(plots, "pyplot", lambda: Keeping())
     written = write_plots(points, rows, tmp_path / "plots")
     roofline = [f for f, p in zip(figures, written) if p.name.startswith("roofline-")]
     assert len(roofline) == 1 and (tmp_path / "plots" / "roofline-tiny.png").stat().st_size > 5_000
