@@ -225,3 +225,12 @@ def test_the_varied_fields_are_keys_the_loader_reads():
     assert set(TECHNOLOGY_FIELDS) <= set(TECHNOLOGY_KEYS)
     with pytest.raises(SpecError, match="expected a mapping of LEVEL.FIELD"):
         vary_entry(["Buf.capacity"], Where("s"))
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "sweeps").glob("*.yaml")), ids=lambda p: p.name)
+def test_the_bundled_study_sweeps_load(path):
+    """The studies docs/RESULTS.md reports (`mapper sweep sweeps/NAME.yaml`) stay readable: every
+    design point derived, each named by its changes."""
+    spec = load_sweep(str(path))
+    assert len(spec.archs) >= 7 and len({digest(a) for a in spec.archs}) == len(spec.archs)
+    assert all("[" in a.name for a in spec.archs[1:])
