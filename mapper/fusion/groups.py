@@ -198,6 +198,14 @@ class Grouper:
                           tiling=f"slice {tiling or 'whole'} x{found.plan.iterations}", members=found.members,
                           iterations=found.plan.iterations)
 
+    def slice_plan(self, ops):
+        """The slice plan a group fused through the buffer level is priced with."""
+        return self._plan(ops)
+
+    def priced(self) -> dict:
+        """Every group priced so far: its ops -> its `GroupPrice` or `Refusal`."""
+        return dict(self._priced)
+
     def forget(self) -> None:
         """Drop every group's price (the searches' answers changed: `OpSearches.polish`)."""
         self._priced.clear()

@@ -39,6 +39,7 @@ class FuseResult:
     seconds: float
     runs: Grouping                  # the dynamic programme's best over runs of the listed order
     cover_proven: bool              # CP-SAT proved its choice over every connected group
+    grouper: Grouper | None = None  # what priced the groups (each group's price or refusal)
 
 
 def kernel_objective(arch: Arch, objective: str) -> str:
@@ -138,4 +139,4 @@ def fuse(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
     base = unfused(grouper, n)
     return FuseResult(arch, graph, objective, base, best, tuple(boundaries(grouper, best)),
                       chain_bound(arch, graph, searches.level), searches, time.perf_counter() - started,
-                      runs, proven)
+                      runs, proven, grouper)

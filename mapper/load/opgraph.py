@@ -12,7 +12,7 @@ from __future__ import annotations
 import networkx as nx
 
 from ..einsum import parse_einsum
-from ..errors import shown
+from ..errors import SpecError, shown
 from ..limits import MAX_OPS
 from ..opgraph import ELEMENTWISE_FLOPS, REDUCTIONS, STREAMS, GraphTensor, Op, OpGraph
 from ..units import Where
@@ -25,6 +25,15 @@ KINDS = tuple(ELEMENTWISE_FLOPS) + tuple(REDUCTIONS) + tuple(STREAMS)
 
 def is_opgraph(data) -> bool:
     return isinstance(data, dict) and "ops" in data
+
+
+def names_opgraph(name) -> bool:
+    """Whether a workload preset name or file path names an op graph (`ops:`); False where it
+    names nothing readable (the einsum's loader then says why)."""
+    try:
+        return is_opgraph(read_yaml(resolve("workloads", name)))
+    except SpecError:
+        return False
 
 
 def load_opgraph(name_or_path) -> OpGraph:
