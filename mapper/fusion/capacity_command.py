@@ -9,7 +9,7 @@ from ..load import load_arch, load_opgraph, names_opgraph
 from ..report import strict_json
 from .capacity_curve import OBJECTIVE, fused_capacity_curve
 from .capacity_report import fused_curve_json, fused_curve_text, plot_fused_curve
-from .command import _extra_levels
+from .command import extra_levels_of
 
 
 def capacity_command(args, read_inputs) -> int:
@@ -24,7 +24,7 @@ def capacity_command(args, read_inputs) -> int:
     arch = load_arch(args.arch)
     curve_level(arch, args.capacity)            # a bad level said before the graph is read
     graph = load_opgraph(args.workload)
-    extra = _extra_levels(arch, graph, args.mapspace) if args.mapspace else ()
+    extra = extra_levels_of(arch, graph, args.mapspace) if args.mapspace else ()
     curve = fused_capacity_curve(arch, graph, args.capacity, grid, time_limit=args.time_limit,
                                  max_evaluations=args.max_evaluations, extra_levels=extra)
     plots = [str(plot_fused_curve(curve, args.plot))] if args.plot else []

@@ -44,7 +44,7 @@ def run(args) -> int:
     # reasons and the report come after them
     context = SearchContext.for_command(time_limit, args.max_evaluations, since=since + min(REPORT_S, time_limit / 10))
     arch, graph = load_arch(args.arch), load_opgraph(args.workload)
-    extra = _extra_levels(arch, graph, args.mapspace) if args.mapspace else ()
+    extra = extra_levels_of(arch, graph, args.mapspace) if args.mapspace else ()
     result = fuse(arch, graph, context, time_limit, args.objective, extra)
     if args.json:
         print(strict_json(fuse_json(result)))
@@ -55,7 +55,7 @@ def run(args) -> int:
     return 0
 
 
-def _extra_levels(arch, graph, name: str) -> tuple:
+def extra_levels_of(arch, graph, name: str) -> tuple:
     """The `levels` of the constraints `name`, each naming a level of `arch` and the dims and
     tensors of every op (by name or role), checked here: each op's search merges them into its
     own mapspace, whose errors would name that mapspace's file, not this one."""
