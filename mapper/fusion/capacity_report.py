@@ -4,6 +4,7 @@ computes a cost."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 
 from ..explain.capacity_curve import Threshold
 from ..explain.capacity_report import REGIME_TEXT, capacity_axes, mark_capacities, size_text, threshold_line
@@ -12,8 +13,9 @@ from ..report import _num, table
 from .capacity_curve import FusedCurve
 
 BOUND_NAME = "fused bound"
-FUSED_REGIMES = {**REGIME_TEXT, "compulsory": "at the fused bound: every input read once, every result written "
-                 "once, every intermediate on chip; more capacity changes nothing"}
+FUSED_REGIMES = MappingProxyType({   # read-only: the einsum curve's notes, compulsory said for a graph
+    **REGIME_TEXT, "compulsory": "at the fused bound: every input read once, every result written once, every "
+                                 "intermediate on chip; more capacity changes nothing"})
 
 
 def fused_threshold_line(t: Threshold, curve: FusedCurve) -> str:
