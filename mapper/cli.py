@@ -300,7 +300,7 @@ def _explain(args) -> int:
     from .explain import explain
     from .explain.report import explain_json, explain_text
     if args.capacity is not None or args.capacities is not None:
-        from .fusion.capacity_command import capacity_command      # an einsum's or an op graph's
+        from .sweep.capacity_model import capacity_command      # an einsum's, an op graph's or a model's
         return capacity_command(args, _search_inputs)
     if args.mapping is not None:      # Timeloop's files too, with their ERT (--ert), as evaluate reads them
         given = evaluation_inputs(args.arch, args.workload, args.mapping, ert=args.ert)

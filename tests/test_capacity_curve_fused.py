@@ -153,3 +153,31 @@ def test_bad_flags_on_an_op_graph_are_one_line_naming_the_flag(capsys, argv, fla
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"mapper: error: {flag}") and words in lines[0], lines
     assert captured.out == ""
+
+
+def test_a_models_curve_is_the_count_weighted_sum_of_its_layers_and_chains_curves():
+    from mapper.sweep.capacity_model import model_capacity_curve
+    curve = model_capacity_curve(load_arch(TWO_LEVEL), "tests/data/sweep-tiny-chain-model.yaml", "Buffer",
+                                 max_evaluations=BUDGET)
+    assert len(curve.points) >= 3 and len(curve.chain_curves) == 2
+    chained = {"proj", "down"}
+    for p in curve.points:
+        layer = {name: {q.capacity: q for q in c.points}[p.capacity].outer_bytes for name, _, c in curve.layer_curves}
+        chain = {name: {q.capacity: q for q in c.points}[p.capacity] for name, _, c in curve.chain_curves}
+        counts = {name: k for name, k, _ in curve.layer_curves + curve.chain_curves}
+        assert p.layers_bytes == sum(counts[n] * b for n, b in layer.items())
+        alone = sum(counts[n] * b for n, b in layer.items() if n not in chained)
+        assert p.fused_bytes == alone + sum(counts[n] * q.fused.outer_bytes for n, q in chain.items())
+        assert p.unfused_bytes == alone + sum(counts[n] * q.unfused.outer_bytes for n, q in chain.items())
+        assert p.fused_bytes <= p.unfused_bytes
+    for earlier, later in zip(curve.points, curve.points[1:]):
+        assert later.fused_bytes <= earlier.fused_bytes and later.layers_bytes <= earlier.layers_bytes
+
+
+def test_the_command_takes_a_model(capsys):
+    assert main(["explain", TWO_LEVEL, "tests/data/sweep-tiny-chain-model.yaml", "--capacity", "Buffer",
+                 "--capacities", "16,128", "--max-evaluations", str(BUDGET), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"] == "tiny-chain-model" and [p["capacity_bytes"] for p in out["points"]] == [16, 128]
+    assert main(["explain", TWO_LEVEL, "tests/data/sweep-tiny-chain-model.yaml", "--capacity", "DRAM"]) == 2
+    assert capsys.readouterr().err.startswith("mapper: error: --capacity")
