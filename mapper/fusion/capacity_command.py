@@ -1,22 +1,21 @@
 """`mapper explain ARCH OPGRAPH --capacity LEVEL`: the fused and unfused capacity curves of an
-op graph from the command line; an einsum's curve is `explain.capacity_command`'s."""
+op graph from the command line (an einsum's curve is `explain.capacity_command`'s, a model's
+`sweep.capacity_model`'s)."""
 from __future__ import annotations
 
 from ..errors import SpecError
-from ..explain.capacity_command import capacity_command as einsum_capacity_command, capacity_grid
+from ..explain.capacity_command import capacity_grid
 from ..explain.capacity_curve import curve_level
-from ..load import load_arch, load_opgraph, names_opgraph
+from ..load import load_arch, load_opgraph
 from ..report import strict_json
 from .capacity_curve import OBJECTIVE, fused_capacity_curve
 from .capacity_report import fused_curve_json, fused_curve_text, plot_fused_curve
 from .command import extra_levels_of
 
 
-def capacity_command(args, read_inputs) -> int:
-    """The op graph's curves where WORKLOAD names one (`--mapspace`: its `levels` added to every
-    op's space, as `mapper fuse` takes it), else the einsum's (`read_inputs`: its loader)."""
-    if not names_opgraph(args.workload):
-        return einsum_capacity_command(args, read_inputs)
+def capacity_command(args) -> int:
+    """Print (and plot) the curves of the op graph WORKLOAD names (`--mapspace`: its `levels`
+    added to every op's space, as `mapper fuse` takes it)."""
     grid = capacity_grid(args)
     if args.objective not in (None, OBJECTIVE):
         raise SpecError("--objective", "", f"an op graph's capacity curve is each fusion study's least outermost "

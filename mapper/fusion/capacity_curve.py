@@ -32,7 +32,7 @@ from .bound import ChainBound, chain_bound
 from .grouping import Grouping
 from .groups import GroupPrice
 from .kernels import fusion_level
-from .replay import Pins, pins_of, repriced, singles_pins
+from .replay import pins_of, repriced, singles_pins
 from .run import fuse
 
 OBJECTIVE = "bytes"          # each study's: outermost-level traffic

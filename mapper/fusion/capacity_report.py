@@ -93,8 +93,8 @@ def fused_curve_json(curve: FusedCurve) -> dict:
 
 def plot_fused_curve(curve: FusedCurve, directory) -> Path:
     """The unfused and fused curves on log-log axes, the fused bound as a horizontal line, and
-    a vertical line where an intermediate first stays on chip, a group is first chosen, and
-    the curve meets the bound."""
+    a vertical line where an input or result first moves only its size, an intermediate first
+    stays on chip, a group is first chosen, and the curve meets the bound."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -111,8 +111,10 @@ def plot_fused_curve(curve: FusedCurve, directory) -> Path:
     ax.axhline(curve.bound.outer_bytes, color="black", lw=1, label="fused bound (inputs once, results once)")
     at: dict[float, list[str]] = {}          # one line per capacity, naming all that happen there
     for t in curve.thresholds:
-        if t.capacity is not None and not t.from_start and (t.what == BOUND_NAME or t.what in curve.graph.intermediates):
-            at.setdefault(t.capacity, []).append("bound met" if t.what == BOUND_NAME else f"{t.what} on chip")
+        if t.capacity is not None and not t.from_start:
+            at.setdefault(t.capacity, []).append(
+                "bound met" if t.what == BOUND_NAME else f"{t.what} on chip" if t.what in curve.graph.intermediates
+                else f"{t.what} once")
     for g in curve.group_thresholds:
         if g.chosen_from is not None and curve.points and g.chosen_from > curve.points[0].capacity:
             at.setdefault(g.chosen_from, []).append(f"{'+'.join(g.ops)} chosen")

@@ -36,6 +36,19 @@ def names_opgraph(name) -> bool:
         return False
 
 
+def names_model(name) -> bool:
+    """Whether a workload argument names a model (`layers:`): a file, else a workload preset,
+    else a model preset (a workload preset of the same name wins)."""
+    try:
+        data = read_yaml(resolve("workloads", name))
+    except SpecError:
+        try:
+            data = read_yaml(resolve("models", name))
+        except SpecError:
+            return False
+    return isinstance(data, dict) and "layers" in data
+
+
 def load_opgraph(name_or_path) -> OpGraph:
     path = resolve("workloads", name_or_path)
     data = read_yaml(path)

@@ -13,8 +13,10 @@ from ..errors import SpecError
 from ..explain.capacity_curve import CapacityCurve, capacity_curve, curve_level, grid_up_to, tensor_sizes
 from ..explain.capacity_report import size_text
 from ..fusion.capacity_curve import STUDY_SECONDS, FusedCurve, fused_capacity_curve
-from ..load import read_yaml, resolve
-from ..report import _num, table
+from ..explain.capacity_command import capacity_grid
+from ..fusion.capacity_curve import OBJECTIVE
+from ..load import load_arch
+from ..report import _num, strict_json, table
 from ..spec import Arch
 from .models import Expansion, expand, load_model
 
@@ -36,19 +38,6 @@ class ModelCurve:
     points: tuple[ModelPoint, ...]
     layer_curves: tuple[tuple[str, int, CapacityCurve], ...]   # (layers, count, curve) per group
     chain_curves: tuple[tuple[str, int, FusedCurve], ...]      # (chain, count, curve)
-
-
-def names_model(name) -> bool:
-    """Whether a workload argument names a model (`layers:`): a file, else a workload preset,
-    else a model preset (a workload preset of the same name wins)."""
-    try:
-        data = read_yaml(resolve("workloads", name))
-    except SpecError:
-        try:
-            data = read_yaml(resolve("models", name))
-        except SpecError:
-            return False
-    return isinstance(data, dict) and "layers" in data
 
 
 def model_capacity_curve(arch: Arch, model, level: str, capacities=None, *, phase: str | None = None,
@@ -115,16 +104,8 @@ def model_curve_json(curve: ModelCurve) -> dict:
                        for n, k, c in curve.chain_curves]}
 
 
-def capacity_command(args, read_inputs) -> int:
-    """A model's curves where WORKLOAD names a model (its first phase), else an op graph's or
-    an einsum's (`fusion.capacity_command`)."""
-    from ..explain.capacity_command import capacity_grid
-    from ..fusion.capacity_command import capacity_command as graph_capacity_command
-    from ..fusion.capacity_curve import OBJECTIVE
-    from ..load import load_arch
-    from ..report import strict_json
-    if not names_model(args.workload):
-        return graph_capacity_command(args, read_inputs)
+def capacity_command(args) -> int:
+    """Print the curves of the model WORKLOAD names (its first phase)."""
     grid = capacity_grid(args)
     if args.objective not in (None, OBJECTIVE) or args.plot or args.mapspace:
         flag = "--objective" if args.objective not in (None, OBJECTIVE) else "--plot" if args.plot else "--mapspace"
