@@ -4,7 +4,8 @@ Public API (docs/API.md): load specs with `load_arch`, `load_workload`, `load_co
 (a mapspace), `load_mapping` (each from a preset name, a file's path or a dict); build a
 `Mapspace`; price one mapping with `evaluate` (full breakdown) or many with `evaluate_many`
 (numpy, vectorised); search with `run_search` (a time limit or an evaluation budget), trace the least traffic
-over a level's capacities with `run_capacity_curve`, sweep
+over a level's capacities with `run_capacity_curve` (an op graph's, fused and unfused, with
+`run_fused_capacity_curve`), sweep
 a grid with `run_sweep` (rows of a results store; `load_sweep` reads a sweep file or dict);
 read a real network (ONNX, PyTorch, a Hugging Face configuration) with `import_model`.
 `run_search`, `run_sweep`, `load_sweep`, `SweepResults` and `parse_objective` are imported on
@@ -18,13 +19,14 @@ from .mapping import Mapping, MappingTable, from_table, mapping_to_dict, to_tabl
 from .mapspace import Mapspace
 from .spec import Arch, Workload
 
-_LAZY = frozenset({"run_search", "run_capacity_curve", "run_sweep", "load_sweep", "SweepResults"})
+_LAZY = frozenset({"run_search", "run_capacity_curve", "run_fused_capacity_curve", "run_sweep", "load_sweep", "SweepResults"})
 _IMPORT = frozenset({"import_model", "ImportedModel"})
 
 __all__ = ["Arch", "Constraints", "Costs", "Evaluation", "InfeasibleError", "Mapping", "MappingTable",
            "MapperError", "Mapspace", "SpecError", "SweepResults", "Workload", "evaluate", "evaluate_many",
            "from_table", "import_model", "ImportedModel", "load_arch", "load_constraints", "load_mapping",
-           "load_sweep", "load_workload", "mapping_to_dict", "parse_objective", "run_capacity_curve", "run_search", "run_sweep", "to_table"]
+           "load_sweep", "load_workload", "mapping_to_dict", "parse_objective", "run_capacity_curve", "run_fused_capacity_curve",
+           "run_search", "run_sweep", "to_table"]
 
 
 def __getattr__(name: str):

@@ -1,5 +1,6 @@
 """The Python API's entry points that run work: `run_search` (one search, with a time
-limit or an evaluation budget), `run_capacity_curve` (a search per capacity of one level) and
+limit or an evaluation budget), `run_capacity_curve` (a search per capacity of one level),
+`run_fused_capacity_curve` (an op graph's, fused and unfused: a fusion study per capacity) and
 `run_sweep` (a grid of searches into a results store, read back as rows). Each takes what the
 loaders take (preset names, file paths, dicts, or spec objects), so a script needs nothing but
 `import mapper`; docs/API.md shows them at work.
@@ -42,6 +43,28 @@ def run_capacity_curve(arch, workload, level: str, capacities=None, mapspace=Non
     return capacity_curve(load_arch(arch), load_workload(workload), load_constraints(mapspace), level, capacities,
                           objective=objective, time_limit=time_limit, max_evaluations=max_evaluations,
                           options=options)
+
+
+def run_fused_capacity_curve(arch, opgraph, level: str, capacities=None, mapspace=None, *,
+                             time_limit: float | None = 20.0, max_evaluations: int | None = None):
+    """An op graph's least outer-level traffic over `level`'s capacities (default x2 steps up
+    to the graph's working set), unfused and fused, with the chain's fused bound: a
+    `FusedCurve` (`.points`: capacity, `.unfused` and `.fused` bytes, energy and cycles,
+    regime, the fused kernels; `.thresholds`, `.group_thresholds`, `.bound`), each point a
+    fusion study under bytes with `time_limit` seconds or `max_evaluations` mappings priced;
+    `mapspace`: a constraints preset whose `levels` are added to every op's space. `opgraph`: a
+    preset name, a file's path, the dict such a file holds, or an `OpGraph`. `mapper explain
+    ARCH OPGRAPH --capacity LEVEL` prints it."""
+    from .fusion.capacity_curve import fused_capacity_curve
+    from .fusion.run import mapspace_levels
+    from .load import load_constraints, load_opgraph, opgraph_from_dict
+    from .opgraph import OpGraph
+    graph = opgraph if isinstance(opgraph, OpGraph) else (
+        opgraph_from_dict(opgraph, Where("<op graph dict>")) if isinstance(opgraph, dict) else load_opgraph(opgraph))
+    arch = load_arch(arch)
+    extra = mapspace_levels(arch, graph, load_constraints(mapspace)) if mapspace is not None else ()
+    return fused_capacity_curve(arch, graph, level, capacities, time_limit=time_limit,
+                                max_evaluations=max_evaluations, extra_levels=extra)
 
 
 @dataclass

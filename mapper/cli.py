@@ -300,6 +300,13 @@ def _explain(args) -> int:
     from .explain import explain
     from .explain.report import explain_json, explain_text
     if args.capacity is not None or args.capacities is not None:
+        from .load import names_model, names_opgraph
+        if names_model(args.workload):
+            from .sweep.capacity_model import capacity_command as model_curve
+            return model_curve(args)
+        if names_opgraph(args.workload):
+            from .fusion.capacity_command import capacity_command as graph_curve
+            return graph_curve(args)
         from .explain.capacity_command import capacity_command
         return capacity_command(args, _search_inputs)
     if args.mapping is not None:      # Timeloop's files too, with their ERT (--ert), as evaluate reads them

@@ -23,6 +23,7 @@ from ..bind import check_fits
 from ..cost import evaluate, evaluate_many
 from ..errors import MapperError, SpecError
 from ..inputs import EvaluationInputs, native_evaluation_inputs, native_search_inputs
+from ..load import names_opgraph
 from ..load.files import read_yaml
 from ..mapping import Mapping, to_table
 from ..mapspace import Mapspace
@@ -69,7 +70,7 @@ def run_emit(args) -> int:
     epilogue = epilogue_names(args.epilogue)
     if (args.top > 1 or args.kernel) and args.to != "triton":
         raise EmitError("--top and --kernel are for --to triton")
-    if _is_opgraph(args.workload):
+    if names_opgraph(args.workload):
         from .chain_command import emit_chain
         text, notes = emit_chain(args, _emit_text)
     else:
@@ -86,14 +87,6 @@ def run_emit(args) -> int:
     else:
         sys.stdout.write(text)
     return 0
-
-
-def _is_opgraph(name: str) -> bool:
-    from ..load import is_opgraph, resolve
-    try:
-        return is_opgraph(read_yaml(resolve("workloads", name)))
-    except SpecError:               # reported by the loader the plain path uses
-        return False
 
 
 def _emit_text(args, arch, workload, mapping, epilogue) -> tuple[str, list[str]]:

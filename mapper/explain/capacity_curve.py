@@ -98,10 +98,15 @@ def tensor_sizes(workload: Workload, arch: Arch, level: int) -> dict[str, float]
 
 
 def default_capacities(workload: Workload, arch: Arch, level: int) -> tuple[float, ...]:
-    """Powers of two from the first one holding the whole working set (at `level`'s word sizes)
-    down by x2, `GRID_POINTS` of them: the top point reaches the compulsory floor when the
-    level may keep every tensor."""
-    top = 2.0 ** math.ceil(math.log2(max(1.0, sum(tensor_sizes(workload, arch, level).values()))))
+    """`grid_up_to` the whole working set at `level`'s word sizes: the top point reaches the
+    compulsory floor when the level may keep every tensor."""
+    return grid_up_to(sum(tensor_sizes(workload, arch, level).values()))
+
+
+def grid_up_to(working_set: float) -> tuple[float, ...]:
+    """Powers of two from the first one holding `working_set` bytes down by x2, `GRID_POINTS`
+    of them, none under `SMALLEST_DEFAULT`: the default grid of every capacity curve."""
+    top = 2.0 ** math.ceil(math.log2(max(1.0, working_set)))
     return tuple(c for c in (top / 2 ** i for i in reversed(range(GRID_POINTS))) if c >= SMALLEST_DEFAULT)
 
 
@@ -126,7 +131,7 @@ def capacity_curve(arch: Arch, workload: Workload, constraints, level: str, capa
             continue
         points.append(point)
         previous = (point.mapping,)
-    points, thresholds = _with_regimes(points, sizes)
+    points, thresholds = with_regimes(points, sizes)
     return CapacityCurve(arch, workload, level, arch.level_names[outer], goal.name,
                          sum(sizes.values()), tuple(points), tuple(infeasible), thresholds)
 
@@ -169,15 +174,20 @@ def _floor_from(values: list[float], compulsory: float) -> int | None:
     return first
 
 
-def _with_regimes(points: list[CurvePoint], sizes: dict[str, float]):
-    """The points with their regimes, and the thresholds (see the module's docstring)."""
+def with_regimes(points: list, sizes: dict[str, float], floors: dict[str, float] | None = None,
+                 whole_name: str = "working set"):
+    """The points (each with `capacity`, `outer_bytes`, `tensor_bytes` and `regime`) with their
+    regimes, and the thresholds (see the module's docstring). `floors`: each tensor's least
+    traffic (default its size: every tensor once; an op graph's intermediate kept on chip
+    moves none); the whole curve's floor, named `whole_name`, is their sum."""
     if not points:
         return [], ()
-    firsts = {name: _floor_from([p.tensor_bytes[name] for p in points], size) for name, size in sizes.items()}
-    whole = _floor_from([p.outer_bytes for p in points], sum(sizes.values()))
+    floors = sizes if floors is None else floors
+    firsts = {name: _floor_from([p.tensor_bytes[name] for p in points], floors[name]) for name in sizes}
+    whole = _floor_from([p.outer_bytes for p in points], sum(floors.values()))
     thresholds = [Threshold(name, sizes[name], None if i is None else points[i].capacity, i == 0)
                   for name, i in firsts.items()]
-    thresholds.append(Threshold("working set", sum(sizes.values()),
+    thresholds.append(Threshold(whole_name, sum(floors.values()),
                                 None if whole is None else points[whole].capacity, whole == 0))
     crossed = [i for i in firsts.values() if i]          # thresholds inside the curve (not at its start)
     out = []

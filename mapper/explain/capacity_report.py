@@ -71,7 +71,6 @@ def plot_curve(curve: CapacityCurve, directory) -> Path:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
     import numpy as np
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
@@ -88,18 +87,31 @@ def plot_curve(curve: CapacityCurve, directory) -> Path:
             ax.plot([p.capacity for p in open_points], [p.outer_bytes for p in open_points], "x", color="red",
                     ms=9, label="not proven optimal")
     ax.axhline(curve.compulsory_bytes, color="black", lw=1, label="compulsory (every tensor once)")
-    colours = iter(plt.rcParams["axes.prop_cycle"].by_key()["color"][1:])
     at: dict[float, list[str]] = {}       # one line per capacity, naming all that reach it there
     for t in curve.thresholds:
         if t.capacity is not None and not t.from_start:
             at.setdefault(t.capacity, []).append(f"{t.what} ({size_text(t.size_bytes)})")
-    for capacity, names in at.items():
-        ax.axvline(capacity, lw=1.2, ls="--", color=next(colours, "red"),
-                   label=f"{', '.join(names)}: compulsory from {size_text(capacity)}")
+    mark_capacities(ax, {c: f"{', '.join(names)}: compulsory from {size_text(c)}" for c, names in at.items()})
+    capacity_axes(ax, curve.level, curve.outer,
+                  f"{curve.workload.name} on {curve.arch.name}: {curve.outer} traffic vs {curve.level} capacity")
+    return saved(fig, ax, path)
+
+
+def mark_capacities(ax, labels: dict[float, str]) -> None:
+    """A dashed vertical line at each capacity of `labels`, in the colours after the first
+    (the curve's), its legend entry the label: the thresholds of a capacity curve."""
+    import matplotlib.pyplot as plt
+    colours = iter(plt.rcParams["axes.prop_cycle"].by_key()["color"][1:])
+    for capacity, label in labels.items():
+        ax.axvline(capacity, lw=1.2, ls="--", color=next(colours, "red"), label=label)
+
+
+def capacity_axes(ax, level: str, outer: str, title: str) -> None:
+    """The axes of a capacity curve: log-log, capacities in binary units."""
+    import matplotlib.ticker
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: size_text(x)))
     ax.set_yscale("log")
-    ax.set_xlabel(f"{curve.level} capacity per instance (bytes)")
-    ax.set_ylabel(f"bytes through {curve.outer}")
-    ax.set_title(f"{curve.workload.name} on {curve.arch.name}: {curve.outer} traffic vs {curve.level} capacity", fontsize=10)
-    return saved(fig, ax, path)
+    ax.set_xlabel(f"{level} capacity per instance (bytes)")
+    ax.set_ylabel(f"bytes through {outer}")
+    ax.set_title(title, fontsize=10)

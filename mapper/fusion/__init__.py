@@ -7,5 +7,8 @@ einsums by role), `buffered` (einsums fused through a buffer level, by their sli
 (legal groups and their price),
 `grouping` (the dynamic programme over runs, boundary reasons), `cover` (CP-SAT over any
 legal connected groups), `bound` (the chain lower bound), `run`
-(one study under one search context), `report` (text, JSON, plot), `command` (`mapper fuse`).
+(one study under one search context), `report` (text, JSON, plot), `command` (`mapper fuse`),
+`replay` (a grouping priced again on another arch with its kernels' mappings), `capacity_curve`,
+`capacity_report` and `capacity_command` (`mapper explain OPGRAPH --capacity`: the study per
+capacity, fused and unfused).
 """

@@ -199,10 +199,13 @@ class Grouper:
                           tiling=f"slice {tiling or 'whole'} x{found.plan.iterations}", members=found.members,
                           iterations=found.plan.iterations)
 
-    def priced_groups(self) -> tuple:
-        """Every group of two ops or more priced so far (each legal group's price, each other's
-        refusal), in the order they were first priced."""
-        return tuple((ops, found) for ops, found in self._priced.items() if len(ops) > 1)
+    def slice_plan(self, ops):
+        """The slice plan a group fused through the buffer level is priced with."""
+        return self._plan(ops)
+
+    def priced(self) -> dict:
+        """Every group priced so far: its ops -> its `GroupPrice` or `Refusal`."""
+        return dict(self._priced)
 
     def forget(self) -> None:
         """Drop every group's price (the searches' answers changed: `OpSearches.polish`)."""

@@ -39,7 +39,14 @@ class FuseResult:
     seconds: float
     runs: Grouping                  # the dynamic programme's best over runs of the listed order
     cover_proven: bool              # CP-SAT proved its choice over every connected group
-    candidates: tuple = ()          # (ops, GroupPrice or Refusal) of every group of 2+ ops priced
+    grouper: Grouper | None = None  # what priced the groups (each group's price or refusal)
+
+    @property
+    def candidates(self) -> tuple:
+        """(ops, GroupPrice or Refusal) of every group of two ops or more the study priced, in
+        the order they were first priced."""
+        priced = self.grouper.priced() if self.grouper is not None else {}
+        return tuple((ops, found) for ops, found in priced.items() if len(ops) > 1)
 
 
 def kernel_objective(arch: Arch, objective: str) -> str:
@@ -151,4 +158,4 @@ def fuse(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
     base = unfused(grouper, n)
     return FuseResult(arch, graph, objective, base, best, tuple(boundaries(grouper, best)),
                       chain_bound(arch, graph, searches.level), searches, time.perf_counter() - started,
-                      runs, proven, grouper.priced_groups())
+                      runs, proven, grouper)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import networkx as nx
 
 from ..einsum import parse_einsum
-from ..errors import shown
+from ..errors import SpecError, shown
 from ..limits import MAX_OPS
 from ..opgraph import ELEMENTWISE_FLOPS, REDUCTIONS, STREAMS, GraphTensor, Op, OpGraph
 from ..units import Where
@@ -25,6 +25,28 @@ KINDS = tuple(ELEMENTWISE_FLOPS) + tuple(REDUCTIONS) + tuple(STREAMS)
 
 def is_opgraph(data) -> bool:
     return isinstance(data, dict) and "ops" in data
+
+
+def names_opgraph(name) -> bool:
+    """Whether a workload preset name or file path names an op graph (`ops:`); False where it
+    names nothing readable (the einsum's loader then says why)."""
+    try:
+        return is_opgraph(read_yaml(resolve("workloads", name)))
+    except SpecError:
+        return False
+
+
+def names_model(name) -> bool:
+    """Whether a workload argument names a model (`layers:`): a file, else a workload preset,
+    else a model preset (a workload preset of the same name wins)."""
+    try:
+        data = read_yaml(resolve("workloads", name))
+    except SpecError:
+        try:
+            data = read_yaml(resolve("models", name))
+        except SpecError:
+            return False
+    return isinstance(data, dict) and "layers" in data
 
 
 def load_opgraph(name_or_path) -> OpGraph:
