@@ -57,7 +57,7 @@ def run_fused_capacity_curve(arch, opgraph, level: str, capacities=None, mapspac
     ARCH OPGRAPH --capacity LEVEL` prints it."""
     from .fusion.capacity_curve import fused_capacity_curve
     from .fusion.run import mapspace_levels
-    from .load import load_constraints, load_opgraph, opgraph_from_dict
+    from .load import load_opgraph, opgraph_from_dict
     from .opgraph import OpGraph
     graph = opgraph if isinstance(opgraph, OpGraph) else (
         opgraph_from_dict(opgraph, Where("<op graph dict>")) if isinstance(opgraph, dict) else load_opgraph(opgraph))
