@@ -28,9 +28,9 @@ from .kernels import OpSearches, signature
 
 EINSUM_SHARE = 0.85
 # mappings priced per nominal second of the time limit: a fixed rate, never a measured one (a
-# measured rate would carry the machine's load into every budget). Chosen so that the GPT-3
-# layer's study (docs/RESULTS.md) ends well within its 30 s on one core of this project's
-# machine under load
+# measured rate would carry the machine's load into every budget). Chosen on the GPT-3 layer's
+# study at 30 s (docs/RESULTS.md): 0.4823 J in about 16 CPU seconds; 60,000 and 80,000 gave
+# 0.519 and 0.535 J in 15.7 and 16.9 (a search's set-up, not its pricing, is most of its cost)
 MAPPINGS_PER_SECOND = 100_000
 FINISH_S = 2.0             # kept at the end: the last polish and the choice (nominal seconds, and
                            # wall seconds before the deadline for the group searches' stop)

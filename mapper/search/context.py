@@ -200,14 +200,18 @@ class SearchContext:
         """Refuse up front a search whose mapspace (`space`) takes longer to set up than the
         time left: its per-dim tables are built whole before any step can check the clock, so
         a dim of a million ways to split would carry the search far past its time limit.
-        `BudgetExhausted` says which dim and what time limit would do; nothing under an
-        evaluation budget or without a deadline (the cost is bounded by `limits.MAX_DIM_SPLITS`)."""
+        `BudgetExhausted` says which dim and what time limit would do (on a work clock too: the
+        deadline's stop, recorded); nothing under an evaluation budget or without a deadline (the
+        cost is bounded by `limits.MAX_DIM_SPLITS`)."""
         if space.tables_built:
             return
         rows = space.raw_rows
         needed = sum(rows) / SETUP_ROWS_PER_SECOND
-        if needed <= max(self.seconds_left(), 0.0) + SETUP_GRACE_S:
+        # the wall clock's seconds left, on a work clock too: a refusal here is its stop
+        left = float("inf") if self.deadline is None or self.max_evaluations else self.deadline - time.perf_counter()
+        if needed <= max(left, 0.0) + SETUP_GRACE_S:
             return
+        self._tally.cut = True
         d = max(range(len(rows)), key=rows.__getitem__)
         raise BudgetExhausted(
             f"the search's budget (its time limit) ends before the mapspace of {space.workload.name} on "
