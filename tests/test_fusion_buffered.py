@@ -197,7 +197,9 @@ def test_the_grouping_search_equals_enumeration_with_groups_fused_through_the_bu
     cover, proven = best_cover(grouper, 4)
     assert proven and cover.score == pytest.approx(min(g.score for g in all_covers(grouper, 4)), rel=1e-6)
     lazy = Grouper(grouper.arch, graph, grouper.searches, "energy")
-    chosen, runs, _ = settled(lazy, 4)
+    choice = settled(lazy, 4)
+    chosen, runs = choice.best, choice.runs
+    assert not choice.estimated_only and choice.estimate_gap == 0.0     # no budget: every estimate searched
     assert not any(g.estimated for g in chosen.groups + runs.groups)
     assert chosen.score >= min(best.score, cover.score) * (1 - 1e-9)
     for g in chosen.groups:

@@ -14,10 +14,12 @@ def add_parser(sub) -> None:
     p.add_argument("arch", help="architecture YAML file or preset name")
     p.add_argument("workload", help="op-graph workload (`ops:`) file or preset name, e.g. chain-layernorm-gemm-gelu")
     p.add_argument("--time-limit", type=flags.seconds, default=None,
-                   help=f"seconds for all the op searches together (default {TIME_LIMIT_DEFAULT:.0f})")
+                   help=f"the searches' work budget, S nominal seconds of mappings priced at a fixed rate (the "
+                        f"same inputs give the same result, whatever the machine's load), and a wall-clock stop at "
+                        f"S seconds (default {TIME_LIMIT_DEFAULT:.0f})")
     p.add_argument("--max-evaluations", type=flags.count, default=None, metavar="N",
-                   help="stop the op searches after about N mappings priced in all, on a clock that counts them "
-                        "(the same inputs then give the same result, whatever the machine's load)")
+                   help="stop the op searches after about N mappings priced in all, each search's share of "
+                        "the time limit then N / S mappings a second, with no wall-clock stop")
     p.add_argument("--objective", default="energy", choices=["energy", "cycles", "bytes"],
                    help="what the grouping minimises, summed over kernels (bytes: at the outermost level); "
                         "each kernel's mapping is the joint search's best by the same objective "

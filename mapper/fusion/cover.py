@@ -48,11 +48,12 @@ def candidates(grouper: Grouper, max_group: int) -> list[GroupPrice] | None:
     return out
 
 
-def best_cover(grouper: Grouper, n: int, max_group: int = 6,
-               seconds: float = 10.0) -> tuple[Grouping, bool] | None:
-    """The CP-SAT choice over `candidates` (at most `seconds` of solving) and whether CP-SAT
-    proved it optimal; None when the candidates are too many to enumerate or CP-SAT found no
-    cover in `seconds`."""
+def best_cover(grouper: Grouper, n: int, max_group: int = 6, seconds: float = 10.0,
+               wall_seconds: float | None = None) -> tuple[Grouping, bool] | None:
+    """The CP-SAT choice over `candidates` (at most `seconds` of CP-SAT's deterministic time,
+    one worker: the same model gets the same answer whatever the load; `wall_seconds`, a stop
+    only: the command's deadline) and whether CP-SAT proved it optimal; None when the
+    candidates are too many to enumerate or CP-SAT found no cover in its budget."""
     from ortools.sat.python import cp_model
     groups = candidates(grouper, max_group)
     if groups is None:
@@ -73,7 +74,8 @@ def best_cover(grouper: Grouper, n: int, max_group: int = 6,
         model.Add(position[u] <= position[v])
     model.Minimize(sum(round(s / top * SCALE) * c for s, c in zip(scores, chosen)))
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = seconds
+    solver.parameters.max_deterministic_time = seconds
+    solver.parameters.max_time_in_seconds = max(seconds, 60.0) if wall_seconds is None else wall_seconds
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
     status = solver.Solve(model)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from ..constraints import LevelConstraints, Range
 from ..cost import Evaluation, evaluate
@@ -33,6 +34,12 @@ from ..search.warm import admit
 from ..spec import Arch
 from .price import KernelPrice, from_evaluation
 from .seeds import carried
+
+# the joint search's options for every op's search: no CP-SAT proposals. On a work clock they are
+# solved before the walk, in line (a thread racing the walk would make the result depend on the
+# load), and on the GPT-3 layer's study (docs/RESULTS.md) they took more than half its CPU
+# seconds for the same kernels and the same energy
+JOINT_OPTIONS = MappingProxyType({"seed": 0, "cpsat_seconds": 0.0})
 
 
 def fusion_level(arch: Arch) -> int:
@@ -157,7 +164,7 @@ class OpSearches:
             own = self._own_mapping(i, whole, wl, sizes, space, at)
             if own is not None:
                 return own
-            strategy = make_strategy("joint", {"seed": 0, "incumbents": self._seeds(i, wl, sizes),
+            strategy = make_strategy("joint", {**JOINT_OPTIONS, "incumbents": self._seeds(i, wl, sizes),
                                                "workers": self.workers}, where="fuse")
             result = strategy.run(space, self.objective, self.context.share(seconds))
         except SpecError as exc:

@@ -73,6 +73,13 @@ def fuse_text(result: FuseResult) -> str:
     lines.append(f"grouping search ({result.objective}): runs of the listed order (dynamic programme) "
                  f"{result.runs.score:.6g}; any legal connected groups (CP-SAT, "
                  f"{'proven optimal' if result.cover_proven else 'not proven'}) {result.fused.score:.6g}")
+    if result.estimated_only:
+        lines.append(f"priced by estimate only (the work budget ended before their searches; refused in the choice): "
+                     f"{'; '.join(_names(result, ops) for ops in result.estimated_only)}: with their estimates the "
+                     f"grouping would score {result.estimate_gap:.1%} lower")
+    if result.stopped_by_clock:
+        lines.append("stopped by the time limit (the wall clock): the searches' best so far, which the machine's "
+                     "load may change; a larger --time-limit lets every budget run out first")
     lines += ["", "kernels (fused grouping):"]
     rows = [["group", f"{outer} bytes", "saved vs its ops unfused", "energy pJ", "cycles", f"tile at {level}",
              "mapping", "fused intermediates"]]
@@ -159,6 +166,11 @@ def fuse_json(result: FuseResult) -> dict:
             "unfused": grouping(result.unfused), "fused": grouping(result.fused),
             "lower_bound_outer_bytes": result.bound.outer_bytes,
             "runs_score": result.runs.score, "cover_proven": result.cover_proven,
+            # what the group searches' work budget left priced by estimate only, and its gap
+            "estimated_only": [[result.graph.ops[i].name for i in ops] for ops in result.estimated_only],
+            "estimate_gap": result.estimate_gap,
+            # the wall clock cut a search short (then, and only then, the load shaped the result)
+            "stopped_by": "time_limit" if result.stopped_by_clock else None,
             "boundaries": [{"tensor": b.tensor, "producer": result.graph.ops[b.producer].name,
                             "consumer": result.graph.ops[b.consumer].name, "fused": b.fused,
                             "bytes_unfused": boundary_bytes(result, b),

@@ -2,9 +2,15 @@
 programme over runs of the listed order, then CP-SAT over every legal connected group, the
 better kept), the boundaries and the chain's lower bound, under one search context.
 
-Time: the einsums' searches share 85% of the time limit (each fusable variant counted as one
-more search), the streaming ops the rest; `SearchContext.share` gives each its seconds on one
-deadline.
+Budgets, counted in work, never read off the clock, so that the same command on the same inputs
+gives the same result on a loaded machine or a quiet one: the searches run on a work clock
+(`SearchContext.counting`), MAPPINGS_PER_SECOND mappings priced to each nominal second of the
+time limit. The einsums' searches share 85% of the time limit (each fusable variant counted as
+one more search), the streaming ops the rest; the groups fused through a buffer level are
+searched in the order of their estimated saving per nominal second of search, while the
+command's nominal budget lasts; CP-SAT's choice of groups is capped in its deterministic time.
+The wall-clock deadline only stops: when it fires, each search ends with its best so far, and
+the result says so (`FuseResult.stopped_by_clock`).
 """
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 
 from ..opgraph import OpGraph
-from ..search import SearchContext
+from ..search import Budget, SearchContext
 from ..spec import Arch
 from .bound import ChainBound, chain_bound
 from .cover import best_cover
@@ -21,9 +27,16 @@ from .groups import Grouper
 from .kernels import OpSearches, signature
 
 EINSUM_SHARE = 0.85
-FINISH_S = 2.0             # kept at the end of the searches: the last polish and the choice
-MIN_LEFT_S = 0.5           # seconds before that end under which no further group is searched
-COVER_S, MIN_COVER_S = 10.0, 0.05     # CP-SAT's seconds for the choice of groups, most and least
+# mappings priced per nominal second of the time limit: a fixed rate, never a measured one (a
+# measured rate would carry the machine's load into every budget). Chosen on the GPT-3 layer's
+# study at 30 s (docs/RESULTS.md): 0.4823 J in about 16 CPU seconds; 60,000 and 80,000 gave
+# 0.519 and 0.535 J in 15.7 and 16.9 (a search's set-up, not its pricing, is most of its cost)
+MAPPINGS_PER_SECOND = 100_000
+FINISH_S = 2.0             # kept at the end: the last polish and the choice (nominal seconds, and
+                           # wall seconds before the deadline for the group searches' stop)
+MIN_LEFT_S = 0.5           # nominal seconds of the budget under which no further group is searched
+COVER_S, MIN_COVER_S = 10.0, 0.05     # CP-SAT's choice of groups: deterministic seconds; wall seconds
+                                      # at least, past the deadline (a stop only)
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,12 @@ class FuseResult:
     seconds: float
     runs: Grouping                  # the dynamic programme's best over runs of the listed order
     cover_proven: bool              # CP-SAT proved its choice over every connected group
+    # groups whose estimate placed them in the best grouping but which the budget left unsearched
+    # (so refused in the choice), and how far that grouping's score, with their estimates, lies
+    # below the choice's: the gap the unsearched groups leave
+    estimated_only: tuple[tuple[int, ...], ...] = ()
+    estimate_gap: float = 0.0
+    stopped_by_clock: bool = False  # the wall-clock deadline cut a search short: the load shaped it
     grouper: Grouper | None = None  # what priced the groups (each group's price or refusal)
 
     @property
@@ -47,6 +66,17 @@ class FuseResult:
         the order they were first priced."""
         priced = self.grouper.priced() if self.grouper is not None else {}
         return tuple((ops, found) for ops, found in priced.items() if len(ops) > 1)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The grouping search's answer: the better grouping, the runs' one, whether CP-SAT proved
+    its own, and what the group searches' budget left unsearched (`FuseResult`)."""
+    best: Grouping
+    runs: Grouping
+    proven: bool
+    estimated_only: tuple[tuple[int, ...], ...] = ()
+    estimate_gap: float = 0.0
 
 
 def kernel_objective(arch: Arch, objective: str) -> str:
@@ -82,28 +112,34 @@ def searches_for(arch: Arch, graph: OpGraph, context: SearchContext, time_limit:
                       extra_levels=extra_levels, workers=workers)
 
 
-def best_of(grouper: Grouper, n: int) -> tuple[Grouping, Grouping, bool]:
+def best_of(grouper: Grouper, n: int) -> Choice:
     """The better of the dynamic programme's and CP-SAT's groupings, the programme's, and
-    whether CP-SAT proved its own. CP-SAT solves until the searches' deadline (at most
-    COVER_S, at least MIN_COVER_S): the choice must not carry the command past its limit."""
+    whether CP-SAT proved its own. CP-SAT solves for at most COVER_S of its deterministic time
+    (the same answer whatever the load), stopped at the searches' deadline (at least
+    MIN_COVER_S): the choice must not carry the command past its limit."""
     runs = best_grouping(grouper, n)
-    seconds = min(COVER_S, max(MIN_COVER_S, grouper.searches.context.seconds_left()))
-    found = best_cover(grouper, n, seconds=seconds)
+    context = grouper.searches.context
+    wall = None if context.deadline is None else max(MIN_COVER_S, context.deadline - time.perf_counter())
+    found = best_cover(grouper, n, seconds=COVER_S, wall_seconds=wall)
+    context.past_deadline()             # recorded when the stop cut the solve
     if found is None:                   # too many connected groups to price: the runs' choice
-        return runs, runs, False
+        return Choice(runs, runs, False)
     cover, proven = found
-    return (cover if cover.score < runs.score else runs), runs, proven
+    return Choice(cover if cover.score < runs.score else runs, runs, proven)
 
 
-def settled(grouper: Grouper, n: int) -> tuple[Grouping, Grouping, bool]:
+def settled(grouper: Grouper, n: int, budget: Budget | None = None) -> Choice:
     """The groupings, the groups fused through a buffer level searched lazily. Each round
     chooses the best grouping with every such group not yet searched priced by its estimate
     (`buffered.estimate`: its ops' own kernels, less the intermediates' traffic, plus the
     inputs read again) and searches the slices of the estimated groups it chose, the largest
-    saving per second of search first (`Grouper.search_seconds`), on a deadline FINISH_S before the command's (kept for the last polish and
-    the choice); the rounds end when the choice holds no estimate or that deadline has
-    passed. Then the choice over the groups whose prices are their own searches' (the others
-    refused: `not searched`): optimal over the groups searched."""
+    saving per nominal second of search first (`Grouper.search_seconds`, from the searches'
+    shares), while `budget` (on the work clock; None: none) leaves MIN_LEFT_S; the rounds end when the
+    choice holds no estimate or the budget is spent. Then the choice over the groups whose
+    prices are their own searches' (the others refused: `not searched`): optimal over the
+    groups searched, and the estimated groups left in the last round's choice reported with
+    the gap they leave. The wall clock only stops the searches, FINISH_S before the command's
+    deadline (kept for the last polish and the choice)."""
     if not grouper.slices_possible():
         return best_of(grouper, n)
     searches, searched = grouper.searches, grouper.searched
@@ -111,51 +147,67 @@ def settled(grouper: Grouper, n: int) -> tuple[Grouping, Grouping, bool]:
     if context.deadline is not None:          # a share: the same tally, Ctrl-C and budget
         searches.context = replace(context, deadline=context.deadline - FINISH_S)
     try:
-        while _time_left(searches.context):
+        while True:
             grouper.slices = "estimate"
-            best, runs, _ = best_of(grouper, n)
-            estimated = {g.ops: g for g in best.groups + runs.groups if g.estimated and g.ops not in searched}
-            # the largest saving per second of search first
-            pending = sorted(estimated, key=lambda ops: (estimated[ops].score(grouper.objective) - sum(
-                grouper.price((i,)).score(grouper.objective) for i in ops)) / max(grouper.search_seconds(ops), 1e-3))
-            if not pending:
+            estimate = best_of(grouper, n)
+            pending = _by_saving(grouper, estimate)
+            if not pending or not _work_left(searches.context, budget):
                 break
             grouper.slices = "searched"
             for ops in pending:
-                if not _time_left(searches.context):
+                if not _work_left(searches.context, budget):
                     break
                 searched.add(ops)
                 grouper.price(ops)
     finally:
         searches.context = context
     grouper.slices = "searched"
-    return best_of(grouper, n)
+    final = best_of(grouper, n)
+    if not pending:
+        return final
+    gap = max(0.0, final.best.score - estimate.best.score) / final.best.score if final.best.score else 0.0
+    return replace(final, estimated_only=tuple(pending), estimate_gap=gap)
 
 
-def _time_left(context: SearchContext) -> bool:
-    """Whether the deadline leaves MIN_LEFT_S for another group's searches (read off the clock:
-    `SearchContext.stopped` would count the stretch since its last check, a whole search, as
-    one step of the next search's look-ahead)."""
-    return context.deadline is None or context.deadline - time.perf_counter() > MIN_LEFT_S
+def _by_saving(grouper: Grouper, choice: Choice) -> list[tuple[int, ...]]:
+    """The estimated groups of `choice` not yet searched, the largest saving (estimated, against
+    their ops apart) per nominal second of search first; ties in the order the choice lists them."""
+    estimated = {g.ops: g for g in choice.best.groups + choice.runs.groups
+                 if g.estimated and g.ops not in grouper.searched}
+    objective = grouper.objective
+    return sorted(estimated, key=lambda ops: (estimated[ops].score(objective) - sum(
+        grouper.price((i,)).score(objective) for i in ops)) / max(grouper.search_seconds(ops), 1e-3))
+
+
+def _work_left(context: SearchContext, budget: Budget | None) -> bool:
+    """Whether the group searches' budget (on the work clock) leaves MIN_LEFT_S for another
+    group's searches, and the wall clock has not stopped the searches."""
+    return not context.past_deadline() and (budget is None or budget.deadline is None or context.clock() + MIN_LEFT_S <= budget.deadline)
 
 
 def fuse(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
-         objective: str = "energy", extra_levels: tuple = (), workers: int | None = None) -> FuseResult:
+         objective: str = "energy", extra_levels: tuple = (), workers: int | None = None, *,
+         rate: float = MAPPINGS_PER_SECOND) -> FuseResult:
     """`extra_levels`: per-level constraints (`mapspace_levels`: a mapspace preset's `levels`,
     e.g. keeps by role) added to every op's space; `workers`: cores each op's joint search may
-    fork onto (None: this machine's; a sweep running studies side by side gives each one)."""
+    fork onto (None: this machine's; a sweep running studies side by side gives each one).
+    `rate`: mappings priced per nominal second of `time_limit` (the work clock's; an evaluation
+    budget's context keeps its own)."""
     started = time.perf_counter()
+    context = context.counting(rate)
+    budget = context.budget(max(time_limit - FINISH_S, 0.0))
     searches = searches_for(arch, graph, context, time_limit, extra_levels, objective, workers)
     grouper = Grouper(arch, graph, searches, objective)
     n = len(graph.ops)
     unfused(grouper, n)                       # every op searched on its own first
     if searches.polish():                      # each answer against the others' carried to it
         grouper.forget()
-    best, runs, proven = settled(grouper, n)
-    if (context.deadline is None or time.perf_counter() < context.deadline) and searches.polish():
+    choice = settled(grouper, n, budget)
+    if not context.past_deadline() and searches.polish():
         grouper.forget()
-        best, runs, proven = best_of(grouper, n)
+        choice = replace(best_of(grouper, n), estimated_only=choice.estimated_only, estimate_gap=choice.estimate_gap)
     base = unfused(grouper, n)
-    return FuseResult(arch, graph, objective, base, best, tuple(boundaries(grouper, best)),
+    return FuseResult(arch, graph, objective, base, choice.best, tuple(boundaries(grouper, choice.best)),
                       chain_bound(arch, graph, searches.level), searches, time.perf_counter() - started,
-                      runs, proven, grouper)
+                      choice.runs, choice.proven, choice.estimated_only, choice.estimate_gap,
+                      context.stopped_by_clock, grouper)

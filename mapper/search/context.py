@@ -10,6 +10,10 @@ A context holds
   advances by `time_limit / max_evaluations` seconds per mapping priced, not on the wall clock,
   so every decision a strategy takes on its budget (and so its result) is independent of the
   machine's load; the time limit then means that many mappings;
+- a work clock (`counting(rate)`): the same clock counting mappings priced, at a fixed `rate`
+  per nominal second, with the wall-clock deadline kept only as a stop. Every decision is taken
+  by counts; the deadline, when it fires, ends the searches with their best so far, and
+  `stopped_by_clock` says so (the only way the load can then shape the result);
 - the running tally (`_Tally`): the rows the cost model priced through `price()`, Ctrl-C
   (`interrupt()`), and the look-ahead of the deadline checks.
 
@@ -70,6 +74,7 @@ class _Tally:
         self.priced = 0
         self.interrupted = False
         self.expired = False                # the deadline (or its look-ahead) was reached
+        self.cut = False                    # ... and stopped a search (`stopped_by_clock`)
         self.last_check: float | None = None
         self.steps: list[float] = []        # the last STEP_WINDOW stretches between checks
 
@@ -102,6 +107,14 @@ class SearchContext:
         return cls(time_limit if time_limit is not None else NOMINAL_SECONDS, max_evaluations or None,
                    deadline, since)
 
+    def counting(self, rate: float) -> "SearchContext":
+        """This context on a work clock: every budget of its searches counted in mappings
+        priced, `rate` of them per nominal second, the deadline kept only as a stop (the same
+        tally). An evaluation budget's context is already on one and is returned as it is."""
+        if self.per_evaluation is not None:
+            return self
+        return replace(self, per_evaluation=1.0 / rate)
+
     def share(self, seconds: float | None) -> "SearchContext":
         """A sub-search's context: `seconds` of its own (None: none), everything else shared."""
         return replace(self, time_limit=seconds)
@@ -127,8 +140,9 @@ class SearchContext:
         return self._tally.priced * self.per_evaluation
 
     def seconds_left(self) -> float:
-        """Wall seconds to the deadline; infinite without one (an evaluation budget, a library
-        call), so that decisions taken on it never depend on the machine's load there."""
+        """Wall seconds to the deadline; infinite without one or on a counting clock (an
+        evaluation budget, a work clock, a library call), so that decisions taken on it never
+        depend on the machine's load there."""
         if self.deadline is None or self.per_evaluation is not None:
             return float("inf")
         return self.deadline - time.perf_counter()
@@ -167,26 +181,37 @@ class SearchContext:
             # at most half of what is left) and would end the search a second early
             ahead = sorted(tally.steps)[-2] if len(tally.steps) > 1 else 0.0
             tally.expired = now + ahead > self.deadline
+        tally.cut = tally.cut or tally.expired
         return tally.expired
+
+    @property
+    def stopped_by_clock(self) -> bool:
+        """Whether the wall-clock deadline stopped a search of this context (or its shares):
+        on a work clock, the one way the machine's load can have shaped the result."""
+        return self._tally.cut
 
     def wall_stopped(self) -> bool:
         """`stopped()` by the wall-clock deadline or Ctrl-C, never by an evaluation budget: for
         checks that only keep a step within the time limit (slicing a batch, skipping a
         wind-down), so that under an evaluation budget what is priced stays as it was."""
-        return self.interrupted or (self.per_evaluation is None and self.stopped())
+        return self.interrupted or (self.max_evaluations is None and self.stopped())
 
     def require_setup(self, space) -> None:
         """Refuse up front a search whose mapspace (`space`) takes longer to set up than the
         time left: its per-dim tables are built whole before any step can check the clock, so
         a dim of a million ways to split would carry the search far past its time limit.
-        `BudgetExhausted` says which dim and what time limit would do; nothing under an
-        evaluation budget or without a deadline (the cost is bounded by `limits.MAX_DIM_SPLITS`)."""
+        `BudgetExhausted` says which dim and what time limit would do (on a work clock too: the
+        deadline's stop, recorded); nothing under an evaluation budget or without a deadline (the
+        cost is bounded by `limits.MAX_DIM_SPLITS`)."""
         if space.tables_built:
             return
         rows = space.raw_rows
         needed = sum(rows) / SETUP_ROWS_PER_SECOND
-        if needed <= max(self.seconds_left(), 0.0) + SETUP_GRACE_S:
+        # the wall clock's seconds left, on a work clock too: a refusal here is its stop
+        left = float("inf") if self.deadline is None or self.max_evaluations else self.deadline - time.perf_counter()
+        if needed <= max(left, 0.0) + SETUP_GRACE_S:
             return
+        self._tally.cut = True
         d = max(range(len(rows)), key=rows.__getitem__)
         raise BudgetExhausted(
             f"the search's budget (its time limit) ends before the mapspace of {space.workload.name} on "
@@ -195,11 +220,15 @@ class SearchContext:
             f"give a time limit of {math.ceil(needed + 1)} s or more")
 
     def past_deadline(self) -> bool:
-        """Ctrl-C, or the wall-clock deadline passed; never an evaluation budget, and no
-        look-ahead (nothing recorded): for set-up steps that would carry a search past its time
-        limit and that a search may skip or cut short (its bounds then weaker, still valid)."""
-        return self.interrupted or (self.per_evaluation is None and self.deadline is not None
-                                    and time.perf_counter() > self.deadline)
+        """Ctrl-C, or the wall-clock deadline passed (recorded: `stopped_by_clock`); never an
+        evaluation budget, and no look-ahead: for set-up steps that would carry a search past its
+        time limit and that a search may skip or cut short (its bounds then weaker, still valid)."""
+        if self.interrupted:
+            return True
+        if self.max_evaluations is not None or self.deadline is None or time.perf_counter() <= self.deadline:
+            return False
+        self._tally.cut = True
+        return True
 
     def stop_reason(self) -> StopReason:
         """What ends the searches of this context."""

@@ -80,6 +80,8 @@ class Proposals:
             solver, collector, worker, outcome = self.solve
             _wait(solver, worker, self.context)
             self.solve = None
+            if self.context is not None:
+                self.context.past_deadline()        # recorded when the wall-clock cap cut the solve
             ok = outcome and outcome[0] in (cp_model.OPTIMAL, cp_model.FEASIBLE) and collector.solutions
             if ok:
                 index = np.array(collector.solutions, np.int64).T                       # (D, S)
@@ -118,8 +120,9 @@ def start(space: Mapspace, context: SearchContext, time_limit: float, favour_par
         return none
     solver = cp_model.CpSolver()
     # a deterministic-time budget keeps the proposals reproducible while the wall-clock
-    # `time_limit` does not bind first
-    solver.parameters.max_deterministic_time = deterministic_time
+    # `time_limit` does not bind first; on a counting clock the cap itself is in deterministic time
+    counted = context.per_evaluation is not None
+    solver.parameters.max_deterministic_time = min(deterministic_time, time_limit) if counted else deterministic_time
     solver.parameters.max_time_in_seconds = wall_cap
     solver.parameters.catch_sigint_signal = False   # Ctrl-C is the CLI's: it keeps the best so far
     solver.parameters.num_workers = 1      # deterministic under the seed
@@ -282,10 +285,11 @@ def _build_clock(context: SearchContext):
 
 def _wall_seconds(context: SearchContext, time_limit: float) -> float:
     """The solver's wall-clock cap: within the command's time limit (half of what is left);
-    under an evaluation budget only the deterministic budget binds, so the proposals do not
-    depend on the machine's load."""
+    on a counting clock (an evaluation budget, a work clock) only the deterministic budget binds,
+    so the proposals do not depend on the machine's load, the deadline kept as a stop."""
     if context.per_evaluation is not None:
-        return max(60.0, 10 * time_limit)
+        cap = max(60.0, 10 * time_limit)
+        return cap if context.deadline is None else max(0.01, min(cap, context.deadline - time.perf_counter()))
     if context.deadline is not None:      # at most half of what is left: the walk needs the rest
         return max(0.01, min(time_limit, (context.deadline - time.perf_counter()) / 2))
     return time_limit
