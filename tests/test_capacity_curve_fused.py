@@ -11,7 +11,7 @@ import pytest
 import mapper
 from mapper.cli import main
 from mapper.explain.capacity_curve import arch_with_capacity
-from mapper.fusion.capacity_curve import SOURCES, fused_capacity_curve
+from mapper.fusion.capacity_curve import SOURCES, STUDY_SECONDS, fused_capacity_curve
 from mapper.fusion.replay import pins_of, repriced
 from mapper.fusion.run import fuse
 from mapper.load import load_arch, load_opgraph
@@ -20,7 +20,7 @@ from mapper.search import SearchContext
 TWO_LEVEL = "tests/data/two-level-arch.yaml"
 CHAINS = ["tests/data/chain-tiny-gemm-bias-relu.yaml", "tests/data/chain-tiny-layernorm-gemm-gelu.yaml",
           "tests/data/chain-tiny-attention.yaml"]
-BUDGET = 300             # mappings priced per point: deterministic, a few seconds per curve
+BUDGET = 3000             # mappings priced per point: deterministic, a few seconds per curve
 SLACK = 1e-9
 
 
@@ -56,8 +56,8 @@ def test_a_point_searched_is_the_fusion_study_run_directly_at_that_capacity(chai
     capacities = (64.0, 512.0)
     curve = fused_capacity_curve(arch, graph, "Buffer", capacities, max_evaluations=BUDGET)
     for p in curve.points:
-        direct = fuse(arch_with_capacity(arch, 1, p.capacity), graph, SearchContext.for_command(None, BUDGET),
-                      20.0, "bytes")
+        direct = fuse(arch_with_capacity(arch, 1, p.capacity), graph, SearchContext.for_command(STUDY_SECONDS, BUDGET),
+                      STUDY_SECONDS, "bytes")
         assert p.fused.outer_bytes <= direct.fused.score               # never worse than the study
         if p.source == "search":
             assert p.fused.outer_bytes == direct.fused.score
