@@ -117,7 +117,7 @@ def test_fronts_over_chain_rows_are_the_brute_force_fronts_with_unfused_candidat
 
 
 def test_results_pareto_plot_writes_a_png_per_front_labelled_with_the_front(swept, tmp_path, capsys):
-    from mapper.sweep.pareto_plot import draw_front
+    from mapper.sweep.pareto_plot import draw_front, point_labels
     from mapper.sweep.plots import pyplot
     out = tmp_path / "plots"
     assert main(["results", "--db", str(swept[0]), "--pareto", "energy,cycles,area", "--plot", str(out)]) == 0
@@ -129,7 +129,9 @@ def test_results_pareto_plot_writes_a_png_per_front_labelled_with_the_front(swep
     (found,) = fronts(swept[1], tuple(c for _, c in figures))
     plt = pyplot()
     fig, labelled = draw_front(plt, found, figures)
-    front_labels = [found.candidates[i].label for i in found.kept]
+    texts, varied = point_labels(found)
+    front_labels = [texts[i] for i in found.kept]
+    assert varied and all("=" not in text for text in texts)      # one grid: the values alone
     assert len(fig.axes) == 3 and labelled == [front_labels] * 3
     for ax in fig.axes:       # what is written on the axes is the front's labels, and nothing else
         assert sorted(t.get_text().replace("\n", "") for t in ax.texts) == sorted(front_labels)

@@ -12,6 +12,7 @@ import itertools
 from pathlib import Path
 from types import MappingProxyType
 
+from .arch_grid import changes_of
 from .fronts import Front
 from .plots import pyplot, safe_name
 
@@ -29,12 +30,28 @@ def _axis(name: str, column: str) -> str:
     return f"{name} ({unit})" if unit else name
 
 
+def point_labels(found: Front) -> tuple[list[str], str]:
+    """What is written beside each candidate, and what the values name: where every candidate
+    varies the same fields, their values alone (`64MiB, 512x128`), the fields said once in the
+    title; otherwise each candidate's whole label."""
+    changes = [changes_of(c.arch)[1] for c in found.candidates]
+    paths = {tuple(path for path, _ in ch) for ch in changes}
+    if len(paths) != 1 or not next(iter(paths)):
+        return [c.label for c in found.candidates], ""
+    labels = []
+    for c, ch in zip(found.candidates, changes):
+        rest = c.label[c.label.index("]") + 1:] if c.label.startswith("[") else ""
+        labels.append(", ".join(value for _, value in ch) + rest)
+    return labels, ", ".join(next(iter(paths)))
+
+
 def draw_front(plt, found: Front, figures: tuple[tuple[str, str], ...]):
     """The figure of one front; returns it and, per panel, the labels written on it (those of
     the front's points, in the front's order)."""
     pairs = list(itertools.combinations(range(len(figures)), 2))
     fig, axes = plt.subplots(1, len(pairs), figsize=(6.4 * len(pairs), 5.2), squeeze=False)
     kept = set(found.kept)
+    texts, varied = point_labels(found)
     labelled = []
     for ax, (a, b) in zip(axes[0], pairs):
         (name_a, col_a), (name_b, col_b) = figures[a], figures[b]
@@ -49,11 +66,11 @@ def draw_front(plt, found: Front, figures: tuple[tuple[str, str], ...]):
             ax.scatter([xs[i]], [ys[i]], color=f"C{rank % 10}", s=42, marker="x" if unfused else "o", zorder=3)
             # one change a line; left out of the layout, so long labels do not squeeze the axes
             right = xs[i] > (min(xs) + max(xs)) / 2      # a label in the right half reads leftwards
-            note = ax.annotate(found.candidates[i].label.replace(",", ",\n"), (xs[i], ys[i]), fontsize=7,
+            note = ax.annotate(texts[i] if varied else texts[i].replace(",", ",\n"), (xs[i], ys[i]), fontsize=7,
                                xytext=(-4 if right else 4, 4), textcoords="offset points",
                                ha="right" if right else "left", color=f"C{rank % 10}")
             note.set_in_layout(False)
-            written.append(found.candidates[i].label)
+            written.append(texts[i])
         labelled.append(written)
         ax.set_xscale("log" if _log(xs) else "linear")
         ax.set_yscale("log" if _log(ys) else "linear")
@@ -63,8 +80,9 @@ def draw_front(plt, found: Front, figures: tuple[tuple[str, str], ...]):
         if dominated:
             ax.legend(fontsize=7)
     names = ", ".join(name for name, _ in figures)
+    points = f"\npoints labelled by {varied}" if varied else ""
     fig.suptitle(f"Pareto front of {found.kind} {found.subject} over {names}: {len(found.kept)} of "
-                 f"{len(found.candidates)} points (lower is better)", fontsize=10)
+                 f"{len(found.candidates)} points (lower is better){points}", fontsize=10)
     fig.tight_layout()
     return fig, labelled
 
