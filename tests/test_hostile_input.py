@@ -21,6 +21,7 @@ to run N per test (the larger run by hand; scripts/fuzz_cli.py runs thousands th
 from __future__ import annotations
 
 import contextlib
+import functools
 import copy
 import itertools
 import io
@@ -52,10 +53,24 @@ NOT_ABOUT_A_FILE = (r"^mapper: error: (op [^:]*: no mapping: )?(no mapping of .*
 
 def _scaled(quick: int, full: int, *given_args, **given_kwargs):
     """`quick` inputs in the default run, `full` in the slow run (`tests/scaled.py`);
-    HOSTILE_EXAMPLES=N runs N in both, drawn at random instead of derandomized."""
-    return quick_and_full(EXAMPLES or quick, EXAMPLES or full, *given_args, **given_kwargs,
-                          hypothesis_settings={"derandomize": not EXAMPLES,
-                                               "suppress_health_check": list(HealthCheck), "database": None})
+    HOSTILE_EXAMPLES=N runs N in both, drawn at random instead of derandomized. Every drawn
+    input must reach the CLI (`_reaches_the_cli`)."""
+    scaled = quick_and_full(EXAMPLES or quick, EXAMPLES or full, *given_args, **given_kwargs,
+                            hypothesis_settings={"derandomize": not EXAMPLES,
+                                                 "suppress_health_check": list(HealthCheck), "database": None})
+    return lambda body: scaled(_reaches_the_cli(body))
+
+
+def _reaches_the_cli(body):
+    """The body, failing where a drawn input never reached `run_cli` (a body that returns
+    early would pass without testing anything); counted per input, in the process that runs
+    it, so it holds under pytest-xdist too."""
+    @functools.wraps(body)
+    def counted(*args, **kwargs):
+        before = TRIED["inputs"]
+        body(*args, **kwargs)
+        assert TRIED["inputs"] > before, f"{body.__name__}: a drawn input never reached the CLI"
+    return counted
 
 
 ARCH = {
@@ -306,11 +321,6 @@ def test_mutated_arch_searches(folder, data):
     run_cli(["search", str(files["arch"]), str(files["workload"]), "--strategy", strategy,
              "--time-limit", "1", "--json"] + (["--samples", "2000"] if strategy == "random" else []),
             list(files.values()))
-
-
-def test_report_how_many_inputs_were_tried():
-    print(f"\nhostile inputs tried: {TRIED['inputs']}")
-    assert TRIED["inputs"] > 0 or os.environ.get("PYTEST_XDIST_WORKER")
 
 
 @st.composite
