@@ -202,3 +202,33 @@ def test_no_module_holds_mutable_state():
             if _state(getattr(module, attribute)):
                 held.append(f"{name}.{attribute}: {type(getattr(module, attribute)).__name__}")
     assert not held, "module-level mutable state:\n" + "\n".join(held)
+
+
+def _documented_layers() -> list[list[str]]:
+    """docs/SEARCH.md's layer table: each row's modules, as full names. A row lists names in
+    backticks; `.x` after `a.b.c` is `a.b.x`, `pkg/` is the package `pkg`."""
+    text = (PACKAGE.parent / "docs" / "SEARCH.md").read_text()
+    table = text.split("| layer | modules |", 1)[1].split("\n\n", 1)[0]
+    rows = []
+    for line in table.splitlines()[2:]:
+        names, last = [], None
+        for name in re.findall(r"`([A-Za-z_.][\w./]*)`", line.split("|")[2]):
+            if name.startswith(".") and last:
+                name = last.rsplit(".", 1)[0] + name
+            name = name.rstrip("/").replace("/", ".")
+            last = name
+            names.append(name if name == "mapper" else "mapper." + name)
+        rows.append(names)
+    return rows
+
+
+def test_the_documented_layers_are_the_layers_checked():
+    """docs/SEARCH.md's table names every layer prefix of LAYERS, in an order that never goes
+    down, and nothing else: the table cannot drift from what this test enforces."""
+    documented = _documented_layers()
+    names = [name for row in documented for name in row]
+    checked = {prefix for prefixes in LAYERS for prefix in prefixes}
+    assert set(names) == checked, (sorted(checked - set(names)), sorted(set(names) - checked))
+    index = {prefix: i for i, prefixes in enumerate(LAYERS) for prefix in prefixes}
+    order = [index[name] for name in names]
+    assert order == sorted(order), "the table lists the layers out of order"
