@@ -12,6 +12,7 @@ import mapper
 from mapper.cli import main
 from mapper.explain.capacity_curve import arch_with_capacity
 from mapper.fusion.capacity_curve import SOURCES, STUDY_SECONDS, fused_capacity_curve
+from mapper.fusion.capacity_report import fused_curve_json, fused_curve_text
 from mapper.fusion.replay import pins_of, repriced
 from mapper.fusion.run import fuse
 from mapper.load import load_arch, load_opgraph
@@ -181,3 +182,18 @@ def test_the_command_takes_a_model(capsys):
     assert out["model"] == "tiny-chain-model" and [p["capacity_bytes"] for p in out["points"]] == [16, 128]
     assert main(["explain", TWO_LEVEL, "tests/data/sweep-tiny-chain-model.yaml", "--capacity", "DRAM"]) == 2
     assert capsys.readouterr().err.startswith("mapper: error: --capacity")
+
+
+def test_a_point_the_wall_clock_stopped_says_so():
+    """A study the time limit cut short is not the deterministic answer: the point, its text and
+    its JSON say so, with the groups it left priced by estimate."""
+    curve = fused_capacity_curve(load_arch(TWO_LEVEL), load_opgraph(CHAINS[2]), "Buffer", (64.0,), time_limit=0.05)
+    (point,) = curve.points
+    assert point.stopped_by_clock and point.estimated_only
+    text = fused_curve_text(curve)
+    assert "64 B: its study was stopped by the time limit" in text
+    assert "+".join(point.estimated_only[0]) in text
+    data = fused_curve_json(curve)["points"][0]
+    assert data["stopped_by"] == "time_limit" and data["estimated_only"] == [list(g) for g in point.estimated_only]
+    settled = _curve(CHAINS[2], capacities=(64.0,)).points[0]       # a counted budget: never stopped
+    assert not settled.stopped_by_clock

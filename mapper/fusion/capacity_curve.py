@@ -61,6 +61,10 @@ class FusedPoint:
     legal: tuple[tuple[str, ...], ...]       # groups of several ops priced legal (fitting) here
     grouping: Grouping
     seconds: float
+    # the study's time limit stopped it (the wall clock: the machine's load shaped this point),
+    # leaving these groups priced by estimate only (refused in its choice)
+    stopped_by_clock: bool = False
+    estimated_only: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,8 @@ def _point(arch, graph, capacity, previous, time_limit, max_evaluations, extra):
     legal = _legal(study, best)
     point = FusedPoint(capacity, _figures(unfused), _figures(best), best.score, _tensor_bytes(graph, best), "",
                        source, tuple(_names(graph, g) for g in best.groups),
-                       tuple(t for g in best.groups for t in g.fused), legal, best, time.perf_counter() - started)
+                       tuple(t for g in best.groups for t in g.fused), legal, best, time.perf_counter() - started,
+                       study.stopped_by_clock, tuple(tuple(graph.ops[i].name for i in ops) for ops in study.estimated_only))
     return point, (own, tuple(g.ops for g in best.groups), pins())
 
 

@@ -59,6 +59,7 @@ def fused_curve_text(curve: FusedCurve) -> str:
              f"every capacity); the graph's working set (every tensor once) {size_text(curve.working_set_bytes)}"]
     if curve.infeasible:
         lines.append("no mapping of some op fits at " + ", ".join(size_text(c) for c in curve.infeasible))
+    lines += [stopped_line(p) for p in curve.points if p.stopped_by_clock]
     lines.append("thresholds:")
     lines += [f"  {fused_threshold_line(t, curve)}" for t in curve.thresholds]
     if curve.group_thresholds:
@@ -72,6 +73,17 @@ def fused_curve_text(curve: FusedCurve) -> str:
     return "\n".join(lines)
 
 
+def stopped_line(point) -> str:
+    """What a point's study stopped by the time limit leaves out: the wall clock (a short limit
+    or a loaded machine), not the work budget, ended it, so the point is not the one the same
+    inputs always give, and a longer limit (or --max-evaluations) may fuse more."""
+    left = "; groups left priced by estimate only: " + ", ".join("+".join(g) for g in point.estimated_only) \
+        if point.estimated_only else ""
+    return (f"{size_text(point.capacity)}: its study was stopped by the time limit before its work budget was "
+            f"spent (the wall clock shaped this point){left}; a larger --time-limit, or --max-evaluations, "
+            f"searches them")
+
+
 def _figures(f) -> dict:
     return {"outer_bytes": f.outer_bytes, "energy_pj": f.energy_pj, "cycles": f.cycles}
 
@@ -83,7 +95,9 @@ def fused_curve_json(curve: FusedCurve) -> dict:
             "points": [{"capacity_bytes": p.capacity, "unfused": _figures(p.unfused), "fused": _figures(p.fused),
                         "regime": p.regime, "source": p.source, "groups": [list(g) for g in p.groups],
                         "on_chip": list(p.kept), "fitting_groups": [list(g) for g in p.legal],
-                        "tensor_bytes": p.tensor_bytes, "seconds": p.seconds} for p in curve.points],
+                        "tensor_bytes": p.tensor_bytes, "seconds": p.seconds,
+                        "stopped_by": "time_limit" if p.stopped_by_clock else None,
+                        "estimated_only": [list(g) for g in p.estimated_only]} for p in curve.points],
             "thresholds": [{"what": t.what, "size_bytes": t.size_bytes, "capacity_bytes": t.capacity,
                             "from_start": t.from_start, "intermediate": t.what in curve.graph.intermediates}
                            for t in curve.thresholds],
