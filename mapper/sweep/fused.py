@@ -152,5 +152,11 @@ def _study(point: ChainPoint, cores: int | None) -> dict:
             "edp": fused["energy_pj"] * fused["cycles"], "optimal": int(data["cover_proven"]),
             "cost": {"unfused": totals(data["unfused"]), "fused": totals(fused),
                      "candidates": data["candidates"], "fusion_level": data["fusion_level"],
-                     "lower_bound_outer_bytes": data["lower_bound_outer_bytes"]},
-            "notes": [f"{'+'.join(g['ops'])}: {note}" for g in fused["groups"] for note in g["notes"]]}
+                     "lower_bound_outer_bytes": data["lower_bound_outer_bytes"],
+                     # the wall clock cut the study short: not the answer the same inputs always give
+                     "stopped_by": data["stopped_by"], "estimated_only": data["estimated_only"],
+                     "estimate_gap": data["estimate_gap"]},
+            "notes": [f"{'+'.join(g['ops'])}: {note}" for g in fused["groups"] for note in g["notes"]]
+            + ([f"stopped by the time limit before its work budget was spent; priced by estimate only: "
+                f"{', '.join('+'.join(ops) for ops in data['estimated_only']) or 'none'}"]
+               if data["stopped_by"] else [])}
