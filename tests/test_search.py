@@ -81,8 +81,11 @@ def test_strategies_valid_and_never_beat_exhaustive(name, objective, optimum):
             assert not result.optimal
 
 
-@pytest.mark.parametrize("strategy", strategies() + [Joint(workers=1, name="joint-one-core")],
-                         ids=lambda s: s.name)
+# joint on one core, where what it prices is compared too: this space is below the joint
+# search's threshold for several cores, where Joint() is that same walk (several cores return
+# one mapping: test_parallel)
+@pytest.mark.parametrize("strategy", [s for s in strategies() if s.name != "joint"]
+                         + [Joint(workers=1, name="joint-one-core")], ids=lambda s: s.name)
 def test_deterministic(strategy):
     arch, workload, constraints = SPACES["gemm-bypass"]
     space = Mapspace(arch, workload, constraints)
