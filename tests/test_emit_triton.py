@@ -21,8 +21,16 @@ from mapper.load.mapping import load_mapping
 # before triton is imported: its own library functions (tl.sigmoid) are decorated at import time
 os.environ.setdefault("TRITON_INTERPRET", "1")
 pytestmark = pytest.mark.triton
-triton = pytest.importorskip("triton", reason="triton not installed: pip install -e '.[triton]' (the triton extra)")
-torch = pytest.importorskip("torch", reason="torch not installed: pip install -e '.[triton]' (the triton extra)")
+torch = None        # imported by the fixture below
+
+
+@pytest.fixture(scope="module", autouse=True)
+def triton_and_torch():
+    """Imported once a test here runs, not when the default run collects this file and leaves
+    its tests out (torch alone takes seconds to import, in each worker)."""
+    global torch
+    pytest.importorskip("triton", reason="triton not installed: pip install -e '.[triton]' (the triton extra)")
+    torch = pytest.importorskip("torch", reason="torch not installed: pip install -e '.[triton]' (the triton extra)")
 
 GUARD = 3
 

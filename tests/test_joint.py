@@ -2,7 +2,7 @@
 its warm starts from outside, and the local search that feeds it incumbents."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import strategies as st
 
 from mapper.constraints import Constraints, LevelConstraints
 from mapper.cost import evaluate_many
@@ -261,8 +261,7 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
         assert (refined >= bound).all() and (refined <= score * (1 + 1e-9)).all(), depth
 
 
-@settings(max_examples=20, deadline=None)
-@given(st.data())
+@quick_and_full(6, 40, st.data())
 def test_bounds_in_a_keep_part_stay_below_its_mappings(data):
     """The same inside the parts the walk is split into (`joint/parts.py`), where every level's
     keep set is fixed and the bounds charge, from the root down, what each level must hold:

@@ -4,6 +4,7 @@ the depth-1 nodes they became are walked, so that the workers still cover every 
 failed worker's units are walked by the parent; worker 0's polished dives, the cap on greedy's
 start and the local search going on from another worker's better mapping change how soon the
 optimum comes, never which."""
+import functools
 import os
 
 import numpy as np
@@ -29,10 +30,17 @@ from test_parallel import lose_worker_one_mid_walk
 BYPASS = Constraints(levels=(("every", LevelConstraints(bypass=True)),))
 
 
-def _space(objective="energy", shape=(4, 4, 2)):
+def _space(objective="energy", shape=(4, 2, 2)):
     arch = load_arch("toy")
     space = Mapspace(arch, gemm(*shape), BYPASS)
     return space, parse_objective(objective, arch)
+
+
+@functools.cache
+def _optimum():
+    """Exhaustive search's result on `_space()`, which three tests compare with (computed once
+    a process)."""
+    return Exhaustive().run(*_space())
 
 
 def _setup(space, objective, context=None, **tuning):
@@ -52,7 +60,7 @@ def _rows(table):
 def test_workers_across_parts_walk_every_leaf_once(tmp_path):
     """Units at the parts' roots: the leaves two workers offer together are those one walk
     offers, each once (a shared key that prunes nothing)."""
-    space, objective = _space(shape=(4, 2, 2))
+    space, objective = _space(shape=(2, 2, 2))
     setup = _setup(space, objective)
     parts = _parts(setup)
     assert parts is not None and len(parts) > 2
@@ -89,7 +97,7 @@ def test_units_a_failed_worker_held_across_parts_are_walked_by_the_parent(monkey
     poor = from_table(space.sample(1, np.random.default_rng(0)), 0)
     result = Joint(parts_above=0, parallel_above=0, workers=2, warm_start=False, cpsat_seconds=0,
                    local_search=False, dives=0, incumbents=(poor,)).run(space, objective)
-    exact = Exhaustive().run(space, objective)
+    exact = _optimum()
     assert any("walked in" in note and "parts" in note for note in result.notes)
     assert any("worker 1 failed (RuntimeError: lost)" in note for note in result.notes)
     assert result.optimal and result.mapping == exact.mapping
@@ -99,7 +107,7 @@ def test_polished_dives_into_parts_end_after_their_patience():
     """Holding the optimum already, the polished dives find nothing better: they end after
     `polished_dive_patience` of them, where quick ones go on to `dive_patience`."""
     space, objective = _space()
-    exact = Exhaustive().run(space, objective)
+    exact = _optimum()
     made = {}
     for polish in (True, False):
         setup = _setup(space, objective, polished_dive_patience=2, dive_patience=5)
@@ -175,7 +183,7 @@ def test_the_local_search_outdone_while_it_improves_goes_on():
     incumbent.share(_Better(key, when=lambda: incumbent.score < start))
     event = incumbents.local_search(Joint(), Walk(_setup(space, objective, context), incumbent))
     assert event.rounds >= 1 and incumbent.score <= key[0] and not incumbent.outdone()
-    assert Exhaustive().run(space, objective).score <= incumbent.score == event.after
+    assert _optimum().score <= incumbent.score == event.after
 
 
 def test_the_local_search_outdone_before_it_improves_stops():

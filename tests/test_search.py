@@ -68,7 +68,8 @@ def test_strategies_valid_and_never_beat_exhaustive(name, objective, optimum):
     space = Mapspace(arch, workload, constraints)
     best = optimum(name, objective)
     for strategy in strategies():
-        result = strategy.run(space, parse_objective(objective, arch))
+        # exhaustive's own result is the fixture's (the same search, run once)
+        result = best if strategy.name == "exhaustive" else strategy.run(space, parse_objective(objective, arch))
         table = to_table([result.mapping], len(workload.dims), len(workload.tensors))
         assert evaluate_many(arch, workload, table).valid[0] and space.valid_mask(table)[0]
         assert result.evaluation.fits()
@@ -80,8 +81,11 @@ def test_strategies_valid_and_never_beat_exhaustive(name, objective, optimum):
             assert not result.optimal
 
 
-@pytest.mark.parametrize("strategy", strategies() + [Joint(workers=1, name="joint-one-core")],
-                         ids=lambda s: s.name)
+# joint on one core, where what it prices is compared too: this space is below the joint
+# search's threshold for several cores, where Joint() is that same walk (several cores return
+# one mapping: test_parallel)
+@pytest.mark.parametrize("strategy", [s for s in strategies() if s.name != "joint"]
+                         + [Joint(workers=1, name="joint-one-core")], ids=lambda s: s.name)
 def test_deterministic(strategy):
     arch, workload, constraints = SPACES["gemm-bypass"]
     space = Mapspace(arch, workload, constraints)
@@ -99,9 +103,9 @@ def test_deterministic(strategy):
 def test_time_budget_is_honoured(strategy):
     space = Mapspace(load_arch("h100"), load_workload("gemm-4096"))
     start = time.perf_counter()
-    result = strategy.run(space, parse_objective("energy", space.arch), SearchContext(1.0))
+    result = strategy.run(space, parse_objective("energy", space.arch), SearchContext(0.5))
     elapsed = time.perf_counter() - start
-    assert elapsed < 1.0 + 8.0          # the limit plus set-up (funnel, warm start) and one batch
+    assert elapsed < 0.5 + 8.0          # the limit plus set-up (funnel, warm start) and one batch
     assert not result.complete
     if strategy.name == "joint":
         assert result.lower_bound is not None and result.lower_bound <= result.score

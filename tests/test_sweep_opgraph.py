@@ -141,7 +141,7 @@ def test_results_pareto_plot_writes_a_png_per_front_labelled_with_the_front(swep
 def test_a_mixed_list_and_model_totals_are_the_hand_sum(tmp_path, capsys):
     db = tmp_path / "m.sqlite"
     assert main(["sweep", str(ARCH), "--model", str(MODEL), "--phase", "prefill", "--fuse", "--workload", str(CHAIN),
-                 "--gemm", "m=4 n=4 k=4", "--strategy", "greedy", *GRID, "--jobs", "2", "--db", str(db), "--quiet",
+                 "--gemm", "m=4 n=4 k=4", "--strategy", "greedy", *GRID, "--jobs", "1", "--db", str(db), "--quiet",
                  *BUDGET]) == 0
     with Store(db) as store:
         rows = store.rows()

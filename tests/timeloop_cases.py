@@ -5,6 +5,7 @@ mappings. The conversion goes through mapper's YAML dict formats, so it exercise
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,11 @@ from mapper.units import Where
 CASES_FILE = Path(__file__).parent / "data" / "timeloop_cases.yaml"
 
 
+@functools.cache
 def load_cases() -> list[dict]:
-    return yaml.safe_load(CASES_FILE.read_text())["cases"]
+    """The cases, read once a process (several test files collect their parameters from them)
+    with libyaml's safe loader where PyYAML has it (the file is large: a second in pure Python)."""
+    return yaml.load(CASES_FILE.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["cases"]
 
 
 def _is_dummy(level: dict) -> bool:
