@@ -16,10 +16,12 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from .spec import Workload
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 # elementwise kinds and their arithmetic per output element (estimates: GELU in its tanh form,
 # SiLU x*sigmoid(x) as exp, add, divide, multiply); `map` is any other elementwise function (its
@@ -116,7 +118,9 @@ class OpGraph:
     @cached_property
     def graph(self) -> nx.DiGraph:
         """Nodes: op indices; an edge i -> j for every tensor op i produces and op j reads
-        (attribute `tensors`: their names)."""
+        (attribute `tensors`: their names). networkx is imported here, where a graph is built:
+        at the top it was a fifth of every command's start-up (docs/RESULTS.md)."""
+        import networkx as nx
         g = nx.DiGraph()
         g.add_nodes_from(range(len(self.ops)))
         for j, op in enumerate(self.ops):

@@ -116,8 +116,13 @@ def test_a_factor_choice_above_the_leaves_is_bounded_below_every_completion_of_i
     """For every factor choice of the depth-1 nodes (whose children are partial nodes): the
     bound before the L2's orders are crossed in (`PartialOrderFreeCut.bounds`) and the bound
     from the choice's split over the SMs (`CopiesCut`, as energy) lie below the least energy
-    among the choice's completions; and the latter cuts none whose completions beat a bar."""
-    arch = _gpu_like()
+    among the choice's completions, and the former's cycles bound below their fewest cycles,
+    the same whether each keep option is priced at its fewest stages or at every stage count;
+    and the copies bound cuts none whose completions beat a bar."""
+    spec = _gpu_like_dict()
+    for level, bandwidth in zip(spec["levels"], ("4 B/cycle", "2 B/cycle", "1 B/cycle")):
+        level["bandwidth"] = bandwidth          # so that the traffic's time bounds the cycles
+    arch = arch_from_dict(spec, W)
     space = Mapspace(arch, workload, Constraints())
     tree = LevelTree(space)
     objective = parse_objective("energy", arch)
@@ -130,14 +135,21 @@ def test_a_factor_choice_above_the_leaves_is_bounded_below_every_completion_of_i
     copies = copies_cut.CopiesCut(walk, nodes, np.zeros(len(nodes)))
     parents, groups, choices = factor_choices(tree, nodes)
     allowed = tree._fitting_choices(choices)
-    energy, _ = partial.bounds(choices, allowed, parents)
+    priced = partial._priced_options(allowed)
+    assert priced.sum() < allowed.sum() and not (priced & ~allowed).any()
+    energy, cycles = partial.bounds(choices, priced, parents)
+    every_energy, every_cycles = partial.bounds(choices, allowed, parents)
+    assert np.array_equal(energy, every_energy) and np.array_equal(cycles, every_cycles)
     completions, origin = _completions(tree, space, tree.expand(choices, 1, allowed=allowed)[0])
     choice_of = tree.expand(choices, 1, allowed=allowed)[1][origin]
-    least = np.full(len(choices), np.inf)
-    np.minimum.at(least, choice_of, evaluate_many(arch, workload, completions).energy_pj)
+    costs = evaluate_many(arch, workload, completions)
+    least, fewest = np.full(len(choices), np.inf), np.full(len(choices), np.inf)
+    np.minimum.at(least, choice_of, costs.energy_pj)
+    np.minimum.at(fewest, choice_of, costs.cycles)
     finite = np.isfinite(least)
     assert finite.sum() > 20
     assert (energy[finite] <= least[finite] * (1 + 1e-9)).all()
+    assert (cycles[finite] <= fewest[finite] * (1 + 1e-9)).all() and (cycles[finite] > 0).all()
     # the copies bound: beaten exactly where its energy exceeds the bar, never above a completion
     dropped = 0
     for bar in np.quantile(least[finite], [0.1, 0.5, 0.9]):

@@ -9,8 +9,6 @@ is given, and every check of a plain einsum workload (`load.workload`).
 """
 from __future__ import annotations
 
-import networkx as nx
-
 from ..einsum import parse_einsum
 from ..errors import SpecError, shown
 from ..limits import MAX_OPS
@@ -200,6 +198,7 @@ def _check_shapes(op: Op, where: Where, shapes: dict) -> None:
 
 
 def _check_dag(graph: OpGraph, where: Where) -> None:
+    import networkx as nx       # where a graph is read only (`OpGraph.graph`)
     g = graph.graph
     try:
         cycle = nx.find_cycle(g)

@@ -92,7 +92,7 @@ class CpsatProposed(Event):
 
 @dataclass(frozen=True)
 class CpsatSkipped(Event):
-    reason: Literal["import", "padded extents", "walk ended"]
+    reason: Literal["import", "padded extents", "walk ended", "walk ended first"]
     kind: ClassVar[str] = "cpsat_skipped"
 
     def text(self) -> str:
@@ -100,6 +100,8 @@ class CpsatSkipped(Event):
             return "CP-SAT proposals skipped: importing OR-Tools left too little time"
         if self.reason == "padded extents":
             return "CP-SAT proposals skipped (padded extents)"
+        if self.reason == "walk ended first":
+            return "CP-SAT proposals not started: the walk ended before they were due"
         return "CP-SAT stopped: the walk ended before it answered"
 
 

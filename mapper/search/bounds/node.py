@@ -105,6 +105,7 @@ class _Known(NamedTuple):
     exposed_read: np.ndarray
     exposed_write: np.ndarray
     by_tensor: np.ndarray | None = None     # (T, N) the decided traffic's energy, tensor by tensor
+    moved: np.ndarray | None = None         # (2, T, L, N) `read` and `write`, tensor by tensor
 
 class _Open(NamedTuple):
     """The bound on what is still open below a node, beside what the cycles bound and the
@@ -186,12 +187,14 @@ def split_terms(space: Mapspace, depth: int, table: MappingTable, costs: Costs, 
                       links.innermost.node_split(depth, table))
 
 def order_free_parts(space: Mapspace, depth: int, table: MappingTable, costs: Costs,
-                     links: LinkBounds) -> tuple[np.ndarray, np.ndarray]:
+                     links: LinkBounds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A node's energy bound in two parts: (T, N) the decided traffic's energy tensor by
     tensor, which the loop order of the level above the node changes, and (N,) what no such
     order changes: the MACs' energy, the innermost level's bound (under the node's split
     over fanouts that share nothing) and the link bounds of the levels between, without the
-    node's refetches (`joint/order_free.py` takes each tensor's least over a few orders)."""
+    node's refetches (`joint/order_free.py` takes each tensor's least over a few orders);
+    and (2, T, L, N) the decided traffic's bytes per instance, read and written at each
+    level, tensor by tensor (what its cycles bound takes the least of)."""
     shares = valid_shares(space, table)
     macs = least_macs(space, table, depth)
     known = _known(space, depth, table, costs, shares, macs)
@@ -205,7 +208,7 @@ def order_free_parts(space: Mapspace, depth: int, table: MappingTable, costs: Co
                        for j in range(depth + 1, n_levels - 1)), np.zeros(len(table)))
         inner_share = shares.least if may_draw_masked(space, shares, n_levels) else 1.0
         rest = rest + innermost * inner_share + between
-    return known.by_tensor, rest
+    return known.by_tensor, rest, known.moved
 
 def _cycles(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | None, open_: _Open,
             compute_on: ComputeOn, requests: np.ndarray | None) -> np.ndarray:
@@ -265,9 +268,10 @@ def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs, share
     arch, workload = space.arch, space.workload
     n_levels, n = len(arch.levels), len(table)
     by_tensor = np.zeros((len(workload.tensors), n))
-    known_read, known_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
+    moved = np.zeros((2, len(workload.tensors), n_levels, n))     # summed over tensors at the end
     exposed_read, exposed_write = np.zeros((n_levels, n)), np.zeros((n_levels, n))
     for t, tensor in enumerate(workload.tensors):
+        known_read, known_write = moved[0, t], moved[1, t]
         child = np.full(n, -1)                  # nearest decided level below that keeps t
         for lv in range(min(depth, n_levels - 1), -1, -1):
             level = arch.levels[lv]
@@ -296,7 +300,8 @@ def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs, share
             child = np.where(kept, lv, child)
     # the energy of the fewest MACs any completion runs, and of the decided traffic
     energy = macs * arch.compute.energy_per_mac + by_tensor.sum(axis=0)
-    return _Known(energy, known_read, known_write, exposed_read, exposed_write, by_tensor)
+    read, write = moved.sum(axis=1)
+    return _Known(energy, read, write, exposed_read, exposed_write, by_tensor, moved)
 
 def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | None, known: _Known,
           shares: ValidShares | None, with_operand: bool = True) -> _Open:

@@ -76,8 +76,9 @@ class OrderFreeCut:
         nodes, k, tree = self.nodes, self.nodes.depth, self.walk.tree
         choices = Nodes(k + 1, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages, nodes.keeps)))
         allowed = self.allowed = tree._fitting_choices(choices)
-        # only where the orders priced here are at most half of what the choice expands to
-        mine = tree.expansions(choices, k, allowed, order_rows=self._order_rows)
+        priced = self._priced_options(allowed)
+        # only where the rows priced here are at most half of what the choice expands to
+        mine = tree.expansions(choices, k, priced, order_rows=self._order_rows)
         worth = np.flatnonzero(WORTH * mine <= tree.expansions(choices, k, allowed))
         out = np.zeros(len(parents), bool)
         if not len(worth):
@@ -85,8 +86,13 @@ class OrderFreeCut:
         # priced a slice's rows at a time (`Walk.chunk_rows`), so that memory stays bounded
         for piece in in_pieces(mine[worth], self.walk.chunk_rows(k + 1)):
             rows = worth[piece]
-            out[rows] = self._beaten(choices.take(rows), allowed[rows], parents[rows], bar)
+            out[rows] = self._beaten(choices.take(rows), priced[rows], parents[rows], bar)
         return out
+
+    def _priced_options(self, allowed: np.ndarray) -> np.ndarray:
+        """The next level's stage and keep options the bound prices (of those `allowed`): all
+        of them."""
+        return allowed
 
     def _beaten(self, choices: Nodes, allowed: np.ndarray, parents: np.ndarray, bar: tuple) -> np.ndarray:
         energy, cycles = self.bounds(choices, allowed, parents)
@@ -135,18 +141,39 @@ class PartialOrderFreeCut(OrderFreeCut):
     is at least its decided traffic's, tensor by tensor, plus what no loop order of the
     node's level changes (the MACs, the innermost level's bound under the child's splits,
     the links between; `bounds.node.order_free_parts`), so each tensor's least over
-    `tensor_best_orders` bounds it, with the node's cycles bound. On h100 ResNet-50 conv1,
-    pricing the children of the depth-1 nodes with every order of the L2's loops was most of
-    the walk, and most of them were then pruned (docs/RESULTS.md)."""
+    `tensor_best_orders` bounds it; its cycles bound is at least every level's time with the
+    decided bytes that each tensor's least over those orders moves through it, none exposed
+    (as the leaves' cut bounds them), and its parent's. On h100 ResNet-50 conv1, pricing the
+    children of the depth-1 nodes with every order of the L2's loops was most of the walk,
+    and most of them were then pruned; on h100's GEMMs the L2's time with the fewest bytes
+    each tensor sends to the SMs rules out most factor choices of the L2 (docs/RESULTS.md).
+
+    A level's stage count changes no traffic (only what fits, and what is exposed, which the
+    bound takes as nothing), so each keep option is priced at its fewest stages that fit:
+    with more, the same choice fits no better (`tree.feasible` grows with the stages).
+    """
 
     def __init__(self, walk: "Walk", nodes: Nodes, known_cycles: np.ndarray):
         super().__init__(walk, nodes, known_cycles)
         self._leak = leak_per_cycle(walk.space.arch)
+        choice = walk.space.choices[nodes.depth + 1]
+        self._fewest_first = np.argsort(choice.stages, kind="stable")     # stage options, fewest first
+        self._keep_options = len(choice.keeps)
 
     @staticmethod
     def applies(walk: "Walk", nodes: Nodes) -> bool:
         """Whether the nodes' children are partial nodes and the objective has a cost bound."""
         return nodes.depth + 1 < walk.tree.leaf_depth and walk.objective.kind != "bytes"
+
+    def _priced_options(self, allowed: np.ndarray) -> np.ndarray:
+        """Per keep option allowed, its fewest stages allowed only ((N, stages x keeps), laid out
+        as `LevelTree._fitting_choices` lays them out)."""
+        n = len(allowed)
+        by_stage = allowed.reshape(n, -1, self._keep_options)[:, self._fewest_first]     # (N, S, K)
+        first = by_stage & (np.cumsum(by_stage, axis=1) == 1)
+        priced = np.zeros_like(by_stage)
+        priced[:, self._fewest_first] = first
+        return priced.reshape(n, -1)
 
     def bounds(self, choices: Nodes, allowed: np.ndarray, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         walk, space, tree = self.walk, self.walk.space, self.walk.tree
@@ -159,12 +186,16 @@ class PartialOrderFreeCut(OrderFreeCut):
         table = table.take(kept)
         costs = walk.context.price(space.arch, space.workload, table)
         walk.incumbent.evaluated += len(kept)
-        by_tensor, rest = order_free_parts(space, self.nodes.depth + 1, table, costs, walk.links)
+        by_tensor, rest, moved = order_free_parts(space, self.nodes.depth + 1, table, costs, walk.links)
         choice_of = choice_of[kept]
         first = np.flatnonzero(np.r_[True, choice_of[1:] != choice_of[:-1]])
         priced = choice_of[first]
-        cycles = self.known_cycles[parents[priced]]
         least = [np.minimum.reduceat(values, first, axis=-1) for values in (by_tensor, rest)]
+        read, write = np.minimum.reduceat(moved, first, axis=-1).sum(axis=1)       # (L, M) each
+        arch = space.arch
+        cycles = self.known_cycles[parents[priced]]
+        for lv, level in enumerate(arch.levels):
+            cycles = np.maximum(cycles, level_time(level, arch.cycle_rule, 0.0, read[lv], write[lv], 0.0, 0.0))
         out[0][priced] = least[0].sum(axis=0) + least[1] + self._leak * cycles
         out[1][priced] = cycles
         return out

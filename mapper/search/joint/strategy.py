@@ -161,14 +161,18 @@ class Joint:
         setup, incumbent, context = walk.setup, walk.incumbent, walk.context
         space = setup.space
         in_order = context.per_evaluation is not None or context.time_limit is None
-        # CP-SAT solves in a thread while the search goes on, and the walk offers its
-        # proposals once they are ready
-        cpsat = None
+        cpsat = _Cpsat(self, walk, events)
         if incumbents.cpsat_wanted(self, walk):
-            cpsat = incumbents.start_cpsat(self, space, walk.objective, incumbent, context)
             if in_order:                # before the rest, which it may start from
-                events.append(incumbents.offer_proposals(space, incumbent, cpsat, context))
-                cpsat = None
+                events.append(incumbents.offer_proposals(
+                    space, incumbent, incumbents.start_cpsat(self, space, walk.objective, incumbent, context), context))
+            else:
+                # solved in a thread once the walk has gone on for `walk_polish_after`, and
+                # offered by the walk once ready: where the walk proves the optimum sooner it
+                # is not started at all (on h100's GEMMs it found nothing within its cap, and
+                # its import and thread took a core from the walk; docs/RESULTS.md)
+                cpsat.deferred = True
+                walk.run_later(cpsat.start)
         improve_incumbent = lambda: incumbents.improve_incumbent(self, walk, parts, funnel, events)  # noqa: E731
         # walked whole, worker 0's local search comes before its walk (it is what finds a large
         # array's optimum); in parts (on several cores, or one under an evaluation budget) only
@@ -189,21 +193,42 @@ class Joint:
             incumbents.dives(self, walk, parts, events, polish=False)
             if setup.worker == 0:       # one core: later, from inside the walk
                 walk.run_later(improve_incumbent)
-        if isinstance(cpsat, Event):
-            events.append(cpsat)
-        elif cpsat is not None:     # still solving (its first solution may come after its cap):
-            def offer(proposals):   # offered by the walk as soon as they are ready
-                before = incumbent.key
-                events.append(incumbents.offer_proposals(space, incumbent, proposals, context))
-                if self.local_search and incumbent.key != before:
-                    improve(space, incumbent, context.budget(self.tuning.part_polish_seconds), seed=self.seed,
-                            stop=walk.budget.spent)
-            walk.offer_when_ready(cpsat, offer)
         try:
             return walk.walk_parts(parts)
         finally:
             if walk.end_hooks():        # the walk ended before CP-SAT answered: no longer wanted
                 events.append(CpsatSkipped("walk ended"))
+            elif cpsat.deferred and not cpsat.due:
+                events.append(CpsatSkipped("walk ended first"))
+
+
+class _Cpsat:
+    """CP-SAT's proposals started from inside a walk (`Walk.run_later`): solved in a thread,
+    offered by the walk as soon as they are ready (its first solution may come after its cap),
+    and polished by a short local search when they improve the incumbent."""
+
+    def __init__(self, joint: Joint, walk: Walk, events: list[Event]):
+        self.joint, self.walk, self.events = joint, walk, events
+        self.deferred = self.due = False    # given to the walk to start; started (or not wanted by then)
+
+    def start(self) -> None:
+        joint, walk, events = self.joint, self.walk, self.events
+        space, incumbent, context = walk.setup.space, walk.incumbent, walk.context
+        self.due = True
+        if not incumbents.cpsat_wanted(joint, walk):        # too little time left by now
+            return
+        proposals = incumbents.start_cpsat(joint, space, walk.objective, incumbent, context)
+        if isinstance(proposals, Event):
+            events.append(proposals)
+            return
+
+        def offer(proposals):
+            before = incumbent.key
+            events.append(incumbents.offer_proposals(space, incumbent, proposals, context))
+            if joint.local_search and incumbent.key != before:
+                improve(space, incumbent, context.budget(joint.tuning.part_polish_seconds), seed=joint.seed,
+                        stop=walk.budget.spent)
+        walk.offer_when_ready(proposals, offer)
 
 
 def _random_draws(space: Mapspace, incumbent: Incumbent) -> None:

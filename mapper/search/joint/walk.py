@@ -73,9 +73,10 @@ class Walk:
         self.open_bounds: list[float] = []
         self.polish = setup.polish
         self._proposals = None      # (CP-SAT solving meanwhile, what to do with its answer)
-        self._deferred = None       # run once by the walk, when it has gone on for a while
-        self._deferred_after = setup.tuning.walk_polish_after     # (seconds of the walk,
-        self._deferred_at = np.inf  # the budget clock)
+        # (seconds into the walk on the budget clock, job): each run once by the walk, when it
+        # has gone on for that long; `_due` the same with the clock readings, once it started
+        self._deferred: list[tuple[float, Callable[[], None]]] = []
+        self._due: list[tuple[float, Callable[[], None]]] = []
         self._polished_at = -np.inf
         self.polish_seconds = 0.0   # wall seconds spent polishing, left out of the chunks' timing
         self._row_seconds: dict[int, float] = {}    # depth -> wall seconds per child row, last chunk
@@ -98,15 +99,13 @@ class Walk:
     def run_later(self, job: Callable[[], None], after: float | None = None) -> None:
         """Run `job` once, between slices, once the walk has gone on for a while
         (`walk_polish_after`, or `after` seconds of the budget clock; its state is kept as it
-        was around it)."""
-        self._deferred = job
-        if after is not None:
-            self._deferred_after = after
+        was around it). Jobs due at once run in the order they were given."""
+        self._deferred.append((self.setup.tuning.walk_polish_after if after is None else after, job))
 
     def end_hooks(self) -> bool:
         """Forget what was to run later; True when CP-SAT's proposals were still awaited (they
         are cancelled: no longer wanted)."""
-        self._deferred = None
+        self._deferred, self._due = [], []
         if self._proposals is None:
             return False
         self._proposals[0].cancel()
@@ -119,7 +118,8 @@ class Walk:
         longer than a whole quick walk (docs/RESULTS.md)."""
         tuning, clock = self.setup.tuning, self.context.clock()
         self._polished_at = clock - tuning.polish_every + tuning.walk_polish_after
-        self._deferred_at = clock + self._deferred_after
+        self._due = [(clock + after, job) for after, job in self._deferred]
+        self._deferred = []
         claims = self.setup.claims
         if claims is None:
             return self.search_parts(parts)
@@ -259,8 +259,12 @@ class Walk:
             proposals, offer = self._proposals
             self._proposals = None
             offer(proposals)
-        if self._deferred is not None and self.context.clock() >= self._deferred_at:
-            deferred, self._deferred = self._deferred, None
+        while self._due:
+            now = self.context.clock()
+            due = next((i for i, (at, _) in enumerate(self._due) if now >= at), None)
+            if due is None:
+                break
+            _, deferred = self._due.pop(due)
             state = self.space, self.tree, self.links, self.part_key
             try:
                 deferred()
