@@ -27,9 +27,15 @@ def capacity_command(args, read_inputs) -> int:
     curve = capacity_curve(found.arch, found.workload, found.constraints, args.capacity, grid,
                            objective=args.objective, time_limit=args.time_limit,
                            max_evaluations=args.max_evaluations, options={"cpsat_seconds": args.cpsat_seconds})
-    plots = [str(plot_curve(curve, args.plot))] if args.plot else []
+    return print_curve(args, curve, curve_json, curve_text, plot_curve)
+
+
+def print_curve(args, curve, as_json, as_text, plot) -> int:
+    """A curve as `--json` or text, with its plot where `--plot DIR` asks (an einsum's curve or
+    an op graph's: each gives its own three forms)."""
+    plots = [str(plot(curve, args.plot))] if args.plot else []
     if args.json:
-        print(strict_json({**curve_json(curve), "plots": plots}))
+        print(strict_json({**as_json(curve), "plots": plots}))
     else:
-        print(curve_text(curve) + "".join(f"\nwrote {p}" for p in plots))
+        print(as_text(curve) + "".join(f"\nwrote {p}" for p in plots))
     return 0

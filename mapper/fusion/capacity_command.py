@@ -4,10 +4,9 @@ op graph from the command line (an einsum's curve is `explain.capacity_command`'
 from __future__ import annotations
 
 from ..errors import SpecError
-from ..explain.capacity_command import capacity_grid
+from ..explain.capacity_command import capacity_grid, print_curve
 from ..explain.capacity_curve import curve_level
 from ..load import load_arch, load_constraints, load_opgraph
-from ..report import strict_json
 from .capacity_curve import OBJECTIVE, fused_capacity_curve
 from .capacity_report import fused_curve_json, fused_curve_text, plot_fused_curve
 from .run import mapspace_levels
@@ -26,9 +25,4 @@ def capacity_command(args) -> int:
     extra = mapspace_levels(arch, graph, load_constraints(args.mapspace)) if args.mapspace else ()
     curve = fused_capacity_curve(arch, graph, args.capacity, grid, time_limit=args.time_limit,
                                  max_evaluations=args.max_evaluations, extra_levels=extra)
-    plots = [str(plot_fused_curve(curve, args.plot))] if args.plot else []
-    if args.json:
-        print(strict_json({**fused_curve_json(curve), "plots": plots}))
-    else:
-        print(fused_curve_text(curve) + "".join(f"\nwrote {p}" for p in plots))
-    return 0
+    return print_curve(args, curve, fused_curve_json, fused_curve_text, plot_fused_curve)

@@ -58,16 +58,17 @@ def _level_energies(data, capacity: float, where: Where, tech: Technology) -> tu
     if per_access == "auto" and per_byte == "auto":
         raise (where / "energy").error("give `energy: auto` (per access) or `energy_per_byte: auto`, not both")
     if per_byte == "auto":
-        pj, source = energy_per_byte_auto(capacity, where / "energy_per_byte", tech)
-        return _energies(per_access, where / "energy"), (pj,) * 3, source
+        read, write, source = energy_per_byte_auto(capacity, where / "energy_per_byte", tech)
+        return _energies(per_access, where / "energy"), (read, write, write), source
     if per_access == "auto":
         if data.get("word_bits") is None:
             raise (where / "energy").error("`auto` per access needs the level's word: add `word_bits` (or say "
                                            "`energy_per_byte: auto`: each tensor's words at their own width)")
         words = positive_int(data.get("block_size", 1), where / "block_size")
         bits = positive_int(data["word_bits"], where / "word_bits", limit=1024)
-        pj, source = energy_per_byte_auto(capacity, where / "energy", tech)
-        return (pj * words * bits / 8,) * 3, _energies(per_byte, where / "energy_per_byte"), source
+        read, write, source = energy_per_byte_auto(capacity, where / "energy", tech)
+        per_word = words * bits / 8
+        return (read * per_word, write * per_word, write * per_word), _energies(per_byte, where / "energy_per_byte"), source
     return _energies(per_access, where / "energy"), _energies(per_byte, where / "energy_per_byte"), ""
 
 

@@ -33,11 +33,20 @@ def technology(data, where: Where) -> Technology:
         die_area_source=text(data.get("die_area_source", ""), where / "die_area_source"))
 
 
+def _required(value, where: Where, hint: str):
+    """A `technology:` figure an `auto` needs, or its refusal saying how to give it."""
+    if value is None:
+        raise where.error(f"`auto` needs {hint}")
+    return value
+
+
 def _node(tech: Technology, where: Where) -> float:
-    if tech.node_nm is None:
-        raise where.error("`auto` needs the technology node: add `technology: {node_nm: 7}` to the "
-                          "architecture")
-    return tech.node_nm
+    return _required(tech.node_nm, where, "the technology node: add `technology: {node_nm: 7}` to the architecture")
+
+
+def _mac_dtype(tech: Technology, where: Where) -> str:
+    return _required(tech.mac_dtype, where, "the MAC's type: add `mac_dtype: bf16` (or int8, int16, fp16, fp32) "
+                     "under `technology:`")
 
 
 def level_area(data, capacity: float, where: Where, tech: Technology) -> tuple[float | None, str]:
@@ -64,13 +73,6 @@ def level_area(data, capacity: float, where: Where, tech: Technology) -> tuple[f
     return area, f"auto: SRAM of the capacity at {tech.node_nm:g} nm (component model: sram)"
 
 
-def _mac_dtype(tech: Technology, where: Where) -> str:
-    if tech.mac_dtype is None:
-        raise where.error("`auto` needs the MAC's type: add `mac_dtype: bf16` (or int8, int16, fp16, fp32) "
-                          "under `technology:`")
-    return tech.mac_dtype
-
-
 def compute_area(data, macs_per_cycle: int, where: Where, tech: Technology) -> tuple[float | None, str]:
     """(mm^2 of one compute unit, its source), or (None, "") when it gives none."""
     if "area" not in data:
@@ -86,24 +88,22 @@ def compute_area(data, macs_per_cycle: int, where: Where, tech: Technology) -> t
                                   "(component model: mac)")
 
 
-def energy_per_byte_auto(capacity: float, where: Where, tech: Technology) -> tuple[float, str]:
-    """(pJ per byte read, written or updated, its source) of a level whose `energy_per_byte` (or,
-    per access, `energy`) says `auto`: an SRAM of the level's capacity at the node, or for an
-    unlimited (off-chip) level the DRAM of `technology.dram`. The SRAM model is linear in the
-    access width, so the figure per byte does not depend on it."""
+def energy_per_byte_auto(capacity: float, where: Where, tech: Technology) -> tuple[float, float, str]:
+    """(pJ per byte read, pJ per byte written or updated, their source) of a level whose
+    `energy_per_byte` (or, per access, `energy`) says `auto`: an SRAM of the level's capacity at
+    the node, or for an unlimited (off-chip) level the DRAM of `technology.dram`. The SRAM model
+    is linear in the access width, so the figures per byte do not depend on it."""
     try:
         if capacity == float("inf"):
-            if tech.dram is None:
-                raise where.error("`auto` on an unlimited (off-chip) level prices a DRAM: add `dram: hbm2` "
-                                  "(or ddr3, lpddr4) under `technology:`")
-            return MODEL.dram_pj_per_byte(tech.dram), f"auto: {tech.dram} DRAM (component model: dram)"
+            kind = _required(tech.dram, where, "the off-chip memory's kind to price a DRAM: add `dram: hbm2` "
+                             "(or ddr3, lpddr4) under `technology:`")
+            pj = MODEL.dram_pj_per_byte(kind)
+            return pj, pj, f"auto: {kind} DRAM (component model: dram)"
         node = _node(tech, where)
         read, write = MODEL.sram(capacity, 64, node)[1:]
     except ComponentError as exc:
         raise where.error(str(exc)) from None
-    if read != write:        # one figure for the three actions: the model prices them alike
-        raise where.error("the component model prices SRAM reads and writes differently; give the energies")
-    return read / 8, f"auto: SRAM of the capacity at {node:g} nm (component model: sram_energy)"
+    return read / 8, write / 8, f"auto: SRAM of the capacity at {node:g} nm (component model: sram_energy)"
 
 
 def mac_energy_auto(where: Where, tech: Technology) -> tuple[float, str]:
