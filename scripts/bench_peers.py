@@ -9,7 +9,8 @@ layer. AccelForge's side only with `--accelforge VENV` (a separate environment w
 `pip install accelforge` was run; scripts/accelforge_side.py runs there, in a scratch
 directory), one case after the other, never at the same time as ours. Per case: the energy of
 each (pJ per MAC for a GEMM, J for the layer), ours proven or its gap, the wall seconds of each
-command and its peak resident memory (the largest process).
+command, the CPU seconds of all its processes, its peak resident memory (the largest process),
+and AccelForge's CPU seconds over ours (`cpu x`).
 """
 from __future__ import annotations
 
@@ -23,40 +24,60 @@ import time
 
 from benchlib import Table, write_results
 
-GEMMS = [("gemm-768x768x3072", (768, 768, 3072)), ("gemm-1000x1000x1000", (1000, 1000, 1000)),
-         ("gemm-96x4096x11008", (96, 4096, 11008))]
+# issue 21's GEMMs, issue 38's (a GEMV, squares) and three shapes with factors 3, 5, 7 and a
+# large prime (1009), whose splits no power of two serves; bf16 inputs, fp32 output as in
+# workloads/gemm-*.yaml, written to a scratch file for the shapes without a preset
+GEMMS = [("gemm-256", (256, 256, 256)), ("gemm-1024", (1024, 1024, 1024)), ("gemv-1024", (1, 1024, 1024)),
+         ("gemm-768x768x3072", (768, 768, 3072)), ("gemm-1000x1000x1000", (1000, 1000, 1000)),
+         ("gemm-96x4096x11008", (96, 4096, 11008)), ("gemm-1050x441x625", (1050, 441, 625)),
+         ("gemm-1009x1024x768", (1009, 1024, 768)), ("gemm-729x343x1125", (729, 343, 1125))]
+PRESETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workloads")
 LAYER = "chain-gpt3-6.7b-layer"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 _MEASURED = ("import resource, subprocess, sys; out = subprocess.run(sys.argv[1:], check=True, "
              "capture_output=True, text=True).stdout; print(out); "
-             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+             "r = resource.getrusage(resource.RUSAGE_CHILDREN); print(r.ru_maxrss, r.ru_utime + r.ru_stime)")
 
 
-def measured(command: list[str], cwd: str | None = None) -> tuple[dict, float, float]:
-    """The command's JSON output, its wall seconds and its peak resident MiB."""
+def measured(command: list[str], cwd: str | None = None) -> tuple[dict, float, float, float]:
+    """The command's JSON output, its wall seconds, its peak resident MiB and the CPU seconds of
+    all its processes (its workers included: each is waited for by its parent)."""
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", _MEASURED, *command], check=True, capture_output=True,
                           text=True, cwd=cwd)
     seconds = time.perf_counter() - start
-    *body, peak = done.stdout.strip().splitlines()
-    return json.loads("\n".join(body)), seconds, int(peak) / 1024
+    *body, last = done.stdout.strip().splitlines()
+    peak, cpu = last.split()
+    return json.loads("\n".join(body)), seconds, int(peak) / 1024, float(cpu)
 
 
-def ours_gemm(name: str, time_limit: float) -> tuple[float, str, float, float]:
-    out, seconds, peak = measured([sys.executable, "-m", "mapper", "search", "pe-array", name, "--mapspace",
+def gemm_file(name: str, m: int, n: int, k: int, scratch: str) -> str:
+    """The GEMM's workload: its preset, or a file written to `scratch` like the presets."""
+    preset = os.path.join(PRESETS, f"{name}.yaml")
+    if os.path.exists(preset):
+        return name
+    path = os.path.join(scratch, f"{name}.yaml")
+    with open(path, "w") as f:
+        f.write(f'name: {name}\neinsum: "Z[m,n] += A[m,k] * B[k,n]"\nsizes: {{m: {m}, n: {n}, k: {k}}}\n'
+                "dtype: bf16\ndtypes: {Z: fp32}\n")
+    return path
+
+
+def ours_gemm(workload: str, time_limit: float) -> tuple[float, str, float, float, float]:
+    out, seconds, peak, cpu = measured([sys.executable, "-m", "mapper", "search", "pe-array", workload, "--mapspace",
                                    "bypass-every", "--objective", "energy", "--time-limit", str(time_limit), "--json"])
     search = out["search"]
     status = "proven" if search["optimal"] else f"gap {search['gap']:.2%}"
-    return out["cost"]["energy_pj"] / out["cost"]["macs"], status, seconds, peak
+    return out["cost"]["energy_pj"] / out["cost"]["macs"], status, seconds, peak, cpu
 
 
-def ours_fuse(time_limit: float) -> tuple[dict, float, float]:
+def ours_fuse(time_limit: float) -> tuple[dict, float, float, float]:
     return measured([sys.executable, "-m", "mapper", "fuse", "tpu-v4i", LAYER, "--mapspace", "tpu-v4i-roles",
                      "--time-limit", str(time_limit), "--json"])
 
 
-def theirs(venv: str, *args: str) -> tuple[dict, float, float]:
+def theirs(venv: str, *args: str) -> tuple[dict, float, float, float]:
     python = os.path.join(venv, "bin", "python")
     with tempfile.TemporaryDirectory() as scratch:        # AccelForge writes mapping.svg there
         return measured([python, os.path.join(HERE, "accelforge_side.py"), *args], cwd=scratch)
@@ -71,31 +92,36 @@ def main() -> None:
     parser.add_argument("--write", default=None, metavar="MARKDOWN")
     args = parser.parse_args()
     table = Table()
-    table.print(f"{'case':<24} {'arch':<9} {'AccelForge':>12} {'s':>7} {'MiB':>6} {'mapper':>12} "
-                f"{'proven/gap':>13} {'s':>6} {'MiB':>6}")
+    table.print(f"{'case':<24} {'arch':<9} {'AccelForge':>12} {'s':>7} {'cpu s':>7} {'MiB':>6} {'mapper':>12} "
+                f"{'proven/gap':>13} {'s':>6} {'cpu s':>6} {'MiB':>6} {'cpu x':>6}")
+    scratch_dir = tempfile.TemporaryDirectory(prefix="bench_peers_")   # removed when collected
+    scratch = scratch_dir.name
     for name, (m, n, k) in GEMMS:
         if args.only and args.only not in name:
             continue
-        af = "-", "-", "-"
+        af, af_cpu = ("-", "-", "-", "-"), None
         if args.accelforge:
-            out, seconds, peak = theirs(args.accelforge, "gemm", str(m), str(n), str(k))
-            af = f"{out['energy_pj_per_mac']:.4f}", f"{seconds:.0f}", f"{peak:.0f}"
-        energy, status, seconds, peak = ours_gemm(name, args.time_limit)
-        table.print(f"{name:<24} {'pe-array':<9} {af[0]:>12} {af[1]:>7} {af[2]:>6} {energy:>12.4f} "
-                    f"{status:>13} {seconds:>6.1f} {peak:>6.0f}")
+            out, seconds, peak, af_cpu = theirs(args.accelforge, "gemm", str(m), str(n), str(k))
+            af = f"{out['energy_pj_per_mac']:.4f}", f"{seconds:.0f}", f"{af_cpu:.0f}", f"{peak:.0f}"
+        energy, status, seconds, peak, cpu = ours_gemm(gemm_file(name, m, n, k, scratch), args.time_limit)
+        ratio = "-" if af_cpu is None else f"{af_cpu / cpu:.1f}"
+        table.print(f"{name:<24} {'pe-array':<9} {af[0]:>12} {af[1]:>7} {af[2]:>7} {af[3]:>6} {energy:>12.4f} "
+                    f"{status:>13} {seconds:>6.1f} {cpu:>6.1f} {peak:>6.0f} {ratio:>6}")
     if not args.only or args.only in LAYER:
         for mode in ("unfused", "fused"):
-            af = "-", "-", "-"
+            af, af_cpu = ("-", "-", "-", "-"), None
             if args.accelforge:
-                out, seconds, peak = theirs(args.accelforge, "ffm", mode)
-                af = f"{out['energy_j']:.4f} J", f"{seconds:.0f}", f"{peak:.0f}"
+                out, seconds, peak, af_cpu = theirs(args.accelforge, "ffm", mode)
+                af = f"{out['energy_j']:.4f} J", f"{seconds:.0f}", f"{af_cpu:.0f}", f"{peak:.0f}"
             if mode == "unfused":
-                fused_out, fuse_seconds, fuse_peak = ours_fuse(args.fuse_time_limit)
+                fused_out, fuse_seconds, fuse_peak, fuse_cpu = ours_fuse(args.fuse_time_limit)
             energy = fused_out[mode]["energy_pj"] * 1e-12
             # the grouping proven over the kernels found (not each kernel's mapping)
             status = "groups proven" if fused_out["cover_proven"] and mode == "fused" else "-"
-            table.print(f"{LAYER + ' ' + mode:<24} {'tpu-v4i':<9} {af[0]:>12} {af[1]:>7} {af[2]:>6} "
-                        f"{energy:>10.4f} J {status:>13} {fuse_seconds:>6.1f} {fuse_peak:>6.0f}")
+            ratio = "-" if af_cpu is None else f"{af_cpu / fuse_cpu:.1f}"
+            table.print(f"{LAYER + ' ' + mode:<24} {'tpu-v4i':<9} {af[0]:>12} {af[1]:>7} {af[2]:>7} {af[3]:>6} "
+                        f"{energy:>10.4f} J {status:>13} {fuse_seconds:>6.1f} {fuse_cpu:>6.1f} {fuse_peak:>6.0f} "
+                        f"{ratio:>6}")
     if args.write:
         write_results(args.write, "bench_peers", table.lines)
 
