@@ -72,7 +72,7 @@ def test_mx_block_is_32_with_an_e8m0_scale_and_only_the_scaled_operand_gets_one(
     ({"sizes": {"m": 8, "n": 8, "k": 40}}, r"sizes\.k: 40 is not a multiple of the block of 16"),
     ({"dtypes": {"Z": "bf16", "A": "nvfp4", "B": "mxfp4"}}, r"dtypes: .* one block size"),
     ({"einsum": "Z[m,n] += A[m,k,j] * B[k,j,n]", "sizes": {"m": 8, "n": 8, "k": 16, "j": 2}},
-     r"dtypes\.A: .* exactly one plain index"),
+     r"dtypes\.A: .* exactly one reduction dim that every operand indexes plainly, got \['k', 'j'\]"),
     ({"einsum": "Z[m,n] += A[m,k] * A_scale[k,n]"}, r"einsum: the block-scaled rewrite needs the name 'A_scale'"),
 ])
 def test_block_scaled_refusals_name_the_key(spec, key):
@@ -163,3 +163,45 @@ def test_b200_runs_fp8_and_nvfp4_at_their_rates_where_compute_binds():
     assert shapes == {"bf16": 16, "fp8": 32, "nvfp4": 64}
     h100 = load_arch("h100")
     assert h100.for_workload(_gemm(64, 64, 64, "fp8")).peak_macs_per_cycle == 2 * h100.peak_macs_per_cycle
+
+
+# ----------------------------------------------------------------------------- models in low precision
+
+@pytest.mark.parametrize("model", ["llama-7b", "gpt2", "bert-base", "resnet50"])
+def test_every_model_preset_binds_on_b200_in_bf16_fp8_and_nvfp4(model):
+    """What `mapper sweep b200 --model M --dtype D` searches, at a small size: every layer's space
+    binds (block dims, native k per dtype) and is not empty; in nvfp4 each layer whose reduction
+    is a multiple of 16 gains scale tensors, the others are refused naming their size."""
+    from mapper.sweep.models import expand, load_model, with_dtype
+    arch = load_arch("b200")
+    base = load_model(model)
+    inputs = {k: min(v, 64) for k, v in base.inputs}
+    for dtype in ("bf16", "fp8", "nvfp4"):
+        chosen = with_dtype(base, dtype, W) if dtype != "bf16" else base
+        for phase in base.phase_names:
+            try:
+                groups = expand(chosen, phase, inputs).groups
+            except SpecError as exc:
+                assert dtype == "nvfp4" and "is not a multiple of the block of 16" in str(exc), str(exc)
+                assert model == "resnet50", "a 3-channel input convolution, the one layer refused"
+                continue
+            for group in groups:
+                space = Mapspace(arch, group.workload)
+                assert space.size > 0, (model, dtype, group.workload.name)
+                if dtype == "nvfp4":
+                    assert any(t.scales for t in group.workload.tensors)
+
+
+def test_sweep_dtype_flag_names_the_rows_and_refuses_an_unknown_dtype(tmp_path, capsys):
+    from mapper.cli import main
+    db = tmp_path / "r.sqlite"
+    for dtype in ("fp8", "nvfp4"):
+        code = main(["sweep", "h100", "--model", "gpt2", "--phase", "decode", "--seq", "64", "--dtype", dtype,
+                     "--strategy", "greedy", "--max-evaluations", "200", "--db", str(db)])
+        assert code == 0
+    out = capsys.readouterr().out
+    assert "gpt2-fp8-decode" in out and "gpt2-nvfp4-decode" in out
+    assert main(["sweep", "h100", "--model", "gpt2", "--dtype", "fp5", "--db", str(db)]) == 2
+    assert "--model gpt2: dtype: expected a dtype" in capsys.readouterr().err
+    assert main(["sweep", "h100", "--gemm", "m=64 n=64 k=64", "--dtype", "fp8", "--db", str(db)]) == 2
+    assert main(["sweep", "h100", "--model", "gpt2", "--dtype", "nvfp4", "--fuse", "--db", str(db)]) == 2

@@ -12,8 +12,8 @@ that keeps it holds and moves its bytes, and the one cost model, the bounds and 
 price it with no rule of its own. The MACs are unchanged (k_blk x k_in = k); the mapspace keeps
 k_in whole at the innermost level (`Workload.block_dims`: the MMA consumes whole blocks).
 
-Refused, naming the key: a scaled operand without exactly one plain reduction dim (the dim the
-blocks run along), two scaled operands with different blocks or dims, a reduction size that is
+The blocks run along the one reduction dim every operand indexes plainly (a GEMM's k, a
+convolution's input channels c). Refused, naming the key: an operand without exactly one such dim, two scaled operands with different blocks or dims, a reduction size that is
 not a multiple of the block (padding it would change the workload: pad it in the file), a name
 the rewrite needs that the einsum already uses.
 """
@@ -38,13 +38,17 @@ class Rewritten:
     einsum: str
 
 
-def _reduction_dim(name: str, axes: list[dict[str, int]], out_dims: set[str], where: Where) -> str:
-    reduced = [axis for axis in axes if any(d not in out_dims for d in axis)]
-    if len(reduced) != 1 or len(reduced[0]) != 1 or next(iter(reduced[0].values())) != 1:
-        raise where.error(f"a block-scaled format puts one scale per block along the reduction dim: "
-                          f"{name} needs exactly one plain index that the output lacks, got "
-                          f"[{', '.join(axis_text(a) for a in axes)}]")
-    return next(iter(reduced[0]))
+def _reduction_dim(name: str, axes: list[dict[str, int]], operands: list, out_dims: set[str], where: Where) -> str:
+    """The dim the blocks of `name` run along: the one reduction dim (no output index) that every
+    operand indexes plainly (a GEMM's k; a convolution's channels c, not its window dims r, s)."""
+    plain = [next(iter(axis)) for axis in axes if len(axis) == 1 and next(iter(axis.values())) == 1]
+    found = [d for d in plain if d not in out_dims
+             and all({d: 1} in other_axes for _, other_axes in operands)]
+    if len(found) != 1:
+        raise where.error(f"a block-scaled format puts one scale per block along the reduction dim: {name} "
+                          f"[{', '.join(axis_text(a) for a in axes)}] needs exactly one reduction dim that "
+                          f"every operand indexes plainly, got {found or 'none'}")
+    return found[0]
 
 
 def block_scale(parsed: Parsed, sizes: dict[str, int], dtypes: dict[str, str], where: Where) -> Rewritten | None:
@@ -54,7 +58,8 @@ def block_scale(parsed: Parsed, sizes: dict[str, int], dtypes: dict[str, str], w
     if not scaled:
         return None
     out_dims = {d for name, axes, is_out in parsed if is_out for axis in axes for d in axis}
-    found = {name: _reduction_dim(name, axes, out_dims, where / "dtypes" / name) for name, axes in scaled}
+    operands = [(name, axes) for name, axes, is_out in parsed if not is_out]
+    found = {name: _reduction_dim(name, axes, operands, out_dims, where / "dtypes" / name) for name, axes in scaled}
     dims = set(found.values())
     blocks = {BLOCK_FORMATS[dtypes[name]].block for name in found}
     if len(dims) > 1 or len(blocks) > 1:
