@@ -167,10 +167,12 @@ class Level:
 
 @dataclass(frozen=True)
 class DtypeRate:
-    """The compute unit on operands of one dtype family (`dtypes.family`): MACs per cycle and,
-    where they differ from the unit's defaults, its native op shape and energy per MAC."""
+    """The compute unit on operands of one dtype family (`dtypes.family`): its MACs per cycle,
+    native op shape and energy per MAC where they differ from the unit's own fields (None: the
+    unit's, as for the first family, whose figures those fields are: a change to them, by a
+    `--vary` or a test, applies to it)."""
     family: str
-    macs_per_cycle: int
+    macs_per_cycle: int | None = None
     native_shape: tuple[tuple[str, int], ...] | None = None
     energy_per_mac: float | None = None
 
@@ -203,9 +205,9 @@ class Compute:
         table = {rate.family: rate for rate in self.per_dtype}
         default = self.per_dtype[0]
         rates = [table.get(f, default) for f in families] or [default]
-        chosen = min(rates, key=lambda rate: rate.macs_per_cycle)
+        chosen = min(rates, key=lambda rate: rate.macs_per_cycle or self.macs_per_cycle)
         return dataclasses.replace(
-            self, macs_per_cycle=chosen.macs_per_cycle, per_dtype=(), dtype=chosen.family,
+            self, macs_per_cycle=chosen.macs_per_cycle or self.macs_per_cycle, per_dtype=(), dtype=chosen.family,
             native_shape=self.native_shape if chosen.native_shape is None else chosen.native_shape,
             energy_per_mac=self.energy_per_mac if chosen.energy_per_mac is None else chosen.energy_per_mac)
 

@@ -163,8 +163,9 @@ def _compute(comp, cw: Where, tech: Technology) -> Compute:
     # `area: auto` prices the MACs of technology.mac_dtype: its own rate where one is listed
     mac_family = family(canonical(tech.mac_dtype) or "") if tech.mac_dtype else ""
     unit_area, unit_area_source = compute_area(comp, rates.get(mac_family, macs_per_cycle), cw, tech)
-    per_dtype = tuple(DtypeRate(f, rates.get(f, macs_per_cycle), shapes.get(f), energies.get(f))
-                      for f in families)
+    # the first family's figures are the unit's own fields: stored once, there
+    per_dtype = tuple(DtypeRate(f, None, None, None) if i == 0 else
+                      DtypeRate(f, rates.get(f), shapes.get(f), energies.get(f)) for i, f in enumerate(families))
     return Compute(name=name_text(comp.get("name", "MAC"), cw / "name"), mesh=_mesh(comp, cw),
                    macs_per_cycle=macs_per_cycle, area=unit_area, area_source=unit_area_source,
                    energy_per_mac=_first(energies), energy_source=energy_source,
