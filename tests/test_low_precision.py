@@ -205,3 +205,21 @@ def test_sweep_dtype_flag_names_the_rows_and_refuses_an_unknown_dtype(tmp_path, 
     assert "--model gpt2: dtype: expected a dtype" in capsys.readouterr().err
     assert main(["sweep", "h100", "--gemm", "m=64 n=64 k=64", "--dtype", "fp8", "--db", str(db)]) == 2
     assert main(["sweep", "h100", "--model", "gpt2", "--dtype", "nvfp4", "--fuse", "--db", str(db)]) == 2
+
+
+def test_a_compute_bound_gemm_on_b200_runs_fp8_twice_and_nvfp4_four_times_as_fast_as_bf16():
+    """b200 with its memories made ideal (unlimited bandwidth, no latency: compute binds), one
+    mapping priced in each dtype: the time is the tensor cores', in the ratio of their rates."""
+    import dataclasses
+    import math
+    from mapper.api import run_search
+    b200 = load_arch("b200")
+    ideal = dataclasses.replace(b200, levels=tuple(dataclasses.replace(lv, bandwidth=math.inf, latency=0)
+                                                   for lv in b200.levels))
+    bf16 = run_search(ideal, _gemm(1024, 1024, 1024, "bf16"), max_evaluations=400).evaluation
+    fp8 = run_search(ideal, _gemm(1024, 1024, 1024, "fp8"), max_evaluations=400).evaluation
+    fp4 = run_search(ideal, _gemm(1024, 1024, 1024, "nvfp4"), max_evaluations=400).evaluation
+    for ev in (bf16, fp8, fp4):
+        assert ev.cycles == ev.compute_cycles
+    assert bf16.cycles / fp8.cycles == pytest.approx(2, rel=0.02)
+    assert bf16.cycles / fp4.cycles == pytest.approx(4, rel=0.02)
