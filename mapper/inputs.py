@@ -85,14 +85,15 @@ def search_inputs(arch: str, workload: str, mapspace: str | None = None, *, ert:
             constraints = imported_constraints(imported)      # its notes join the import's
         else:
             constraints = load_constraints(mapspace)
-    return SearchInputs(arch_spec, workload_spec, constraints, imported,
+    return SearchInputs(arch_spec.for_workload(workload_spec), workload_spec, constraints, imported,
                         objective_name=imported.objective if imported else None,
                         notes=tuple(imported.notes) if imported else ())
 
 
 def native_search_inputs(arch: str, workload: str, mapspace: str | None = None) -> SearchInputs:
     """A mapspace of this project's own arch, workload and mapspace files (or presets)."""
-    return SearchInputs(load_arch(arch), load_workload(workload), load_constraints(mapspace))
+    workload_spec = load_workload(workload)
+    return SearchInputs(load_arch(arch).for_workload(workload_spec), workload_spec, load_constraints(mapspace))
 
 
 def with_warm_starts(found: SearchInputs, paths) -> SearchInputs:
@@ -176,8 +177,8 @@ def evaluation_inputs(arch: str, workload: str, mapping: str, *, ert: str | None
 
 def native_evaluation_inputs(arch: str, workload: str, mapping: str) -> EvaluationInputs:
     """A mapping of this project's format, with its arch and workload (files or presets)."""
-    arch_spec = load_arch(arch)
     workload_spec = load_workload(workload)
+    arch_spec = load_arch(arch).for_workload(workload_spec)     # its MAC rate for these dtypes
     return EvaluationInputs(arch_spec, workload_spec, load_mapping(mapping, arch_spec, workload_spec))
 
 

@@ -97,11 +97,14 @@ def evaluation_text(arch: Arch, workload: Workload, mapping: Mapping, ev: Evalua
                    _num(lc.traffic_bytes), _num(lc.cycles)] for lc in ev.levels]
     levels = table(["level", "instances", "used B/inst", "capacity B", "traffic B", "cycles"],
                    level_rows, align_left=1)
+    arch = arch.for_workload(workload)
     seconds = ev.cycles / arch.clock_hz
+    # the rate of the operands' dtype, where the unit has one per dtype (`Arch.for_workload`)
+    rate = f" at the {arch.compute.dtype} rate" if arch.compute.dtype else ""
     summary = (f"energy {ev.energy_pj:,.1f} pJ ({ev.energy_pj / ev.macs:.3f} pJ/MAC)   "
                f"cycles {ev.cycles:,.0f} ({seconds * 1e6:,.2f} us at {arch.clock_hz / 1e9:g} GHz)   "
                f"EDP {ev.edp:.4g} pJ*cycles\n"
-               f"utilization {ev.utilization:.1%} of {arch.peak_macs_per_cycle:,} MACs/cycle "
+               f"utilization {ev.utilization:.1%} of {arch.peak_macs_per_cycle:,} MACs/cycle{rate} "
                f"({ev.compute_instances:,} of {arch.compute.instances:,} units busy)   "
                f"bottleneck: {ev.bottleneck}")
     head = f"{workload.name} on {arch.name}: {workload.einsum}, {ev.macs:,} MACs"

@@ -71,7 +71,7 @@ class RolesError(ValueError):
 def arch_roles(arch: Arch, workload: Workload) -> Roles | None:
     """The roles of `workload`'s dims on `arch`'s compute unit (`tensor_core_roles`), None when
     it has no native shape; `RolesError` when no assignment fits."""
-    native = {name: size for name, size in arch.compute.native_shape if size > 1}
+    native = {name: size for name, size in arch.for_workload(workload).compute.native_shape if size > 1}
     return tensor_core_roles(workload, native) if native else None
 
 
@@ -89,7 +89,7 @@ def tensor_core_roles(workload: Workload, native: dict[str, int]) -> Roles:
                          f"{', '.join(workload.dims)}), and only a shape named m, n, k is matched to an "
                          "einsum's structure; rename its dims to match, or set `align_to_native: false` in "
                          "the mapspace file (`--mapspace unaligned`)")
-    inputs = [t for t in workload.tensors if not t.is_output]
+    inputs = workload.operands          # a block format's scales are no operands of the MMA
     if len(inputs) != 2:
         raise RolesError(names[0], f"workload {workload.name} has {len(inputs)} operand(s): tensor-core roles "
                          "are inferred for a product of two; name its dims like the native shape, or set "

@@ -6,6 +6,7 @@ of these classes is consistent: sizes positive, meshes integral, keeps name real
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -13,6 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from . import tiles
+from .dtypes import family
 
 # An affine index expression: ((dim index, coefficient), ...), e.g. 2*p + r.
 AxisExpr = tuple[tuple[int, int], ...]
@@ -24,6 +26,8 @@ class Tensor:
     axes: tuple[AxisExpr, ...]
     is_output: bool
     bits: int
+    dtype: str = ""          # canonical dtype or block format name (`dtypes.py`); "" when given in bits
+    scales: str = ""         # a block scale's data tensor (`load/block_scaled.py`); "" for data
 
     @property
     def bytes_per_word(self) -> float:
@@ -50,6 +54,9 @@ class Workload:
     description: str = ""
     source: str = ""
     file: str = field(default="", compare=False)     # where it was read from, for error messages
+    # dims of a block-scaled format's blocks (`k_in`): the MMA consumes whole blocks, so the
+    # mapspace keeps each whole in the innermost level's temporal loop
+    block_dims: tuple[int, ...] = ()
 
     @property
     def macs(self) -> int:
@@ -61,6 +68,11 @@ class Workload:
 
     def dim_index(self, name: str) -> int:
         return self.dims.index(name)
+
+    @property
+    def operands(self) -> tuple[Tensor, ...]:
+        """The inputs the compute unit multiplies (a block format's scales are not operands)."""
+        return tuple(t for t in self.tensors if not t.is_output and not t.scales)
 
     def tensor_index(self, name: str) -> int:
         return [t.name for t in self.tensors].index(name)
@@ -154,6 +166,18 @@ class Level:
 
 
 @dataclass(frozen=True)
+class DtypeRate:
+    """The compute unit on operands of one dtype family (`dtypes.family`): its MACs per cycle,
+    native op shape and energy per MAC where they differ from the unit's own fields (None: the
+    unit's, as for the first family, whose figures those fields are: a change to them, by a
+    `--vary` or a test, applies to it)."""
+    family: str
+    macs_per_cycle: int | None = None
+    native_shape: tuple[tuple[str, int], ...] | None = None
+    energy_per_mac: float | None = None
+
+
+@dataclass(frozen=True)
 class Compute:
     name: str = "MAC"
     mesh: tuple[int, int] = (1, 1)
@@ -163,10 +187,29 @@ class Compute:
     area: float | None = None         # mm^2 of one unit (all its macs_per_cycle MACs); None: not given
     area_source: str = ""
     energy_source: str = ""           # where energy_per_mac came from, when the component model gave it
+    # per dtype family (`macs_per_cycle: {bf16: 512, fp8: 1024}`); the fields above are the
+    # first family's, used for any family not listed. Empty once resolved for a workload.
+    per_dtype: tuple[DtypeRate, ...] = ()
+    dtype: str = ""                   # the family it was resolved for (`for_operands`), for reports
 
     @property
     def instances(self) -> int:
         return self.mesh[0] * self.mesh[1]
+
+    def for_operands(self, families: tuple[str, ...]) -> "Compute":
+        """This unit as it runs operands of these dtype families: the rate, shape and energy of
+        the slowest operand's family (a mixed-precision MMA runs at its wider operand's rate),
+        a family not listed at the defaults. Itself when it has no per-dtype table."""
+        if not self.per_dtype:
+            return self
+        table = {rate.family: rate for rate in self.per_dtype}
+        default = self.per_dtype[0]
+        rates = [table.get(f, default) for f in families] or [default]
+        chosen = min(rates, key=lambda rate: rate.macs_per_cycle or self.macs_per_cycle)
+        return dataclasses.replace(
+            self, macs_per_cycle=chosen.macs_per_cycle or self.macs_per_cycle, per_dtype=(), dtype=chosen.family,
+            native_shape=self.native_shape if chosen.native_shape is None else chosen.native_shape,
+            energy_per_mac=self.energy_per_mac if chosen.energy_per_mac is None else chosen.energy_per_mac)
 
 
 @dataclass(frozen=True)
@@ -225,6 +268,16 @@ class Arch:
         if not smem or smem[0] + 1 >= len(self.levels):
             return None
         return smem[0], smem[0] + 1
+
+    def for_workload(self, workload: Workload) -> "Arch":
+        """This architecture with its compute unit resolved for `workload`'s operand dtypes
+        (`Compute.for_operands`); itself when the unit has one rate for every dtype. Every
+        place an architecture meets a workload calls it, so that the cost model, the bounds and
+        the native-shape roles read one rate."""
+        if not self.compute.per_dtype:
+            return self
+        families = tuple(family(t.dtype) for t in workload.operands if t.dtype)
+        return dataclasses.replace(self, compute=self.compute.for_operands(families))
 
     @property
     def peak_macs_per_cycle(self) -> int:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from .dtypes import DTYPE_BITS, canonical, element_bits, known_names
 from .errors import SpecError, shown
 from .limits import MAX_AREA, MAX_BITS, MAX_BYTES, MAX_CLOCK, MAX_ENERGY, MAX_RATE, MIN_CLOCK
 
@@ -46,8 +47,6 @@ ENERGY_UNITS = MappingProxyType({"": 1, "pj": 1, "fj": 1e-3, "nj": 1e3, "uj": 1e
 # areas in mm^2; `mm^2`, `mm2` and `um^2` (or `µm²`) spellings; a bare number is mm^2
 AREA_UNITS = MappingProxyType({"": 1.0, "mm^2": 1.0, "mm2": 1.0, "mm²": 1.0,
                                "um^2": 1e-6, "um2": 1e-6, "µm^2": 1e-6, "µm²": 1e-6, "µm2": 1e-6})
-DTYPE_BITS = MappingProxyType({"int4": 4, "fp4": 4, "int8": 8, "uint8": 8, "fp8": 8, "int16": 16,
-                               "fp16": 16, "bf16": 16, "int32": 32, "fp32": 32, "tf32": 32, "fp64": 64})
 
 
 @dataclass(frozen=True)
@@ -174,14 +173,22 @@ def parse_area(value, where: Where) -> float:
     return _within(number * AREA_UNITS[unit], where, "an area in mm^2", MAX_AREA, low_inclusive=True)
 
 
+def parse_dtype(value, where: Where) -> tuple[str, int]:
+    """(canonical name, bits per element) of a dtype name (`bf16`, `e4m3`), a block-scaled
+    format (`nvfp4`: its elements' bits; `dtypes.py`) or a positive integer number of bits
+    (name "")."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_BITS:
+        return "", value
+    name = canonical(value) if isinstance(value, str) and len(value) <= 40 else None
+    if name is None:
+        raise where.error(f"expected a dtype ({', '.join(known_names())}) or a number of bits "
+                          f"from 1 to {MAX_BITS}, got {shown(value)}")
+    return name, element_bits(name)
+
+
 def parse_dtype_bits(value, where: Where) -> int:
     """Bits per element: a dtype name (`bf16`) or a positive integer number of bits."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_BITS:
-        return value
-    if isinstance(value, str) and value.lower() in DTYPE_BITS:
-        return DTYPE_BITS[value.lower()]
-    raise where.error(f"expected a dtype ({', '.join(DTYPE_BITS)}) or a number of bits "
-                      f"from 1 to {MAX_BITS}, got {shown(value)}")
+    return parse_dtype(value, where)[1]
 
 
 def progression(low, high, kind: str, step, where: Where, text: str, most: int) -> list:

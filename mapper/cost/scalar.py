@@ -361,6 +361,7 @@ def _leakage(arch: Arch, nest: _Nest, cycles: float) -> list[float]:
 
 def evaluate(arch: Arch, workload: Workload, mapping: Mapping) -> Evaluation:
     """Price one mapping with a full breakdown per level and tensor (see the module docstring)."""
+    arch = arch.for_workload(workload)      # the MAC rate and energy of its operand dtypes
     nest = _Nest(arch, workload, mapping)
     resident, waves = _occupancy(arch, mapping.levels, _footprints(arch, workload, nest),
                                  workload.tensors[workload.output].dims)

@@ -450,6 +450,7 @@ def _valid(arch: Arch, nest: _Nest, footprint: np.ndarray) -> np.ndarray:
 
 def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     """Price every mapping of `table`; see the module docstring for the semantics."""
+    arch = arch.for_workload(workload)      # the MAC rate and energy of its operand dtypes
     nest = _Nest(workload, table)
     n_levels, n = nest.n_levels, nest.n
     latency = np.array([level.latency for level in arch.levels])

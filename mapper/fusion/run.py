@@ -194,6 +194,10 @@ def fuse(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
     `rate`: mappings priced per nominal second of `time_limit` (the work clock's; an evaluation
     budget's context keeps its own)."""
     started = time.perf_counter()
+    # one MAC rate for the kernels fused from several ops: the first contraction's operands'
+    # (a graph's ops share its dtypes; each op's own search resolves its own in any case)
+    einsums = [op.workload for op in graph.ops if op.kind == "einsum"]
+    arch = arch.for_workload(einsums[0]) if einsums else arch
     context = context.counting(rate)
     budget = context.budget(max(time_limit - FINISH_S, 0.0))
     searches = searches_for(arch, graph, context, time_limit, extra_levels, objective, workers)

@@ -10,7 +10,8 @@ import dataclasses
 
 from ..errors import shown
 from ..limits import MAX_INSTANCES, MAX_LEVELS, MAX_STAGES
-from ..spec import Arch, Compute, GpuFacts, Level, Technology
+from ..dtypes import canonical, family, known_names
+from ..spec import Arch, Compute, DtypeRate, GpuFacts, Level, Technology
 from ..units import (Where, parse_bandwidth, parse_bytes, parse_energy, parse_frequency,
                      parse_latency)
 from ..validate import fields, name_list, name_text, positive_int, text
@@ -116,6 +117,66 @@ def _flag(data, key: str, where: Where) -> bool:
     return value
 
 
+def _per_dtype(value, where: Where, parse) -> dict[str, object]:
+    """A compute figure given per dtype (`{bf16: 512, fp8: 1024}`: family -> parsed value, the
+    first family first) or once (`512`: {"": parsed})."""
+    if not isinstance(value, dict):
+        return {"": parse(value, where)}
+    if not value:
+        raise where.error("expected a value, or a mapping of dtype -> value such as {bf16: 512, fp8: 1024}")
+    out: dict[str, object] = {}
+    for key, raw in value.items():
+        name = canonical(key) if isinstance(key, str) else None
+        if name is None:
+            raise (where / str(key)).error(f"expected a dtype as the key ({', '.join(known_names())})")
+        if family(name) in out:
+            raise (where / str(key)).error(f"dtype family {family(name)} given twice")
+        out[family(name)] = parse(raw, where / key)
+    return out
+
+
+def _shape(value, where: Where) -> tuple[tuple[str, int], ...]:
+    if not isinstance(value, dict):
+        raise where.error("expected a mapping of dim -> size, e.g. {m: 16, n: 8, k: 16}")
+    return tuple((name_text(k, where), positive_int(v, where / k)) for k, v in value.items())
+
+
+def _compute(comp, cw: Where, tech: Technology) -> Compute:
+    """The compute unit; `macs_per_cycle`, `energy` and `native_shape` may each be given per
+    dtype (the first family's figure is the default for a dtype not listed)."""
+    rates = _per_dtype(comp.get("macs_per_cycle", 1), cw / "macs_per_cycle",
+                       lambda v, w: positive_int(v, w, limit=MAX_INSTANCES))
+    native = comp.get("native_shape") or {}
+    per_dtype_shape = isinstance(native, dict) and native and all(isinstance(v, dict) for v in native.values())
+    shapes = _per_dtype(native, cw / "native_shape", _shape) if per_dtype_shape else {"": _shape(native, cw / "native_shape")}
+    if comp.get("energy") == "auto":
+        auto, energy_source = mac_energy_auto(cw / "energy", tech)
+        energies = {"": auto}
+    else:
+        energies, energy_source = _per_dtype(comp.get("energy", 0), cw / "energy", parse_energy), ""
+    families = list(dict.fromkeys(f for table in (rates, shapes, energies) for f in table if f))
+    for table, key in ((rates, "macs_per_cycle"), (shapes, "native_shape"), (energies, "energy")):
+        if "" not in table and families and next(iter(table)) != families[0]:
+            raise (cw / key).error(f"list the default dtype {families[0]} first, as `macs_per_cycle` does "
+                                   "(a dtype not listed runs at the first one's figures)")
+    macs_per_cycle = _first(rates)
+    # `area: auto` prices the MACs of technology.mac_dtype: its own rate where one is listed
+    mac_family = family(canonical(tech.mac_dtype) or "") if tech.mac_dtype else ""
+    unit_area, unit_area_source = compute_area(comp, rates.get(mac_family, macs_per_cycle), cw, tech)
+    # the first family's figures are the unit's own fields: stored once, there
+    per_dtype = tuple(DtypeRate(f, None, None, None) if i == 0 else
+                      DtypeRate(f, rates.get(f), shapes.get(f), energies.get(f)) for i, f in enumerate(families))
+    return Compute(name=name_text(comp.get("name", "MAC"), cw / "name"), mesh=_mesh(comp, cw),
+                   macs_per_cycle=macs_per_cycle, area=unit_area, area_source=unit_area_source,
+                   energy_per_mac=_first(energies), energy_source=energy_source,
+                   native_shape=_first(shapes), per_dtype=per_dtype)
+
+
+def _first(table: dict):
+    """The default of a per-dtype figure: its first family's."""
+    return next(iter(table.values()))
+
+
 def arch_from_dict(data, where: Where) -> Arch:
     fields(data, where, ("name", "clock", "levels", "compute"), ("description", "gpu", "model", "technology"))
     tech = technology(data.get("technology"), where / "technology")
@@ -140,23 +201,7 @@ def arch_from_dict(data, where: Where) -> Arch:
                           "area", "description"))
     if "instances" not in comp and "mesh" not in comp:
         comp = {**comp, "mesh": list(levels[-1].mesh)}
-    native = comp.get("native_shape") or {}
-    if not isinstance(native, dict):
-        raise (cw / "native_shape").error("expected a mapping of dim -> size, e.g. {m: 16, n: 8, k: 16}")
-    macs_per_cycle = positive_int(comp.get("macs_per_cycle", 1), cw / "macs_per_cycle", limit=MAX_INSTANCES)
-    unit_area, unit_area_source = compute_area(comp, macs_per_cycle, cw, tech)
-    if comp.get("energy") == "auto":
-        energy_per_mac, energy_source = mac_energy_auto(cw / "energy", tech)
-    else:
-        energy_per_mac, energy_source = parse_energy(comp.get("energy", 0), cw / "energy"), ""
-    compute = Compute(
-        name=name_text(comp.get("name", "MAC"), cw / "name"),
-        mesh=_mesh(comp, cw),
-        macs_per_cycle=macs_per_cycle, area=unit_area, area_source=unit_area_source,
-        energy_per_mac=energy_per_mac, energy_source=energy_source,
-        native_shape=tuple((name_text(k, cw / "native_shape"), positive_int(v, cw / "native_shape" / k))
-                           for k, v in native.items()),
-    )
+    compute = _compute(comp, cw, tech)
     meshes = [lv.mesh for lv in levels] + [compute.mesh]
     for i in range(len(meshes) - 1):
         (ax, ay), (bx, by) = meshes[i], meshes[i + 1]

@@ -9,6 +9,7 @@ is given, and every check of a plain einsum workload (`load.workload`).
 """
 from __future__ import annotations
 
+from ..dtypes import BLOCK_FORMATS, canonical
 from ..einsum import parse_einsum
 from ..errors import SpecError, shown
 from ..limits import MAX_OPS
@@ -65,6 +66,11 @@ def opgraph_from_dict(data, where: Where) -> OpGraph:
     dtypes = data.get("dtypes") or {}
     if not isinstance(dtypes, dict):
         raise (where / "dtypes").error("expected a mapping of tensor -> dtype")
+    for key, value in [("dtype", data.get("dtype")), *((f"dtypes.{t}", v) for t, v in dtypes.items())]:
+        if isinstance(value, str) and canonical(value) in BLOCK_FORMATS:
+            raise Where(where.file, key if not where.path else f"{where.path}.{key}").error(
+                f"{value}: block-scaled formats are modelled for one einsum (its scales become tensors), not in "
+                "an op graph, whose tensors keep one shape across ops; sweep the layers without --fuse")
     if not isinstance(data["ops"], list) or not data["ops"]:
         raise (where / "ops").error("expected a non-empty list of ops")
     if len(data["ops"]) > MAX_OPS:

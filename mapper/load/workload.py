@@ -13,8 +13,9 @@ from ..einsum import parse_einsum
 from ..errors import shown
 from ..limits import MAX_COEFFICIENT, MAX_DIMS, MAX_MACS, MAX_TENSORS
 from ..spec import Tensor, Workload
-from ..units import Where, parse_dtype_bits
+from ..units import Where, parse_dtype
 from ..validate import fields, name_text, positive_int, text
+from .block_scaled import block_scale
 from .files import spec_data
 
 
@@ -68,21 +69,34 @@ def workload_from_dict(data, where: Where) -> Workload:
     for tensor in per_tensor:
         if tensor not in names:
             raise (where / "dtypes" / tensor).error(f"no tensor of that name (tensors: {', '.join(names)})")
-    tensors = []
-    for tensor, axes, is_output in parsed:
+    dtypes = {}
+    for tensor in names:
         raw = per_tensor.get(tensor, default)
         if raw is None:
             raise (where / "dtypes").error(f"tensor {tensor} has no dtype (give `dtype` or `dtypes.{tensor}`)")
         key = where / "dtypes" / tensor if tensor in per_tensor else where / "dtype"
-        bits = parse_dtype_bits(raw, key)
+        dtypes[tensor] = parse_dtype(raw, key)
+    einsum, scales, block_dims = data["einsum"], {}, ()
+    rewritten = block_scale(parsed, dict(zip(dims, sizes)), {t: name for t, (name, _) in dtypes.items()}, where)
+    if rewritten is not None:
+        parsed, einsum, scales = rewritten.parsed, rewritten.einsum, rewritten.scales
+        dims, sizes = tuple(rewritten.sizes), tuple(rewritten.sizes.values())
+        block_dims = tuple(dims.index(d) for d in rewritten.block_dims)
+        dtypes.update({t: parse_dtype(rewritten.dtypes[t], where / "dtypes") for t in scales})
+        if len(dims) > MAX_DIMS or len(parsed) > MAX_TENSORS:
+            raise (where / "dtypes").error(f"the block-scaled rewrite ({einsum}) has {len(dims)} dims and "
+                                           f"{len(parsed)} tensors, above the limits of {MAX_DIMS} and {MAX_TENSORS}")
+    tensors = []
+    for tensor, axes, is_output in parsed:
+        dtype, bits = dtypes[tensor]
         exprs = tuple(tuple((dims.index(d), c) for d, c in axis.items()) for axis in axes)
         words = tiles.box_words(exprs, sizes)
         if words * bits > MAX_MACS:
             raise (where / "einsum").error(f"tensor {tensor} spans {words:,} words of {bits} bits, above "
                                            f"the limit of {MAX_MACS:,} (2^53) bits this tool handles")
-        tensors.append(Tensor(tensor, exprs, is_output, bits))
+        tensors.append(Tensor(tensor, exprs, is_output, bits, dtype, scales.get(tensor, "")))
     assert n_outputs == 1
-    return Workload(name=name_text(data["name"], where / "name"), einsum=data["einsum"], dims=dims,
+    return Workload(name=name_text(data["name"], where / "name"), einsum=einsum, dims=dims, block_dims=block_dims,
                     sizes=sizes, tensors=tuple(tensors),
                     description=text(data.get("description", ""), where / "description"),
                     source=text(data.get("source", ""), where / "source"), file=where.file)

@@ -37,7 +37,9 @@ class Mapspace(TablesMixin, OrderTablesMixin, CountingMixin, PruningMixin, Sampl
     stop = None     # optional callable: once it returns True, counts fall back to estimates
 
     def __init__(self, arch: Arch, workload: Workload, constraints: Constraints | None = None):
-        self.arch, self.workload = arch, workload
+        # the compute unit's rate and native shape for this workload's operand dtypes
+        self.arch, self.workload = arch.for_workload(workload), workload
+        arch = self.arch
         self.constraints = constraints or Constraints()
         self.n_levels, self.n_dims = len(arch.levels), len(workload.dims)
         check_together(arch, workload, self.constraints)     # names across the files, sizes

@@ -64,12 +64,20 @@ class TablesMixin:
         tile is a multiple of the role's native size, or the whole dim when it is smaller (decode's
         m = 1: the unit pads it internally). A role several dims share couples them: checked on
         the product of their tiles (`PruningMixin.fragment_mask`), not here."""
+        if d in self.workload.block_dims:
+            return self.block_mask(d, rows)
         size = 1 if self.roles is None else self.roles.grain(d)
         if size == 1:
             return np.ones(rows.shape[0], bool)
         tile = self.level_view(rows)[2][:, -1]
         extent = rows.prod(axis=1)
         return (tile % size == 0) | ((tile == extent) & (extent < size))
+
+    def block_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
+        """A block-scaled format's block dim (`k_in`, `load/block_scaled.py`) whole, unpadded, in
+        the innermost level's temporal loop: the MMA consumes whole blocks with their scale."""
+        temporal = self.level_view(rows)[0][:, -1]
+        return temporal == self.workload.sizes[d]
 
     def tail_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
         """Where dim d's extent has a masked tail (`tails.py`), the grid is the real one: the

@@ -24,6 +24,8 @@ def add_commands(sub) -> None:
     sw.add_argument("--phase", help="model phase(s), comma-separated (e.g. prefill, decode)")
     sw.add_argument("--seq", help="model input: sequence length(s) (value, list or range)")
     sw.add_argument("--batch", help="model input: batch size(s) (value, list or range)")
+    sw.add_argument("--dtype", help="the model's operands in this dtype (fp8, e4m3, fp4, nvfp4, mxfp8, ...; "
+                                    "outputs stay as the model writes them, else bf16); rows named MODEL-DTYPE")
     sw.add_argument("--fuse", action="store_true",
                     help="also each model's chains (its layers with their norms, activations, residuals, softmax) "
                          "as fusion studies: fused against unfused totals per chain and per model")
@@ -74,11 +76,12 @@ def _split(text: str | None) -> list[str] | None:
 
 
 def build_spec(args):
+    from ..dtypes import BLOCK_FORMATS, canonical
     from .spec import ChainSubject, SweepSpec, gemm_subjects, load_sweep, model_chains, model_subjects, workload_entry
     flag_mode = bool(args.gemm or args.model or args.workload)
     if not flag_mode:
-        if args.phase or args.seq or args.batch or args.fuse:
-            raise SpecError("--phase/--seq/--batch/--fuse", "", "apply to --model; give --model NAME "
+        if args.phase or args.seq or args.batch or args.dtype or args.fuse:
+            raise SpecError("--phase/--seq/--batch/--dtype/--fuse", "", "apply to --model; give --model NAME "
                             "(in a sweep file: `fuse: true`)")
         if args.vary:
             raise SpecError("--vary", "", "applies to ARCH with --gemm, --model or --workload; in a sweep "
@@ -96,13 +99,18 @@ def build_spec(args):
             entry = {"model": name}
             if args.phase:
                 entry["phase"] = _split(args.phase)
-            for key in ("seq", "batch"):
+            for key in ("seq", "batch", "dtype"):
                 if getattr(args, key):
                     entry[key] = getattr(args, key)
             subjects += model_subjects(entry, Where(f"--model {name}"))
             of_model = model_chains(entry, Where(f"--model {name}")) if args.fuse else []
             fused_models += bool(of_model)
             chains += of_model
+        if args.dtype and not args.model:
+            raise SpecError("--dtype", "", "applies to --model (a --gemm or --workload file says its own dtypes)")
+        if args.fuse and args.dtype and canonical(args.dtype) in BLOCK_FORMATS:
+            raise SpecError("--fuse", "", f"a model in {args.dtype} has no chains to fuse: block-scaled formats are "
+                            "modelled per einsum (their scales as tensors), not in op graphs")
         if args.fuse and not fused_models:
             raise SpecError("--fuse", "", "no --model with chains to fuse (see `chains:` in models/*.yaml)")
         if not subjects and not chains:

@@ -39,7 +39,7 @@ def package_version() -> str:
 def base_row(point: Point) -> dict:
     """The inputs' columns of a point's row (the same whatever the outcome)."""
     layer = point.layer
-    arch = point.arch
+    arch = point.arch.for_workload(point.workload)       # the MAC rate of its operand dtypes
     return {
         "key": point.key, "slot": point.slot, "arch": arch.name, "workload": point.workload.name,
         "einsum": point.workload.einsum, "mapspace": point.constraints.name, "strategy": point.strategy,

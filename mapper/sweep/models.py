@@ -12,13 +12,15 @@ graphs, expanded with the same names; each chain must count as the layers it sta
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import networkx as nx
 
 from ..load import fields, read_yaml, resolve, text, workload_from_dict
 from ..spec import Workload
-from ..units import Where
+from ..dtypes import BLOCK_FORMATS
+from ..units import Where, parse_dtype
 from .chains import Chain, ChainGroup, chains_from_list, expand_chain
 from .expr import integer_expr
 
@@ -94,6 +96,21 @@ class Expansion:
     def label(self) -> str:
         values = "-".join(f"{k}{v}" for k, v in self.inputs)
         return f"{self.model}-{self.phase}-{values}" if values else f"{self.model}-{self.phase}"
+
+
+def with_dtype(model: Model, value, where: Where) -> Model:
+    """The model with its operands in dtype `value` (`--dtype fp8`, `nvfp4`), named for it
+    (`llama-7b-fp8`: its rows stand beside the model's own). Outputs keep the model's
+    `output_dtype`, or where it gives none bf16: the MMA accumulates in FP32 and the epilogue
+    writes BF16, as an FP8 or FP4 GEMM's does. A layer with its own `dtype` keeps it. In a
+    block-scaled format the model has no chains: an op graph keeps each tensor's one shape, so
+    its scales cannot be tensors there (`load/opgraph.py` refuses one)."""
+    name, _ = parse_dtype(value, where)
+    if not name:
+        raise where.error(f"expected a dtype name such as fp8 or nvfp4, got {value!r}")
+    chains = () if name in BLOCK_FORMATS else model.chains
+    return dataclasses.replace(model, name=f"{model.name}-{name}", dtype=name,
+                               output_dtype=model.output_dtype or "bf16", chains=chains)
 
 
 def load_model(name_or_path) -> Model:

@@ -42,7 +42,7 @@ from ..units import Where
 from .arch_grid import Vary, derived_archs, vary_entry
 from .grid import combinations, parse_dim_grid, size_values
 from .chains import ChainGroup
-from .models import expand, load_model
+from .models import expand, load_model, with_dtype
 
 # Seconds per point at most: a point ends once it is proven, so only a point out of a proof's
 # reach costs all of it; enough to prove every layer of the bundled models (docs/RESULTS.md).
@@ -311,7 +311,9 @@ def _expansions(entry: dict, where: Where, base: Path | None = None):
         raise (where / "model").error("expected the name of a model preset or a file")
     name = _beside(base, entry["model"])
     model = _imported(name, entry, where) if importable(name) else _load(load_model, name, where / "model")
-    fields(entry, where, ("model",), ("phase",) + tuple(k for k, _ in model.inputs))
+    fields(entry, where, ("model",), ("phase", "dtype") + tuple(k for k, _ in model.inputs))
+    if entry.get("dtype") is not None:
+        model = with_dtype(model, entry["dtype"], where / "dtype")
     phases = _names(entry.get("phase"), where / "phase", model.phase_names[:1])
     grid = {k: size_values(entry[k], where / k) for k, _ in model.inputs if k in entry}
     return [(model, expand(model, phase, combo, where)) for phase in phases for combo in combinations(grid)]
