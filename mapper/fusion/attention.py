@@ -51,6 +51,8 @@ class FlashChoice:
     blocks_per_sm: int
     priced: int
     feasible: int
+    smem_bytes: float = 0.0          # held at the fusion level by one block: Q's tile, the K/V stages
+    register_bytes: float = 0.0      # the score tile, the accumulator and the row state
 
 
 def match(graph: OpGraph, ops: tuple[int, ...]) -> AttentionOps | None:
@@ -113,7 +115,8 @@ def flash_price(arch: Arch, graph: OpGraph, found: AttentionOps, level: int,
     if not fits.any():
         return None
     best = int(np.flatnonzero(fits)[np.lexsort((cycles[fits], score[fits]))[0]])
-    choice = FlashChoice(int(bi[best]), int(bj[best]), int(st[best]), int(per_sm[best]), len(bi), int(fits.sum()))
+    choice = FlashChoice(int(bi[best]), int(bj[best]), int(st[best]), int(per_sm[best]), len(bi), int(fits.sum()),
+                         float(smem[best]), float(regs[best]))
     reads = [(s_op.inputs[0], float(words["Q"][best]), qb), (s_op.inputs[1], float(words["K"][best]), kb),
              (p_op.inputs[1], float(words["V"][best]), vb)]
     kernel = streamed_kernel(arch, level, reads, [(p_op.output, heads * rows * d_v, ob)], macs,

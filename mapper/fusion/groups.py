@@ -57,6 +57,7 @@ class GroupPrice:
     members: tuple[Mapped, ...] = ()     # fused through a buffer level: each op's slice mapping
     iterations: int = 1                  # ... run once per iteration of the fused loops
     estimated: bool = False              # priced from the ops' own mappings, not yet searched
+    working_bytes: float = 0.0           # around an einsum: what one instance holds at the fusion level
 
     @property
     def energy_pj(self) -> float:
@@ -127,7 +128,7 @@ class Grouper:
             priced = mlp_price(self.arch, self.graph, pair, self.f, self.objective)
             if priced is None:
                 return Refusal("capacity/spill", "no tiling of the two fused GEMMs fits the fusion level")
-            kernel, tiling, note = priced
+            kernel, tiling, note, _ = priced
             return GroupPrice(ops, (kernel,), None, tuple(self._internal(ops)), (note,), tiling=tiling)
         if not einsums:
             return self._streaming(ops)
@@ -367,10 +368,11 @@ class Grouper:
         extra = working - mapped.evaluation.levels[self.f].footprint_bytes
         if not fits:
             unfused = merged(members + ([self.searches.free(prologue).price] if prologue is not None else []))
-            return GroupPrice(ops, (with_traffic(unfused, added),), mapped, (), tuple(notes) + (why,), True), extra
+            return GroupPrice(ops, (with_traffic(unfused, added),), mapped, (), tuple(notes) + (why,), True,
+                              working_bytes=working), extra
         kernel = self._fuse_intermediates(kernel, ops, skip)
         fused = tuple(t for t in self._internal(ops))
-        return GroupPrice(ops, pre + (kernel,), mapped, fused, tuple(notes)), extra
+        return GroupPrice(ops, pre + (kernel,), mapped, fused, tuple(notes), working_bytes=working), extra
 
     def _epilogue_operands(self, ops, a, down, mapped: Mapped):
         """Loads of the epilogue's extra operands (a bias slice, a residual tile) as the anchor's
@@ -411,7 +413,6 @@ class Grouper:
         ev = mapped.evaluation
         loaded = ev.levels[f].tensors[A].fills * ev.levels[f].instances if A in ev.levels[f].tensors else a_tensor.elements
         r_f = max(loaded / a_tensor.elements, 1.0)
-        r0 = max(kernel.tensor_bytes(A, 0) / a_tensor.bytes, 1.0)
         main = [x for x in p.inputs if graph.tensor(x).shape == a_tensor.shape]
         extras = [x for x in p.inputs if x not in main]
         reads_of_a = [t for t in kernel.traffic if t.tensor == A and t.owner == a and t.level < f]
@@ -424,26 +425,49 @@ class Grouper:
         tile = level_tiles(mapped.mapping, len(wl.dims))[f]
         extent = {d: min(tile[wl.dim_index(d)], wl.sizes[wl.dim_index(d)]) for d in wl.dims}
         a_dims = graph.ops[a].dims_of(A)
-        working = sum(math.prod(extent[a_dims[p.output_dims.index(d)]] for d in p.dims_of(x)) * graph.tensor(x).bits / 8
-                      for x in extras)
-        if mode == "stats":
-            rows = a_tensor.elements / wl.sizes[wl.dim_index(a_dims[p.output_dims.index(p.reduced_dim)])]
-            pre = scaled(self.searches.free(prologue).price, A, prologue, rows * STATS_BYTES_PER_ROW / a_tensor.bytes,
-                         f, rename="stats")
-            kernel = with_traffic(kernel, loads(self.arch, "stats", rows * 2 * r0, 4.0, f))
+        as_anchor = dict(zip(p.output_dims, a_dims))
+        row = as_anchor[p.reduced_dim] if p.family == "reduction" else None
+        slices = [(x, [as_anchor[d] for d in p.dims_of(x)], 1, graph.tensor(x).bits / 8) for x in extras]
+        if mode == "stats":       # each row of a loaded tile needs its stats: 2 fp32 words
+            slices.append(("stats", [d for d in a_dims if d != row], 2, STATS_BYTES_PER_ROW / 2))
+        # every load of an A tile into the fusion level brings each slice along (`_slice_loads`)
+        added = [entry for x, dims, per, nbytes in slices
+                 for entry in loads(self.arch, x, per * self._slice_loads(mapped, A, a_dims, dims), nbytes, f)]
+        working = sum(math.prod(extent[d] for d in dims) * per * nbytes for _, dims, per, nbytes in slices)
+        kernel = with_traffic(kernel, added)
+        own = self.searches.free(prologue).price
+        if mode == "stats":       # the pre-pass reads X alone and writes the stats, not A
+            pre = scaled(own, A, prologue, a_tensor.elements / wl.sizes[wl.dim_index(row)] * STATS_BYTES_PER_ROW
+                         / a_tensor.bytes, f, rename="stats")
+            for x in extras:
+                pre = without(pre, x, prologue, len(self.arch.levels))
             kernel = with_flops(self.arch, kernel, NORMALISE_FLOPS * a_tensor.elements * r_f)
             note = (f"{p.name}: row {p.reduced_dim} not whole in the tile at {self.arch.levels[f].name}; "
                     f"stats pre-pass ({STATS_BYTES_PER_ROW:.0f} B per row) then normalised as {A} is loaded")
             return kernel, (pre,), working, note
-        own = without(self.searches.free(prologue).price, A, prologue, f)     # A is never written out
-        for x in main:
+        own = without(own, A, prologue, f)     # A is never written out
+        for x in main + extras:                # X read where A was; the slices loaded with it
             own = without(own, x, prologue, f, fills_at=f)
-        for x in extras:
-            own = scaled(own, x, prologue, r0, f)
         kernel = with_flops(self.arch, merged([kernel, own]), p.flops * (r_f - 1))
         note = (f"{p.name} applied as {A} is loaded ({r_f:.3g} loads per element)"
                 + (f", its row {p.reduced_dim} whole in the tile" if p.family == "reduction" else ""))
         return kernel, (), working, note
+
+    def _slice_loads(self, mapped: Mapped, A: str, a_dims, dims) -> float:
+        """Words of a slice over the anchor's `dims` (a subset of A's) loaded into the fusion
+        level with every tile of A loaded there: the loads of A's tile (its fills there over
+        its tile), each with the slice's mean valid extent (a ragged dim of S over tiles of T:
+        S / ceil(S/T) per tile; every tile of a loop nest is loaded equally often)."""
+        ev, f, wl = mapped.evaluation, self.f, self.graph.ops[mapped.op].workload
+        tile = level_tiles(mapped.mapping, len(wl.dims))[f]
+        size = {d: wl.sizes[wl.dim_index(d)] for d in a_dims}
+        count = {d: -(-size[d] // min(tile[wl.dim_index(d)], size[d])) for d in a_dims}
+        held = ev.levels[f].tensors.get(A)
+        if held is not None and held.tile_words:
+            tiles_loaded = held.fills * ev.levels[f].instances / held.tile_words
+        else:                  # A not held there: each tile once per pass over A at the outermost level
+            tiles_loaded = math.prod(count.values())
+        return tiles_loaded * math.prod(size[d] / count[d] for d in dims)
 
     def _fits(self, mapped: Mapped, working: float) -> tuple[bool, str]:
         level = self.arch.levels[self.f]

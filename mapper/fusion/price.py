@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..cost import Evaluation
+from ..cost import Evaluation, access_energy as cost_access_energy
 from ..cost.occupancy import blocks_per_sm
 from ..spec import Arch
 
@@ -70,12 +70,9 @@ class KernelPrice:
 
 def access_energy(arch: Arch, level: int, words: float, word_bytes: float, kind: str) -> float:
     """Energy of `words` words moved at a level by one kind of access (read, write, update),
-    as the cost model prices them: vectors of block_size words, plus per-byte energy."""
-    lv = arch.levels[level]
-    per_access, per_byte = {"read": (lv.energy_read, lv.byte_energy_read),
-                            "write": (lv.energy_write, lv.byte_energy_write),
-                            "update": (lv.energy_update, lv.byte_energy_update)}[kind]
-    return words / lv.block_size * per_access + words * word_bytes * per_byte
+    by the cost model's own rule (`cost.access_energy`: vectors of block_size words, rounded
+    up, plus per-byte energy), the words taken as one instance's."""
+    return cost_access_energy(arch.levels[level], words, word_bytes, kind)
 
 
 def flop_cycles(arch: Arch, flops: float) -> float:
@@ -94,9 +91,9 @@ def from_evaluation(arch: Arch, ev: Evaluation, word_bytes: dict[str, float], fl
         for name, tc in lc.tensors.items():
             bits = arch.levels[lv].word_bits
             wb = word_bytes[name] if bits is None else bits / 8
-            fill_words = tc.fills * arch.levels[lv].charged_instances(lc.instances)
             fill_bytes = min(tc.bytes_moved, tc.fills * lc.instances * wb)
-            fill_energy = min(tc.energy_pj, access_energy(arch, lv, fill_words, wb, "write"))
+            fill_energy = min(tc.energy_pj, access_energy(arch, lv, tc.fills, wb, "write")
+                              * arch.levels[lv].charged_instances(lc.instances))
             if fill_bytes > 0:
                 entries.append(Traffic(lv, name, fill_bytes, fill_energy, fill_bytes * rate, True, owner))
             entries.append(Traffic(lv, name, tc.bytes_moved - fill_bytes, tc.energy_pj - fill_energy,
