@@ -11,10 +11,13 @@ from collections import defaultdict
 
 import pytest
 
-from mapper.fusion.groups import NORMALISE_FLOPS, GroupPrice
+from mapper.fusion.buffered import buffered_price
+from mapper.fusion.groups import NORMALISE_FLOPS, GroupPrice, Grouper
+from mapper.fusion.kernels import OpSearches
 from mapper.fusion.attention import flash_price, match as flash_match
 from mapper.fusion.mlp import BK, match as mlp_match, mlp_price
-from mapper.load import opgraph_from_dict
+from mapper.load import arch_from_dict, opgraph_from_dict
+from mapper.search import SearchContext
 from mapper.units import Where
 
 import fused_brute_force as brute
@@ -208,6 +211,7 @@ EPILOGUE_CASES = [  # (sizes, ops, shared memory): ragged tiles, a vector and a 
     ({"m": 5, "k": 3, "n": 7}, [MM, BIAS, gelu("Y")], "4 KiB"),
     ({"m": 16, "k": 8, "n": 24}, [MM, RESIDUAL], "4 KiB"),
     ({"m": 12, "k": 6, "n": 10}, [MM, BIAS], "2 KiB"),
+    ({"g": 2, "i": 8, "j": 16, "d": 4}, ATTENTION[:3], "16 KiB"),        # a softmax, its row held whole
 ]
 
 
@@ -311,7 +315,7 @@ NORM = {"name": "norm", "kind": "layernorm", "inputs": ["X[m,k]", "g[k]"], "outp
 PROLOGUE_CASES = [  # (sizes, prologue, shared memory, a norm streamed with its stats pre-pass)
     ({"m": 32, "k": 16, "n": 24}, SHIFT, "4 KiB", False),
     ({"m": 32, "k": 32, "n": 16}, NORM, "16 KiB", False),
-    ({"m": 32, "k": 256, "n": 32}, NORM, "2 KiB", True),
+    ({"m": 16, "k": 256, "n": 16}, NORM, "2 KiB", True),
 ]
 
 
@@ -348,3 +352,93 @@ def test_a_fused_prologue_matches_its_loop_nest_executed(sizes, prologue, smem, 
         assert pre.tensor_bytes("X", 0) == sum(own[0, "X"].values()) * 2
         assert pre.tensor_bytes("stats", 0) == sizes["m"] * 2 * 4
         assert {t.tensor for t in pre.traffic if t.level < f} == {"X", "stats"}
+
+
+# ---------------------------------------------------------------------------------------------
+# einsums fused through an accelerator's buffer: the fused loops over the slices, each op's nest
+# on its slice inside them
+
+
+def small_accelerator():
+    """DRAM / one 512 B buffer / 4 PEs with 4-word vectors above the PEs (so a count's
+    rounding shows)."""
+    level = {"block_size": 4, "max_stages": 1, "energy": {"read": 4.0, "write": 6.0, "update": 7.0}}
+    return arch_from_dict({
+        "name": "small-accelerator", "clock": "1 GHz",
+        "levels": [{"name": "DRAM", "instances": 1, **{**level, "energy": {"read": 50.0, "write": 60.0, "update": 70.0}}},
+                   {"name": "Buffer", "instances": 1, "capacity": "512 B", **level},
+                   {"name": "RF", "instances": 4, "mesh": [4, 1], "capacity": "64 B", "block_size": 1,
+                    "energy": {"read": 0.5, "write": 0.5, "update": 0.5}}],
+        "compute": {"instances": 4, "mesh": [4, 1], "macs_per_cycle": 1, "energy": 1.0}}, Where("<test>"))
+
+
+def sliced_counts(arch, graph, member):
+    """Op `member.op`'s nest on its slice executed: {(level, tensor): per-instance counts},
+    the instances of each level and the MACs."""
+    wl = dataclasses.replace(graph.ops[member.op].workload, sizes=member.sizes)
+    truth = simulate(*as_plain(arch, wl, member.mapping))
+    return {(lv, t): (c, truth["levels"][level.name]["instances"]) for lv, level in enumerate(arch.levels)
+            for t, c in truth["levels"][level.name]["tensors"].items()}, truth["macs"]
+
+
+TWO_GEMMS = [{"name": "mm1", "einsum": "Y[m,n] += X[m,k] * W1[k,n]"},
+             {"name": "mm2", "einsum": "Z[m,j] += Y[m,n] * W2[n,j]"}]
+BUFFERED_CASES = [  # two GEMMs through Y (odd slices: counts no multiple of the vector); with a
+    # ReLU between them (read where mm1 completes Y)
+    ({"m": 32, "k": 4, "n": 16, "j": 4}, TWO_GEMMS),
+    ({"m": 45, "k": 3, "n": 6, "j": 3}, TWO_GEMMS),
+    ({"m": 32, "k": 4, "n": 12, "j": 4}, [{"name": "mm1", "einsum": "Y[m,n] += X[m,k] * W1[k,n]"},
+                                          {"name": "relu", "kind": "relu", "inputs": ["Y[m,n]"], "output": "R[m,n]"},
+                                          {"name": "mm2", "einsum": "Z[m,j] += R[m,n] * W2[n,j]"}]),
+]
+
+
+@pytest.mark.parametrize("sizes, ops", BUFFERED_CASES)
+def test_a_group_fused_through_a_buffer_matches_its_loop_nest_executed(sizes, ops):
+    """The fused loops run every op's nest on its slice, once per iteration; an intermediate
+    never goes above the level it is held at (its producer's writes out and its consumers'
+    reads and fills there are no traffic); every other count is the slice nests' (energy: each
+    instance's count of each kind in 4-word vectors, rounded up)."""
+    arch = small_accelerator()
+    graph = opgraph_from_dict({"name": "t", "sizes": sizes, "dtype": "int8", "ops": ops}, Where("<test>"))
+    searches = OpSearches(arch, graph, SearchContext(time_limit=60.0, max_evaluations=200_000), 1.0, 1.0)
+    grouper = Grouper(arch, graph, searches, "energy")
+    group = tuple(range(len(ops)))
+    fused = grouper.price(group)
+    assert isinstance(fused, GroupPrice) and fused.members and fused.iterations > 1
+    f = grouper.f
+    found = buffered_price(arch, graph, searches, group, lambda t: False, grouper.slice_plan(group))
+    held_at = {t: f + 1 if t in found.epilogues else f for t in fused.fused}
+    producer = {graph.ops[i].output: i for i in group}
+    figures = level_figures(arch)
+    want_bytes, want_energy, macs = defaultdict(float), 0.0, 0
+    for member in fused.members:
+        counts, member_macs = sliced_counts(arch, graph, member)
+        macs += fused.iterations * member_macs
+        for (lv, t), (c, instances) in counts.items():
+            at = held_at.get(t)
+            if at is not None and lv < at:
+                continue                             # the intermediate never goes above its level
+            if at is not None and lv == at and producer[t] != member.op:
+                c = {**c, "fills": 0}                # nor is it filled there again for its reader
+            level = figures[lv]
+            want_bytes[lv, t] += fused.iterations * instances * sum(c.values()) * graph.tensor(t).bits / 8
+            want_energy += fused.iterations * instances * sum(
+                -(-c[key] // level["block_size"]) * level[kind] for key, kind in
+                (("reads", "read"), ("fills", "write"), ("updates", "update")))
+    (kernel,) = fused.kernels
+    for (lv, t), b in want_bytes.items():
+        assert kernel.tensor_bytes(t, lv) == pytest.approx(b, rel=1e-12, abs=1e-9), (lv, t)
+    assert {(t.level, t.tensor) for t in kernel.traffic if t.bytes} <= set(want_bytes)
+    assert sum(t.energy_pj for t in kernel.traffic) == pytest.approx(want_energy, rel=1e-12)
+    leak = sum(lc.leak_pj for m in fused.members for lc in m.evaluation.levels) * fused.iterations
+    flops = sum(graph.ops[i].flops for i in group)
+    assert kernel.compute_energy_pj - leak == pytest.approx((macs + flops) * arch.compute.energy_per_mac, rel=1e-12)
+    for member in fused.members:              # each slice's tiles beside the live intermediates fit
+        wl = dataclasses.replace(graph.ops[member.op].workload, sizes=member.sizes)
+        nest = as_plain(arch, wl, member.mapping)[1]
+        extent = {d: math.prod(b for dim, b in fused_loops(nest, f, below=True) if dim == d) for d in wl.dims}
+        held = sum(math.prod(sum(c * (extent[wl.dims[d]] - 1) for d, c in axis) + 1 for axis in t.axes)
+                   * t.bytes_per_word for t in wl.tensors if t.name in nest[f]["keep"])
+        assert member.evaluation.levels[f].footprint_bytes == held
+        assert held + grouper.slice_plan(group).live[member.op] <= arch.levels[f].capacity
