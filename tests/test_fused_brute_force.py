@@ -33,6 +33,22 @@ def gpu(smem, dram_pj=1.0):
     return dataclasses.replace(arch, levels=(dataclasses.replace(arch.levels[0], multicast=False),) + arch.levels[1:])
 
 
+def gpu_with_l2(smem, dram_pj=20.0):
+    """DRAM / a 16 KiB L2 / per-SM buffer (2 SMs) / registers, no multicast above the SMs: a
+    slice moving with A's tiles is re-read from DRAM only when A's L2 tile is."""
+    level = {"block_size": 1, "max_stages": 2, "energy": {"read": 1.0, "write": 2.0, "update": 3.0}}
+    return arch_from_dict({
+        "name": "small-gpu-l2", "clock": "1 GHz",
+        "levels": [{"name": "DRAM", "instances": 1, "latency": 10, "multicast": False, **level,
+                    "energy": {k: v * dram_pj for k, v in level["energy"].items()}},
+                   {"name": "L2", "instances": 1, "capacity": "16 KiB", "multicast": False, **level},
+                   {"name": "SMEM", "instances": 2, "mesh": [2, 1], "capacity": smem, **level},
+                   {"name": "RF", "instances": 4, "mesh": [4, 1], "capacity": "1 KiB", **level}],
+        "compute": {"instances": 4, "mesh": [4, 1], "macs_per_cycle": 2, "energy": 1.0,
+                    "native_shape": {"m": 2, "n": 2, "k": 2}},
+        "gpu": {"sms": 2, "smem_per_sm": smem, "registers_per_sm": 4096}}, Where("<test>"))
+
+
 def graph_of(sizes, ops, dtype="bf16"):
     return opgraph_from_dict({"name": "t", "sizes": sizes, "dtype": dtype, "ops": ops}, Where("<test>"))
 
@@ -300,28 +316,33 @@ def fused_prologue_counts(arch, graph, grouper, fused, f, stats: bool):
     if stats:
         row = as_anchor[graph.ops[p].reduced_dim]
         slices = [(t, dims, 1) for t, dims, _ in slices] + [("stats", [d for d in a_dims if d != row], 2)]
-    for t, dims, per in slices:
-        words = per * brute.slice_loads(loaded, dims, sizes)
-        for lv in range(f + 1):
-            if lv < f:
-                counts[lv, t]["reads"] += words
-            if lv > 0:
-                counts[lv, t]["fills"] += words
+    # a slice moves with each tile of A: filled into every level with it, read from the level
+    # above (each instance its own copy: no multicast above the SMs)
+    assert all(A in nest[lv]["keep"] for lv in range(f + 1))
+    for lv in range(1, f + 1):
+        here = {d: math.prod(b for dim, b in fused_loops(nest, lv, below=True) if dim == d) for d in wl.dims}
+        visits = brute.tile_visits(brute.loops_above(nest, lv), here, sizes, a_dims)
+        for t, dims, per in slices:
+            words = per * brute.slice_loads(visits, dims, sizes)
+            counts[lv, t]["fills"] += words
+            counts[lv - 1, t]["reads"] += words
     return counts, loaded, nest
 
 
 SHIFT = {"name": "shift", "kind": "bias", "inputs": ["X[m,k]", "s[k]"], "output": "A[m,k]"}
 NORM = {"name": "norm", "kind": "layernorm", "inputs": ["X[m,k]", "g[k]"], "output": "A[m,k]", "dim": "k"}
-PROLOGUE_CASES = [  # (sizes, prologue, shared memory, a norm streamed with its stats pre-pass)
-    ({"m": 32, "k": 16, "n": 24}, SHIFT, "4 KiB", False),
-    ({"m": 32, "k": 32, "n": 16}, NORM, "16 KiB", False),
-    ({"m": 16, "k": 256, "n": 16}, NORM, "2 KiB", True),
+PROLOGUE_CASES = [  # (sizes, prologue, shared memory, a norm streamed with its stats pre-pass, an L2)
+    ({"m": 32, "k": 16, "n": 24}, SHIFT, "4 KiB", False, False),
+    ({"m": 32, "k": 32, "n": 16}, NORM, "16 KiB", False, False),
+    ({"m": 16, "k": 256, "n": 16}, NORM, "2 KiB", True, False),
+    ({"m": 32, "k": 32, "n": 16}, NORM, "4 KiB", False, True),
+    ({"m": 16, "k": 256, "n": 16}, NORM, "2 KiB", True, True),
 ]
 
 
-@pytest.mark.parametrize("sizes, prologue, smem, stats", PROLOGUE_CASES)
-def test_a_fused_prologue_matches_its_loop_nest_executed(sizes, prologue, smem, stats):
-    arch = gpu(smem, dram_pj=20.0)
+@pytest.mark.parametrize("sizes, prologue, smem, stats, l2", PROLOGUE_CASES)
+def test_a_fused_prologue_matches_its_loop_nest_executed(sizes, prologue, smem, stats, l2):
+    arch = gpu_with_l2(smem) if l2 else gpu(smem, dram_pj=20.0)
     graph, grouper = study(arch, sizes, [prologue, MM], seconds=1.0)
     fused = grouper.price((0, 1))
     assert isinstance(fused, GroupPrice) and not fused.spilled

@@ -293,12 +293,13 @@ def test_a_norm_prologue_without_its_row_keeps_a_stats_pre_pass():
     assert pre.tensor_bytes("X", 0) == 32 * 256 * 2 and pre.tensor_bytes("stats", 0) == 32 * 8
     assert pre.tensor_bytes("A", 0) == 0 and main.tensor_bytes("A", 0) == 0
     reads = main.tensor_bytes("X", 0)
-    # each A tile an SM loads into its SMEM (tile_m x tile_k words) brings its tile_m rows' 8 B of
-    # stats, each SM its own copy
+    # each tile of A read from DRAM (tile_m x tile_k bf16 words of X) brings its tile_m rows'
+    # 8 B of stats, and each one an SM fills into its SMEM its own copy
     held = fused.anchor.evaluation.levels[grouper.f]
-    tiles = held.tensors["A"].fills * held.instances / held.tensors["A"].tile_words
-    tile_m = level_tiles(fused.anchor.mapping, 3)[grouper.f][graph.ops[1].workload.dim_index("m")]
-    assert reads >= 32 * 256 * 2 and main.tensor_bytes("stats", 0) == tiles * tile_m * 8
+    fills = held.tensors["A"].fills * held.instances / held.tensors["A"].tile_words
+    tile_m, _, tile_k = level_tiles(fused.anchor.mapping, 3)[grouper.f]
+    assert reads >= 32 * 256 * 2 and main.tensor_bytes("stats", 0) == 8 * reads / (2 * tile_k)
+    assert main.tensor_bytes("stats", grouper.f) == fills * tile_m * 8
     assert any("stats pre-pass" in note for note in fused.notes)
     assert any("whole row" in note for note in fused.notes)
 

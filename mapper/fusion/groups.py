@@ -32,6 +32,7 @@ from .buffered import Unfusable, buffered_price, estimate, plan, search_seconds
 from .kernels import Mapped, OpSearches
 from .mlp import match as mlp_match, mlp_price
 from .price import KernelPrice, loads, merged, scaled, with_flops, with_traffic, without
+from .slices import riding
 
 NOT_SEARCHED = "not searched"     # a lazily priced group never searched: neither legal nor refused
 STATS_BYTES_PER_ROW = 8.0        # a norm's stats pre-pass: 2 fp32 words per row
@@ -430,9 +431,9 @@ class Grouper:
         slices = [(x, [as_anchor[d] for d in p.dims_of(x)], 1, graph.tensor(x).bits / 8) for x in extras]
         if mode == "stats":       # each row of a loaded tile needs its stats: 2 fp32 words
             slices.append(("stats", [d for d in a_dims if d != row], 2, STATS_BYTES_PER_ROW / 2))
-        # every load of an A tile into the fusion level brings each slice along (`_slice_loads`)
+        # each slice moves with A's tiles, at every level down to the fusion level (`slices.py`)
         added = [entry for x, dims, per, nbytes in slices
-                 for entry in loads(self.arch, x, per * self._slice_loads(mapped, A, a_dims, dims), nbytes, f)]
+                 for entry in riding(self.arch, wl, mapped, A, a_dims, x, dims, per, nbytes, f)]
         working = sum(math.prod(extent[d] for d in dims) * per * nbytes for _, dims, per, nbytes in slices)
         kernel = with_traffic(kernel, added)
         own = self.searches.free(prologue).price
@@ -452,22 +453,6 @@ class Grouper:
         note = (f"{p.name} applied as {A} is loaded ({r_f:.3g} loads per element)"
                 + (f", its row {p.reduced_dim} whole in the tile" if p.family == "reduction" else ""))
         return kernel, (), working, note
-
-    def _slice_loads(self, mapped: Mapped, A: str, a_dims, dims) -> float:
-        """Words of a slice over the anchor's `dims` (a subset of A's) loaded into the fusion
-        level with every tile of A loaded there: the loads of A's tile (its fills there over
-        its tile), each with the slice's mean valid extent (a ragged dim of S over tiles of T:
-        S / ceil(S/T) per tile; every tile of a loop nest is loaded equally often)."""
-        ev, f, wl = mapped.evaluation, self.f, self.graph.ops[mapped.op].workload
-        tile = level_tiles(mapped.mapping, len(wl.dims))[f]
-        size = {d: wl.sizes[wl.dim_index(d)] for d in a_dims}
-        count = {d: -(-size[d] // min(tile[wl.dim_index(d)], size[d])) for d in a_dims}
-        held = ev.levels[f].tensors.get(A)
-        if held is not None and held.tile_words:
-            tiles_loaded = held.fills * ev.levels[f].instances / held.tile_words
-        else:                  # A not held there: each tile once per pass over A at the outermost level
-            tiles_loaded = math.prod(count.values())
-        return tiles_loaded * math.prod(size[d] / count[d] for d in dims)
 
     def _fits(self, mapped: Mapped, working: float) -> tuple[bool, str]:
         level = self.arch.levels[self.f]
