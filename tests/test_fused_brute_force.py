@@ -153,8 +153,8 @@ def fused_anchor_counts(arch, graph, grouper, fused, f):
     """The epilogue group's loop nest executed: the anchor's nest as it runs (its output never
     leaving level f), each epilogue op's own inner loops below f on the tile there (its reads
     of the intermediate and of its operands from f stay, their fills into f go), and each
-    epilogue operand's slice loaded from level 0 into f with every output tile the anchor
-    completes (clamped). Returns (counts, MACs run, the anchor's nest)."""
+    epilogue operand's slice moving with the output tiles the anchor completes at every level
+    down to f (clamped). Returns (counts, MACs run, the anchor's nest)."""
     ops, a = fused.ops, fused.anchor.op
     inside = {graph.ops[i].output for i in ops if any(j in ops for j in graph.consumers(graph.ops[i].output))}
     counts = defaultdict(lambda: {"reads": 0, "fills": 0, "updates": 0})
@@ -165,9 +165,7 @@ def fused_anchor_counts(arch, graph, grouper, fused, f):
                 counts[lv, t][k] += c[k]
     wl = graph.ops[a].workload
     sizes = dict(zip(wl.dims, wl.sizes))
-    tile = {d: math.prod(b for dim, b in fused_loops(nest, f, below=True) if dim == d) for d in wl.dims}
     out_dims = graph.ops[a].output_dims
-    completed = brute.tile_visits(brute.loops_above(nest, f), tile, sizes, out_dims)
     for j in ops:
         if j == a:
             continue
@@ -182,13 +180,16 @@ def fused_anchor_counts(arch, graph, grouper, fused, f):
                 c = {**c, "fills": 0} if lv == f else c
             for k in c:
                 counts[lv, t][k] += c[k]
-        for t in operands:
-            words = brute.slice_loads(completed, graph.ops[j].dims_of(t), sizes)
-            for lv in range(f + 1):
-                if lv < f:
-                    counts[lv, t]["reads"] += words
-                if lv > 0:
-                    counts[lv, t]["fills"] += words
+        # an operand's slice moves with each output tile: filled into every level holding the
+        # output as the tile there completes, read from the level above (each SM its own copy)
+        assert all(graph.ops[a].output in nest[lv]["keep"] for lv in range(f + 1))
+        for lv in range(1, f + 1):
+            here = {d: math.prod(b for dim, b in fused_loops(nest, lv, below=True) if dim == d) for d in wl.dims}
+            completed = brute.tile_visits(brute.loops_above(nest, lv), here, sizes, out_dims)
+            for t in operands:
+                words = brute.slice_loads(completed, graph.ops[j].dims_of(t), sizes)
+                counts[lv, t]["fills"] += words
+                counts[lv - 1, t]["reads"] += words
     return counts, macs, nest
 
 
@@ -223,17 +224,19 @@ def executed_energy(arch, bytes_of, counts, compute_pj):
 
 BIAS = {"name": "bias", "kind": "bias", "inputs": ["Z[m,n]", "c[n]"], "output": "Y[m,n]"}
 RESIDUAL = {"name": "res", "kind": "add", "inputs": ["Z[m,n]", "R[m,n]"], "output": "Y[m,n]"}
-EPILOGUE_CASES = [  # (sizes, ops, shared memory): ragged tiles, a vector and a tile operand
-    ({"m": 5, "k": 3, "n": 7}, [MM, BIAS, gelu("Y")], "4 KiB"),
-    ({"m": 16, "k": 8, "n": 24}, [MM, RESIDUAL], "4 KiB"),
-    ({"m": 12, "k": 6, "n": 10}, [MM, BIAS], "2 KiB"),
-    ({"g": 2, "i": 8, "j": 16, "d": 4}, ATTENTION[:3], "16 KiB"),        # a softmax, its row held whole
+EPILOGUE_CASES = [  # (sizes, ops, shared memory, an L2): ragged tiles, a vector and a tile operand
+    ({"m": 5, "k": 3, "n": 7}, [MM, BIAS, gelu("Y")], "4 KiB", False),
+    ({"m": 16, "k": 8, "n": 24}, [MM, RESIDUAL], "4 KiB", False),
+    ({"m": 12, "k": 6, "n": 10}, [MM, BIAS], "2 KiB", False),
+    ({"g": 2, "i": 8, "j": 16, "d": 4}, ATTENTION[:3], "16 KiB", False),  # a softmax, its row held whole
+    ({"m": 64, "k": 8, "n": 20}, [MM, BIAS, gelu("Y")], "1 KiB", True),
+    ({"m": 24, "k": 8, "n": 32}, [MM, RESIDUAL], "2 KiB", True),
 ]
 
 
-@pytest.mark.parametrize("sizes, ops, smem", EPILOGUE_CASES)
-def test_a_fused_epilogue_matches_its_loop_nest_executed(sizes, ops, smem):
-    arch = gpu(smem)
+@pytest.mark.parametrize("sizes, ops, smem, l2", EPILOGUE_CASES)
+def test_a_fused_epilogue_matches_its_loop_nest_executed(sizes, ops, smem, l2):
+    arch = gpu_with_l2(smem, dram_pj=1.0) if l2 else gpu(smem)
     graph, grouper = study(arch, sizes, ops, seconds=1.0)
     fused = grouper.price(tuple(range(len(ops))))
     assert isinstance(fused, GroupPrice) and not fused.spilled

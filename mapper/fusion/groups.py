@@ -31,7 +31,7 @@ from .attention import flash_price, match
 from .buffered import Unfusable, buffered_price, estimate, plan, search_seconds
 from .kernels import Mapped, OpSearches
 from .mlp import match as mlp_match, mlp_price
-from .price import KernelPrice, loads, merged, scaled, with_flops, with_traffic, without
+from .price import KernelPrice, merged, scaled, with_flops, with_traffic, without
 from .slices import riding
 
 NOT_SEARCHED = "not searched"     # a lazily priced group never searched: neither legal nor refused
@@ -376,9 +376,8 @@ class Grouper:
         return GroupPrice(ops, pre + (kernel,), mapped, fused, tuple(notes), working_bytes=working), extra
 
     def _epilogue_operands(self, ops, a, down, mapped: Mapped):
-        """Loads of the epilogue's extra operands (a bias slice, a residual tile) as the anchor's
-        output tiles at the fusion level need them (ragged tiles clamped to the valid extent),
-        and the fused working set at that level."""
+        """Loads of the epilogue's extra operands (a bias slice, a residual tile) with the
+        anchor's output tiles (`slices.py`), and the fused working set at the fusion level."""
         graph, wl = self.graph, self.graph.ops[a].workload
         tile = level_tiles(mapped.mapping, len(wl.dims))[self.f]
         size = {d: wl.sizes[wl.dim_index(d)] for d in wl.dims}
@@ -393,10 +392,9 @@ class Grouper:
                 if graph.producer(t) in ops:
                     continue
                 dims = [self._to_anchor(j, a, d, ops) for d in op.dims_of(t)]
-                tiles_over = math.prod(-(-size[d] // extent[d]) for d in out_dims if d not in dims)
-                words = tiles_over * math.prod(size[d] for d in dims)
                 word_bytes = graph.tensor(t).bits / 8
-                added += loads(self.arch, t, words, word_bytes, self.f)
+                added += riding(self.arch, wl, mapped, graph.ops[a].output, out_dims, t, dims, 1, word_bytes,
+                                self.f, output=True)
                 working += math.prod(extent[d] for d in dims) * word_bytes
             if graph.tensor(op.output).bits > out_bits:
                 working += math.prod(extent[d] for d in out_dims) * (graph.tensor(op.output).bits - out_bits) / 8

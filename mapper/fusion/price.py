@@ -18,8 +18,8 @@ Invariants:
   back). Nothing else changes, so an elementwise intermediate of N elements of s bytes, written
   and read once at the outermost level, saves exactly 2*N*s bytes there.
 - Added traffic (a fused epilogue's bias slices, a prologue's operands re-read with every tile
-  of its consumer) is priced with the level's own per-access and per-byte energies and its
-  bandwidth, like the cost model's.
+  of its consumer: `slices.py`) is priced with the cost model's access-energy rule and the
+  level's bandwidth.
 """
 from __future__ import annotations
 
@@ -154,21 +154,6 @@ def with_flops(arch: Arch, kernel: KernelPrice, flops: float) -> KernelPrice:
     """`flops` more elementwise FLOPs (a prologue recomputed with every tile it is loaded in)."""
     return replace(kernel, compute_energy_pj=kernel.compute_energy_pj + flops * arch.compute.energy_per_mac,
                    compute_cycles=kernel.compute_cycles + flop_cycles(arch, flops))
-
-
-def loads(arch: Arch, tensor: str, words: float, word_bytes: float, down_to: int) -> list[Traffic]:
-    """Entries of `words` words of an input read from the outermost level and passed down to
-    level `down_to` (read at each level above it, filled into each level below the outermost)."""
-    out = []
-    for lv in range(down_to + 1):
-        level = arch.levels[lv]
-        b = words * word_bytes
-        bandwidth = level.bandwidth * level.instances      # spread over every instance
-        if lv > 0:
-            out.append(Traffic(lv, tensor, b, access_energy(arch, lv, words, word_bytes, "write"), b / bandwidth, fill=True))
-        if lv < down_to:
-            out.append(Traffic(lv, tensor, b, access_energy(arch, lv, words, word_bytes, "read"), b / bandwidth))
-    return out
 
 
 def streamed_energy(arch: Arch, level: int, reads, writes, macs, flops):

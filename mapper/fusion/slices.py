@@ -1,13 +1,17 @@
 """Slices that ride along with a tensor's tiles: a fused prologue's other operands (a norm's
-gamma) and a streamed norm's stats, loaded with every tile of the anchor's input A.
+gamma) and a streamed norm's stats, loaded with every tile of the anchor's input A; an
+epilogue's operands (a bias slice, a residual tile), loaded with every tile of the anchor's
+output it completes.
 
-Wherever the anchor's mapping moves a tile of A between two levels at and above the fusion
-level, the slice of the operand over that tile moves with it, so the operand is re-read from
-a level exactly as often as A's tiles are (a cache level holding A's tile holds its slice too):
-- fills into level l: the tiles of A filled there (A's fills over its tile there) times the
-  slice of one such tile;
-- reads at level l: the tiles of A read there by the next level holding A (A's reads over that
-  level's tile, multicast included) times the slice of one of those tiles.
+Wherever the anchor's mapping moves a tile of that tensor (the *carrier*) between two levels
+at and above the fusion level, the operand's slice over that tile moves with it, so the
+operand is re-read from a level exactly as often as the carrier's tiles move there (a cache
+level holding the carrier's tile holds its slice too):
+- fills into level l: the carrier's tiles moved there (an input's fills over its tile there;
+  an output's tiles completed there, its words written up over its tile) times the slice of
+  one such tile;
+- reads at level l: the slices filled into the next level holding the carrier (an input's:
+  its reads there over that level's tile, multicast included, times the slice of one).
 A slice of one tile is its mean valid extent along each of its dims (a ragged dim of S words in
 tiles of T: S / ceil(S / T) per tile, as every tile of a loop nest is moved equally often), its
 words each `per_point` words of `word_bytes` bytes.
@@ -23,10 +27,10 @@ from .price import Traffic, access_energy
 
 
 def riding(arch: Arch, wl: Workload, mapped: Mapped, carrier: str, carrier_dims, name: str, dims,
-           per_point: float, word_bytes: float, down_to: int) -> list[Traffic]:
+           per_point: float, word_bytes: float, down_to: int, output: bool = False) -> list[Traffic]:
     """Entries of slice `name` over the anchor's `dims` (a subset of `carrier_dims`, the
-    anchor's dims of tensor `carrier`; `wl` the anchor's workload) moving with the carrier's
-    tiles at levels 0..`down_to`."""
+    anchor's dims of tensor `carrier`, its input or, `output`, its output; `wl` the anchor's
+    workload) moving with the carrier's tiles at levels 0..`down_to`."""
     ev = mapped.evaluation
     size = {d: wl.sizes[wl.dim_index(d)] for d in carrier_dims}
     tiles = level_tiles(mapped.mapping, len(wl.dims))
@@ -36,15 +40,27 @@ def riding(arch: Arch, wl: Workload, mapped: Mapped, carrier: str, carrier_dims,
         extent = {d: min(tiles[lv][wl.dim_index(d)], size[d]) for d in dims}
         return per_point * math.prod(size[d] / -(-size[d] // extent[d]) for d in dims)
 
+    fills = {}                 # per holding level below the outermost: the slice's words filled in
+    for k, lv in enumerate(holding[1:], 1):
+        tc = ev.levels[lv].tensors[carrier]
+        if output:             # a tile completed there: written up to the level above, once
+            above = ev.levels[holding[k - 1]]
+            tiles_moved = above.tensors[carrier].updates * above.instances / tc.tile_words
+        else:
+            tiles_moved = tc.fills * ev.levels[lv].instances / tc.tile_words
+        fills[lv] = tiles_moved * per_tile(lv)
     out = []
     for k, lv in enumerate(holding):
-        tc, level = ev.levels[lv].tensors[carrier], arch.levels[lv]
-        moves = []
-        if lv > 0:
-            moves.append(("write", tc.fills * ev.levels[lv].instances / tc.tile_words * per_tile(lv)))
+        moves = [("write", fills[lv])] if lv in fills else []
         if k + 1 < len(holding):
-            child = ev.levels[holding[k + 1]].tensors[carrier]
-            moves.append(("read", tc.reads * ev.levels[lv].instances / child.tile_words * per_tile(holding[k + 1])))
+            child = holding[k + 1]
+            if output:
+                moves.append(("read", fills[child]))
+            else:              # A's tiles read there (multicast: one read for several children)
+                tc = ev.levels[lv].tensors[carrier]
+                child_tile = ev.levels[child].tensors[carrier].tile_words
+                moves.append(("read", tc.reads * ev.levels[lv].instances / child_tile * per_tile(child)))
+        level = arch.levels[lv]
         for kind, words in moves:
             b = words * word_bytes
             out.append(Traffic(lv, name, b, access_energy(arch, lv, words, word_bytes, kind),
