@@ -28,7 +28,7 @@ import numpy as np
 
 from ..opgraph import OpGraph
 from ..spec import Arch
-from .price import KernelPrice, block_slots, flop_cycles, streamed_energy, streamed_kernel
+from .price import KernelPrice, block_slots, fits_at, flop_cycles, streamed_energy, streamed_kernel
 
 TILES = (16, 32, 64, 128, 256)
 ACCUMULATOR_BYTES = 4               # fp32 scores, accumulator and row state
@@ -95,7 +95,7 @@ def flash_price(arch: Arch, graph: OpGraph, found: AttentionOps, level: int,
     i_tiles = np.ceil(rows / bi)
     smem = bi * d * qb + st * bj * (d * kb + d_v * vb)
     regs = (bi * bj + bi * d_v + 2 * bi) * ACCUMULATOR_BYTES
-    fits = smem <= arch.levels[level].capacity
+    fits = fits_at(arch, level, smem * np.ones(bi.shape))
     blocks = heads * i_tiles
     resident, per_sm, slots = block_slots(arch, level, smem * np.ones(bi.shape), regs)
     fits &= resident

@@ -31,7 +31,7 @@ from .attention import flash_price, match
 from .buffered import Unfusable, buffered_price, estimate, plan, search_seconds
 from .kernels import Mapped, OpSearches
 from .mlp import match as mlp_match, mlp_price
-from .price import KernelPrice, merged, scaled, with_flops, with_traffic, without
+from .price import KernelPrice, fits_at, merged, scaled, with_flops, with_traffic, without
 from .slices import riding
 
 NOT_SEARCHED = "not searched"     # a lazily priced group never searched: neither legal nor refused
@@ -164,7 +164,7 @@ class Grouper:
         op = self.graph.ops[i]
         row = op.workload.sizes[op.workload.dim_index(op.reduced_dim)]
         word_bytes = sum(t.bytes_per_word for t in op.workload.tensors)
-        return row * word_bytes <= self.arch.levels[self.f].capacity
+        return bool(fits_at(self.arch, self.f, row * word_bytes))
 
     def _flash(self, ops, found) -> GroupPrice | Refusal:
         priced = flash_price(self.arch, self.graph, found, self.f, self.objective)
@@ -454,7 +454,7 @@ class Grouper:
 
     def _fits(self, mapped: Mapped, working: float) -> tuple[bool, str]:
         level = self.arch.levels[self.f]
-        if working > level.capacity:
+        if not bool(fits_at(self.arch, self.f, working)):
             return False, f"fused working set {working:,.0f} B over {level.name}'s {level.capacity:,.0f} B: spilled"
         gpu = self.arch.gpu
         if gpu is not None and self.arch.per_sm_levels() and self.arch.per_sm_levels()[0] == self.f:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..opgraph import OpGraph
 from ..spec import Arch
-from .price import KernelPrice, block_slots, flop_cycles, streamed_energy, streamed_kernel
+from .price import KernelPrice, block_slots, fits_at, flop_cycles, streamed_energy, streamed_kernel
 
 ROWS = (16, 32, 64, 128, 256)
 HIDDEN = (16, 32, 64, 128)
@@ -96,7 +96,7 @@ def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: 
     smem = bm * depth * sx + st * (min(BK, depth) * bf * s1 + bf * bn * s2)
     regs = (bm * bf + bm * bn) * ACCUMULATOR_BYTES
     row_tiles, col_tiles = np.ceil(rows / bm), np.ceil(cols / bn)
-    fits = smem <= arch.levels[level].capacity
+    fits = fits_at(arch, level, smem * np.ones(bm.shape))
     resident, _, slots = block_slots(arch, level, smem * np.ones(bm.shape), regs)
     fits &= resident
     if not fits.any():

@@ -30,6 +30,7 @@ import numpy as np
 from ..cost import Evaluation, access_energy as cost_access_energy
 from ..cost.occupancy import blocks_per_sm
 from ..spec import Arch
+from ..tiles import fits
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,15 @@ def streamed_kernel(arch: Arch, level: int, reads, writes, macs: float, flops: f
             entries.append(Traffic(lv, name, b, access_energy(arch, lv, words, word_bytes, "update"), b / bandwidth))
     energy = (macs + flops) * arch.compute.energy_per_mac
     return KernelPrice(tuple(entries), float(energy), float(compute_cycles), len(arch.levels))
+
+
+def fits_at(arch: Arch, level: int, used):
+    """Whether `used` bytes (a number or numpy array, per instance) held at `level` fit it: the
+    one capacity rule (`tiles.fits`), with nothing held elsewhere."""
+    used = np.asarray(used, dtype=float)
+    per_level = np.zeros((len(arch.levels),) + used.shape)
+    per_level[level] = used
+    return fits(arch, per_level.reshape(len(arch.levels), -1)).reshape(used.shape)
 
 
 def block_slots(arch: Arch, level: int, smem, regs):
