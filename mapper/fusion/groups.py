@@ -403,9 +403,10 @@ class Grouper:
     def _prologue(self, kernel, ops, a, prologue, mapped: Mapped, mode):
         """The prologue applied as the anchor loads its input A into the fusion level: the
         anchor reads the prologue's input X where it read A (scaled by their element sizes),
-        the prologue's other operands are re-read and its FLOPs recomputed with every load. A
-        norm without its row whole in the tile keeps a stats pre-pass kernel (2 fp32 words
-        per row) and normalises as A is loaded."""
+        the prologue's other operands move with A's tiles (`slices.py`) and its FLOPs are
+        recomputed with every load. A norm without its row whole in the tile keeps a stats
+        pre-pass kernel (2 fp32 words per row, X its only input) and normalises as A is
+        loaded, its rows' stats moving with A's tiles too."""
         graph, p = self.graph, self.graph.ops[prologue]
         A, f = p.output, self.f
         a_tensor = graph.tensor(A)
