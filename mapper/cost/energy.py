@@ -15,4 +15,5 @@ def access_energy(level, count, word_bytes: float, kind: str):
     per_access, per_byte = {"read": (level.energy_read, level.byte_energy_read),
                             "write": (level.energy_write, level.byte_energy_write),
                             "update": (level.energy_update, level.byte_energy_update)}[kind]
-    return -(-count // level.block_size) * per_access + count * (word_bytes * per_byte)
+    vectors = count if level.block_size == 1 else -(-count // level.block_size)
+    return vectors * per_access + count * (word_bytes * per_byte)

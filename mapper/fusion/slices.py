@@ -36,9 +36,15 @@ def riding(arch: Arch, wl: Workload, mapped: Mapped, carrier: str, carrier_dims,
     tiles = level_tiles(mapped.mapping, len(wl.dims))
     holding = [lv for lv in range(down_to + 1) if carrier in ev.levels[lv].tensors]
 
-    def per_tile(lv: int) -> float:
-        extent = {d: min(tiles[lv][wl.dim_index(d)], size[d]) for d in dims}
-        return per_point * math.prod(size[d] / -(-size[d] // extent[d]) for d in dims)
+    def words(lv: int, tiles_moved: float) -> float:
+        """The slice's words moved with `tiles_moved` of the carrier's tiles at level lv: a
+        whole number of passes over the slice's tiles (each tile moved equally often) times
+        the slice's words, so no rounding noise reaches the rule's rounding to vectors."""
+        count = math.prod(-(-size[d] // min(tiles[lv][wl.dim_index(d)], size[d])) for d in dims)
+        passes = tiles_moved / count
+        if abs(passes - round(passes)) <= 1e-9 * max(passes, 1.0):
+            passes = round(passes)
+        return passes * per_point * math.prod(size[d] for d in dims)
 
     fills = {}                 # per holding level below the outermost: the slice's words filled in
     for k, lv in enumerate(holding[1:], 1):
@@ -48,7 +54,7 @@ def riding(arch: Arch, wl: Workload, mapped: Mapped, carrier: str, carrier_dims,
             tiles_moved = above.tensors[carrier].updates * above.instances / tc.tile_words
         else:
             tiles_moved = tc.fills * ev.levels[lv].instances / tc.tile_words
-        fills[lv] = tiles_moved * per_tile(lv)
+        fills[lv] = words(lv, tiles_moved)
     out = []
     for k, lv in enumerate(holding):
         moves = [("write", fills[lv])] if lv in fills else []
@@ -59,10 +65,10 @@ def riding(arch: Arch, wl: Workload, mapped: Mapped, carrier: str, carrier_dims,
             else:              # A's tiles read there (multicast: one read for several children)
                 tc = ev.levels[lv].tensors[carrier]
                 child_tile = ev.levels[child].tensors[carrier].tile_words
-                moves.append(("read", tc.reads * ev.levels[lv].instances / child_tile * per_tile(child)))
+                moves.append(("read", words(child, tc.reads * ev.levels[lv].instances / child_tile)))
         level = arch.levels[lv]
-        for kind, words in moves:
-            b = words * word_bytes
-            out.append(Traffic(lv, name, b, access_energy(arch, lv, words, word_bytes, kind),
+        for kind, moved in moves:
+            b = moved * word_bytes
+            out.append(Traffic(lv, name, b, access_energy(arch, lv, moved, word_bytes, kind),
                                b / (level.bandwidth * level.instances), fill=kind == "write"))
     return out
