@@ -282,8 +282,8 @@ def test_an_elementwise_prologue_reads_its_input_where_the_gemm_read_a():
 
 def test_a_norm_prologue_without_its_row_keeps_a_stats_pre_pass():
     """layernorm over k -> GEMM in a buffer too small for whole k rows: a stats pre-pass kernel
-    (X read once, 8 bytes per row written) and the GEMM reading X where it read Y plus the stats
-    with every load; the report's note says so."""
+    (X read once, 8 bytes per row written) and the GEMM reading X where it read Y plus its rows'
+    stats with every tile it loads; the report's note says so."""
     norm = {"name": "norm", "kind": "layernorm", "inputs": ["X[m,k]", "g[k]"], "output": "A[m,k]", "dim": "k"}
     arch = small_gpu("2 KiB", dram_pj=20.0)
     graph, grouper = study(arch, {"m": 32, "k": 256, "n": 32}, [norm, MM])
@@ -293,7 +293,13 @@ def test_a_norm_prologue_without_its_row_keeps_a_stats_pre_pass():
     assert pre.tensor_bytes("X", 0) == 32 * 256 * 2 and pre.tensor_bytes("stats", 0) == 32 * 8
     assert pre.tensor_bytes("A", 0) == 0 and main.tensor_bytes("A", 0) == 0
     reads = main.tensor_bytes("X", 0)
-    assert reads >= 32 * 256 * 2 and main.tensor_bytes("stats", 0) == 32 * 8 * reads / (32 * 256 * 2)
+    # each tile of A read from DRAM (tile_m x tile_k bf16 words of X) brings its tile_m rows'
+    # 8 B of stats, and each one an SM fills into its SMEM its own copy
+    held = fused.anchor.evaluation.levels[grouper.f]
+    fills = held.tensors["A"].fills * held.instances / held.tensors["A"].tile_words
+    tile_m, _, tile_k = level_tiles(fused.anchor.mapping, 3)[grouper.f]
+    assert reads >= 32 * 256 * 2 and main.tensor_bytes("stats", 0) == 8 * reads / (2 * tile_k)
+    assert main.tensor_bytes("stats", grouper.f) == fills * tile_m * 8
     assert any("stats pre-pass" in note for note in fused.notes)
     assert any("whole row" in note for note in fused.notes)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from .. import tails, tiles
 from ..mapping import Mapping
 from ..spec import Arch, Workload
+from .energy import access_energy
 from .multicast import distinct_offsets
 from .timing import level_time
 from .occupancy import gpu_levels, resident_blocks
@@ -317,11 +318,8 @@ def _footprints(arch: Arch, workload: Workload, nest: _Nest) -> list[float]:
 def _tensor_energy(level, word_bytes: float, c: _Counts) -> float:
     """Per-instance access energy: vectors of block_size words, rounded up, plus per-byte energy."""
     energy = 0.0
-    for count, per_access, per_byte in (
-            (c.reads, level.energy_read, level.byte_energy_read),
-            (c.fills, level.energy_write, level.byte_energy_write),
-            (c.updates, level.energy_update, level.byte_energy_update)):
-        energy += -(-count // level.block_size) * per_access + count * (word_bytes * per_byte)
+    for count, kind in ((c.reads, "read"), (c.fills, "write"), (c.updates, "update")):
+        energy += access_energy(level, count, word_bytes, kind)
     return energy
 
 

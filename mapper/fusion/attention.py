@@ -28,7 +28,7 @@ import numpy as np
 
 from ..opgraph import OpGraph
 from ..spec import Arch
-from .price import KernelPrice, block_slots, flop_cycles, streamed_energy, streamed_kernel
+from .price import KernelPrice, block_slots, fits_at, flop_cycles, streamed_energy, streamed_kernel
 
 TILES = (16, 32, 64, 128, 256)
 ACCUMULATOR_BYTES = 4               # fp32 scores, accumulator and row state
@@ -51,6 +51,8 @@ class FlashChoice:
     blocks_per_sm: int
     priced: int
     feasible: int
+    smem_bytes: float = 0.0          # held at the fusion level by one block: Q's tile, the K/V stages
+    register_bytes: float = 0.0      # the score tile, the accumulator and the row state
 
 
 def match(graph: OpGraph, ops: tuple[int, ...]) -> AttentionOps | None:
@@ -93,7 +95,7 @@ def flash_price(arch: Arch, graph: OpGraph, found: AttentionOps, level: int,
     i_tiles = np.ceil(rows / bi)
     smem = bi * d * qb + st * bj * (d * kb + d_v * vb)
     regs = (bi * bj + bi * d_v + 2 * bi) * ACCUMULATOR_BYTES
-    fits = smem <= arch.levels[level].capacity
+    fits = fits_at(arch, level, smem * np.ones(bi.shape))
     blocks = heads * i_tiles
     resident, per_sm, slots = block_slots(arch, level, smem * np.ones(bi.shape), regs)
     fits &= resident
@@ -113,7 +115,8 @@ def flash_price(arch: Arch, graph: OpGraph, found: AttentionOps, level: int,
     if not fits.any():
         return None
     best = int(np.flatnonzero(fits)[np.lexsort((cycles[fits], score[fits]))[0]])
-    choice = FlashChoice(int(bi[best]), int(bj[best]), int(st[best]), int(per_sm[best]), len(bi), int(fits.sum()))
+    choice = FlashChoice(int(bi[best]), int(bj[best]), int(st[best]), int(per_sm[best]), len(bi), int(fits.sum()),
+                         float(smem[best]), float(regs[best]))
     reads = [(s_op.inputs[0], float(words["Q"][best]), qb), (s_op.inputs[1], float(words["K"][best]), kb),
              (p_op.inputs[1], float(words["V"][best]), vb)]
     kernel = streamed_kernel(arch, level, reads, [(p_op.output, heads * rows * d_v, ob)], macs,

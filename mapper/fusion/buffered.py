@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from ..opgraph import OpGraph
 from ..spec import Arch
 from .kernels import Mapped, OpSearches
-from .price import KernelPrice, merged, scaled, times, without
+from .price import KernelPrice, fits_at, merged, scaled, times, without
 
 LIVE_SHARE = 0.5          # of the fusion level's capacity, at most, for the live intermediate slices
 RESERVE_STEP = 0.125      # the slice searches' reserve: the live slices rounded up to this share
@@ -279,7 +279,7 @@ def buffered_price(arch: Arch, graph: OpGraph, searches: OpSearches, ops: tuple[
             raise Unfusable("tiling mismatch", f"{op.name}'s slice mapping does not keep {', '.join(touched)} "
                                                f"at {level.name}")
         at_level = found.evaluation.levels[f]
-        if at_level.footprint_bytes + chosen.live[j] > level.capacity:
+        if not fits_at(arch, f, at_level.footprint_bytes + chosen.live[j]):
             raise Unfusable("capacity", f"{op.name}'s tiles ({at_level.footprint_bytes:,.0f} B) and the live "
                                         f"slices ({chosen.live[j]:,.0f} B) exceed {level.name}")
         members.append(found)
@@ -321,6 +321,6 @@ def search_seconds(arch: Arch, graph: OpGraph, searches: OpSearches, ops: tuple[
         share = searches.seconds_einsum if op.family == "einsum" else searches.seconds_stream
         whole = all(tile == d.size for d, tile in zip(chosen.dims, chosen.tiles))
         room = math.ceil(chosen.live[j] / step) * step + searches.free(j).evaluation.levels[f].footprint_bytes
-        total += share / 10 if whole and room <= arch.levels[f].capacity else share
+        total += share / 10 if whole and fits_at(arch, f, room) else share
     return total
 

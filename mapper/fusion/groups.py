@@ -31,7 +31,8 @@ from .attention import flash_price, match
 from .buffered import Unfusable, buffered_price, estimate, plan, search_seconds
 from .kernels import Mapped, OpSearches
 from .mlp import match as mlp_match, mlp_price
-from .price import KernelPrice, loads, merged, scaled, with_flops, with_traffic, without
+from .price import KernelPrice, fits_at, merged, scaled, with_flops, with_traffic, without
+from .slices import riding
 
 NOT_SEARCHED = "not searched"     # a lazily priced group never searched: neither legal nor refused
 STATS_BYTES_PER_ROW = 8.0        # a norm's stats pre-pass: 2 fp32 words per row
@@ -57,6 +58,7 @@ class GroupPrice:
     members: tuple[Mapped, ...] = ()     # fused through a buffer level: each op's slice mapping
     iterations: int = 1                  # ... run once per iteration of the fused loops
     estimated: bool = False              # priced from the ops' own mappings, not yet searched
+    working_bytes: float = 0.0           # around an einsum: what one instance holds at the fusion level
 
     @property
     def energy_pj(self) -> float:
@@ -127,7 +129,7 @@ class Grouper:
             priced = mlp_price(self.arch, self.graph, pair, self.f, self.objective)
             if priced is None:
                 return Refusal("capacity/spill", "no tiling of the two fused GEMMs fits the fusion level")
-            kernel, tiling, note = priced
+            kernel, tiling, note, _ = priced
             return GroupPrice(ops, (kernel,), None, tuple(self._internal(ops)), (note,), tiling=tiling)
         if not einsums:
             return self._streaming(ops)
@@ -162,7 +164,7 @@ class Grouper:
         op = self.graph.ops[i]
         row = op.workload.sizes[op.workload.dim_index(op.reduced_dim)]
         word_bytes = sum(t.bytes_per_word for t in op.workload.tensors)
-        return row * word_bytes <= self.arch.levels[self.f].capacity
+        return bool(fits_at(self.arch, self.f, row * word_bytes))
 
     def _flash(self, ops, found) -> GroupPrice | Refusal:
         priced = flash_price(self.arch, self.graph, found, self.f, self.objective)
@@ -367,15 +369,15 @@ class Grouper:
         extra = working - mapped.evaluation.levels[self.f].footprint_bytes
         if not fits:
             unfused = merged(members + ([self.searches.free(prologue).price] if prologue is not None else []))
-            return GroupPrice(ops, (with_traffic(unfused, added),), mapped, (), tuple(notes) + (why,), True), extra
+            return GroupPrice(ops, (with_traffic(unfused, added),), mapped, (), tuple(notes) + (why,), True,
+                              working_bytes=working), extra
         kernel = self._fuse_intermediates(kernel, ops, skip)
         fused = tuple(t for t in self._internal(ops))
-        return GroupPrice(ops, pre + (kernel,), mapped, fused, tuple(notes)), extra
+        return GroupPrice(ops, pre + (kernel,), mapped, fused, tuple(notes), working_bytes=working), extra
 
     def _epilogue_operands(self, ops, a, down, mapped: Mapped):
-        """Loads of the epilogue's extra operands (a bias slice, a residual tile) as the anchor's
-        output tiles at the fusion level need them (ragged tiles clamped to the valid extent),
-        and the fused working set at that level."""
+        """Loads of the epilogue's extra operands (a bias slice, a residual tile) with the
+        anchor's output tiles (`slices.py`), and the fused working set at the fusion level."""
         graph, wl = self.graph, self.graph.ops[a].workload
         tile = level_tiles(mapped.mapping, len(wl.dims))[self.f]
         size = {d: wl.sizes[wl.dim_index(d)] for d in wl.dims}
@@ -390,10 +392,9 @@ class Grouper:
                 if graph.producer(t) in ops:
                     continue
                 dims = [self._to_anchor(j, a, d, ops) for d in op.dims_of(t)]
-                tiles_over = math.prod(-(-size[d] // extent[d]) for d in out_dims if d not in dims)
-                words = tiles_over * math.prod(size[d] for d in dims)
                 word_bytes = graph.tensor(t).bits / 8
-                added += loads(self.arch, t, words, word_bytes, self.f)
+                added += riding(self.arch, wl, mapped, graph.ops[a].output, out_dims, t, dims, 1, word_bytes,
+                                self.f, output=True)
                 working += math.prod(extent[d] for d in dims) * word_bytes
             if graph.tensor(op.output).bits > out_bits:
                 working += math.prod(extent[d] for d in out_dims) * (graph.tensor(op.output).bits - out_bits) / 8
@@ -402,16 +403,16 @@ class Grouper:
     def _prologue(self, kernel, ops, a, prologue, mapped: Mapped, mode):
         """The prologue applied as the anchor loads its input A into the fusion level: the
         anchor reads the prologue's input X where it read A (scaled by their element sizes),
-        the prologue's other operands are re-read and its FLOPs recomputed with every load. A
-        norm without its row whole in the tile keeps a stats pre-pass kernel (2 fp32 words
-        per row) and normalises as A is loaded."""
+        the prologue's other operands move with A's tiles (`slices.py`) and its FLOPs are
+        recomputed with every load. A norm without its row whole in the tile keeps a stats
+        pre-pass kernel (2 fp32 words per row, X its only input) and normalises as A is
+        loaded, its rows' stats moving with A's tiles too."""
         graph, p = self.graph, self.graph.ops[prologue]
         A, f = p.output, self.f
         a_tensor = graph.tensor(A)
         ev = mapped.evaluation
         loaded = ev.levels[f].tensors[A].fills * ev.levels[f].instances if A in ev.levels[f].tensors else a_tensor.elements
         r_f = max(loaded / a_tensor.elements, 1.0)
-        r0 = max(kernel.tensor_bytes(A, 0) / a_tensor.bytes, 1.0)
         main = [x for x in p.inputs if graph.tensor(x).shape == a_tensor.shape]
         extras = [x for x in p.inputs if x not in main]
         reads_of_a = [t for t in kernel.traffic if t.tensor == A and t.owner == a and t.level < f]
@@ -424,22 +425,29 @@ class Grouper:
         tile = level_tiles(mapped.mapping, len(wl.dims))[f]
         extent = {d: min(tile[wl.dim_index(d)], wl.sizes[wl.dim_index(d)]) for d in wl.dims}
         a_dims = graph.ops[a].dims_of(A)
-        working = sum(math.prod(extent[a_dims[p.output_dims.index(d)]] for d in p.dims_of(x)) * graph.tensor(x).bits / 8
-                      for x in extras)
-        if mode == "stats":
-            rows = a_tensor.elements / wl.sizes[wl.dim_index(a_dims[p.output_dims.index(p.reduced_dim)])]
-            pre = scaled(self.searches.free(prologue).price, A, prologue, rows * STATS_BYTES_PER_ROW / a_tensor.bytes,
-                         f, rename="stats")
-            kernel = with_traffic(kernel, loads(self.arch, "stats", rows * 2 * r0, 4.0, f))
+        as_anchor = dict(zip(p.output_dims, a_dims))
+        row = as_anchor[p.reduced_dim] if p.family == "reduction" else None
+        slices = [(x, [as_anchor[d] for d in p.dims_of(x)], 1, graph.tensor(x).bits / 8) for x in extras]
+        if mode == "stats":       # each row of a loaded tile needs its stats: 2 fp32 words
+            slices.append(("stats", [d for d in a_dims if d != row], 2, STATS_BYTES_PER_ROW / 2))
+        # each slice moves with A's tiles, at every level down to the fusion level (`slices.py`)
+        added = [entry for x, dims, per, nbytes in slices
+                 for entry in riding(self.arch, wl, mapped, A, a_dims, x, dims, per, nbytes, f)]
+        working = sum(math.prod(extent[d] for d in dims) * per * nbytes for _, dims, per, nbytes in slices)
+        kernel = with_traffic(kernel, added)
+        own = self.searches.free(prologue).price
+        if mode == "stats":       # the pre-pass reads X alone and writes the stats, not A
+            pre = scaled(own, A, prologue, a_tensor.elements / wl.sizes[wl.dim_index(row)] * STATS_BYTES_PER_ROW
+                         / a_tensor.bytes, f, rename="stats")
+            for x in extras:
+                pre = without(pre, x, prologue, len(self.arch.levels))
             kernel = with_flops(self.arch, kernel, NORMALISE_FLOPS * a_tensor.elements * r_f)
             note = (f"{p.name}: row {p.reduced_dim} not whole in the tile at {self.arch.levels[f].name}; "
                     f"stats pre-pass ({STATS_BYTES_PER_ROW:.0f} B per row) then normalised as {A} is loaded")
             return kernel, (pre,), working, note
-        own = without(self.searches.free(prologue).price, A, prologue, f)     # A is never written out
-        for x in main:
+        own = without(own, A, prologue, f)     # A is never written out
+        for x in main + extras:                # X read where A was; the slices loaded with it
             own = without(own, x, prologue, f, fills_at=f)
-        for x in extras:
-            own = scaled(own, x, prologue, r0, f)
         kernel = with_flops(self.arch, merged([kernel, own]), p.flops * (r_f - 1))
         note = (f"{p.name} applied as {A} is loaded ({r_f:.3g} loads per element)"
                 + (f", its row {p.reduced_dim} whole in the tile" if p.family == "reduction" else ""))
@@ -447,7 +455,7 @@ class Grouper:
 
     def _fits(self, mapped: Mapped, working: float) -> tuple[bool, str]:
         level = self.arch.levels[self.f]
-        if working > level.capacity:
+        if not bool(fits_at(self.arch, self.f, working)):
             return False, f"fused working set {working:,.0f} B over {level.name}'s {level.capacity:,.0f} B: spilled"
         gpu = self.arch.gpu
         if gpu is not None and self.arch.per_sm_levels() and self.arch.per_sm_levels()[0] == self.f:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..opgraph import OpGraph
 from ..spec import Arch
-from .price import KernelPrice, block_slots, flop_cycles, streamed_energy, streamed_kernel
+from .price import KernelPrice, block_slots, fits_at, flop_cycles, streamed_energy, streamed_kernel
 
 ROWS = (16, 32, 64, 128, 256)
 HIDDEN = (16, 32, 64, 128)
@@ -70,8 +70,19 @@ def match(graph: OpGraph, ops: tuple[int, ...]) -> MlpOps | None:
     return MlpOps(first, middle, second, x, w1, b.inputs[1])
 
 
+@dataclass(frozen=True)
+class MlpChoice:
+    """The best tiling of the grid and what one block holds."""
+    block_m: int
+    block_n: int
+    block_f: int
+    stages: int
+    smem_bytes: float              # at the fusion level: the X rows and the staged W1 and W2 slices
+    register_bytes: float          # the H chunk and the accumulator (fp32)
+
+
 def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: str):
-    """(KernelPrice, tiling text) of the best fitting point of the grid, or None."""
+    """(KernelPrice, tiling text, note, MlpChoice) of the best fitting point of the grid, or None."""
     a, b = graph.ops[found.first], graph.ops[found.second]
     x, w1, w2, y = (graph.tensor(t) for t in (found.x, found.w1, found.w2, b.output))
     rows, hidden = (graph.tensor(a.output).shape[k] for k in (0, 1))
@@ -85,7 +96,7 @@ def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: 
     smem = bm * depth * sx + st * (min(BK, depth) * bf * s1 + bf * bn * s2)
     regs = (bm * bf + bm * bn) * ACCUMULATOR_BYTES
     row_tiles, col_tiles = np.ceil(rows / bm), np.ceil(cols / bn)
-    fits = smem <= arch.levels[level].capacity
+    fits = fits_at(arch, level, smem * np.ones(bm.shape))
     resident, _, slots = block_slots(arch, level, smem * np.ones(bm.shape), regs)
     fits &= resident
     if not fits.any():
@@ -111,4 +122,6 @@ def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: 
     note = (f"{a.name} and {b.name} fused through {a.output_dims[1]}: {a.output} recomputed {col_tiles[best]:.0f}x, "
             f"{found.w1} read {words_w1[best] / w1.elements:.0f}x, {found.w2} {words_w2[best] / w2.elements:.0f}x; "
             f"best of {int(fits.sum())} fitting tilings of {len(bm)}, all priced")
-    return kernel, tiling, note
+    choice = MlpChoice(int(bm[best]), int(bn[best]), int(bf[best]), int(st[best]), float(smem[best]),
+                       float(regs[best]))
+    return kernel, tiling, note, choice

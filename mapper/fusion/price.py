@@ -18,8 +18,8 @@ Invariants:
   back). Nothing else changes, so an elementwise intermediate of N elements of s bytes, written
   and read once at the outermost level, saves exactly 2*N*s bytes there.
 - Added traffic (a fused epilogue's bias slices, a prologue's operands re-read with every tile
-  of its consumer) is priced with the level's own per-access and per-byte energies and its
-  bandwidth, like the cost model's.
+  of its consumer: `slices.py`) is priced with the cost model's access-energy rule and the
+  level's bandwidth.
 """
 from __future__ import annotations
 
@@ -27,9 +27,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..cost import Evaluation
+from ..cost import Evaluation, access_energy as cost_access_energy
 from ..cost.occupancy import blocks_per_sm
 from ..spec import Arch
+from ..tiles import fits
 
 
 @dataclass(frozen=True)
@@ -70,12 +71,9 @@ class KernelPrice:
 
 def access_energy(arch: Arch, level: int, words: float, word_bytes: float, kind: str) -> float:
     """Energy of `words` words moved at a level by one kind of access (read, write, update),
-    as the cost model prices them: vectors of block_size words, plus per-byte energy."""
-    lv = arch.levels[level]
-    per_access, per_byte = {"read": (lv.energy_read, lv.byte_energy_read),
-                            "write": (lv.energy_write, lv.byte_energy_write),
-                            "update": (lv.energy_update, lv.byte_energy_update)}[kind]
-    return words / lv.block_size * per_access + words * word_bytes * per_byte
+    by the cost model's own rule (`cost.access_energy`: vectors of block_size words, rounded
+    up, plus per-byte energy), the words taken as one instance's."""
+    return cost_access_energy(arch.levels[level], words, word_bytes, kind)
 
 
 def flop_cycles(arch: Arch, flops: float) -> float:
@@ -94,9 +92,9 @@ def from_evaluation(arch: Arch, ev: Evaluation, word_bytes: dict[str, float], fl
         for name, tc in lc.tensors.items():
             bits = arch.levels[lv].word_bits
             wb = word_bytes[name] if bits is None else bits / 8
-            fill_words = tc.fills * arch.levels[lv].charged_instances(lc.instances)
             fill_bytes = min(tc.bytes_moved, tc.fills * lc.instances * wb)
-            fill_energy = min(tc.energy_pj, access_energy(arch, lv, fill_words, wb, "write"))
+            fill_energy = min(tc.energy_pj, access_energy(arch, lv, tc.fills, wb, "write")
+                              * arch.levels[lv].charged_instances(lc.instances))
             if fill_bytes > 0:
                 entries.append(Traffic(lv, name, fill_bytes, fill_energy, fill_bytes * rate, True, owner))
             entries.append(Traffic(lv, name, tc.bytes_moved - fill_bytes, tc.energy_pj - fill_energy,
@@ -159,21 +157,6 @@ def with_flops(arch: Arch, kernel: KernelPrice, flops: float) -> KernelPrice:
                    compute_cycles=kernel.compute_cycles + flop_cycles(arch, flops))
 
 
-def loads(arch: Arch, tensor: str, words: float, word_bytes: float, down_to: int) -> list[Traffic]:
-    """Entries of `words` words of an input read from the outermost level and passed down to
-    level `down_to` (read at each level above it, filled into each level below the outermost)."""
-    out = []
-    for lv in range(down_to + 1):
-        level = arch.levels[lv]
-        b = words * word_bytes
-        bandwidth = level.bandwidth * level.instances      # spread over every instance
-        if lv > 0:
-            out.append(Traffic(lv, tensor, b, access_energy(arch, lv, words, word_bytes, "write"), b / bandwidth, fill=True))
-        if lv < down_to:
-            out.append(Traffic(lv, tensor, b, access_energy(arch, lv, words, word_bytes, "read"), b / bandwidth))
-    return out
-
-
 def streamed_energy(arch: Arch, level: int, reads, writes, macs, flops):
     """Energy of a kernel modelled by its words (numpy arrays or floats): each input's words
     (`reads`: [(words, bytes per word)]) read at every level down to `level` and filled into each
@@ -211,6 +194,15 @@ def streamed_kernel(arch: Arch, level: int, reads, writes, macs: float, flops: f
             entries.append(Traffic(lv, name, b, access_energy(arch, lv, words, word_bytes, "update"), b / bandwidth))
     energy = (macs + flops) * arch.compute.energy_per_mac
     return KernelPrice(tuple(entries), float(energy), float(compute_cycles), len(arch.levels))
+
+
+def fits_at(arch: Arch, level: int, used):
+    """Whether `used` bytes (a number or numpy array, per instance) held at `level` fit it: the
+    one capacity rule (`tiles.fits`), with nothing held elsewhere."""
+    used = np.asarray(used, dtype=float)
+    per_level = np.zeros((len(arch.levels),) + used.shape)
+    per_level[level] = used
+    return fits(arch, per_level.reshape(len(arch.levels), -1)).reshape(used.shape)
 
 
 def block_slots(arch: Arch, level: int, smem, regs):
