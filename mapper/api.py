@@ -25,7 +25,7 @@ def run_search(arch, workload, mapspace=None, *, strategy: str = "joint", object
     strategy's own (`seed`, `samples`, `cpsat_seconds`, `incumbents`, ...: `strategy_options`).
     A spec error raises `SpecError`, an empty space `InfeasibleError`."""
     from .search import SearchContext, make_strategy, parse_objective
-    context = SearchContext.for_command(time_limit, max_evaluations)
+    context = SearchContext.for_command(time_limit, max_evaluations).for_search()
     space = Mapspace(load_arch(arch), load_workload(workload), load_constraints(mapspace))
     space.stop = context.stopped
     chosen = make_strategy(strategy, options, where="run_search")

@@ -98,7 +98,7 @@ class Joint:
         lowest = min(float(bound_primary(objective, p.first)) for p in parts)
         setup = WalkSetup(space, objective, tree, links, context, budget, self.tuning, self.chunk,
                           self.local_search, self.seed, _with_figures(progress, incumbent, lowest))
-        workers = self.workers or default_workers()
+        workers = self.workers or default_workers(context)
         job = lambda walk: self._find_and_walk(walk, parts, funnel, events)     # noqa: E731
         if workers > 1 and pruned > self.parallel_above and can_fork(context) and incumbent.key is not None:
             complete, open_bounds = walk_in_parallel(setup, incumbent, workers, job, parts, events)
@@ -160,7 +160,8 @@ class Joint:
         is priced never depends on the load."""
         setup, incumbent, context = walk.setup, walk.incumbent, walk.context
         space = setup.space
-        in_order = context.per_evaluation is not None or context.time_limit is None
+        counted = context.per_evaluation is not None
+        in_order = (counted and not context.walk_first) or context.time_limit is None
         cpsat = _Cpsat(self, walk, events)
         if incumbents.cpsat_wanted(self, walk):
             if in_order:                # before the rest, which it may start from
@@ -179,7 +180,7 @@ class Joint:
         # its polished dives do: the walk's units are then the parts' roots, which a worker
         # busy polishing would leave to the others, and the local search across parts found
         # nothing better on the bench cases (docs/RESULTS.md)
-        if setup.worker == 0 and len(parts) > 1 and (setup.parallel or context.per_evaluation is not None):
+        if setup.worker == 0 and len(parts) > 1 and (setup.parallel or (counted and in_order)):
             # in parts: the polished dives first (one into each of the best parts finds these
             # spaces' optima), the local search across parts later, from inside the walk
             claims = setup.claims       # they end once another worker's walk has ended
@@ -228,7 +229,10 @@ class _Cpsat:
             if joint.local_search and incumbent.key != before:
                 improve(space, incumbent, context.budget(joint.tuning.part_polish_seconds), seed=joint.seed,
                         stop=walk.budget.spent)
-        walk.offer_when_ready(proposals, offer)
+        if context.per_evaluation is not None:     # on a counting clock: solved in line, so
+            offer(proposals)                        # the walk never waits on a thread's timing
+        else:
+            walk.offer_when_ready(proposals, offer)
 
 
 def _random_draws(space: Mapspace, incumbent: Incumbent) -> None:
@@ -256,6 +260,6 @@ def _with_figures(progress, incumbent: Incumbent, lowest: float):
         return progress
 
     def report(evaluated: int) -> None:
-        bar = incumbent.bar
+        bar = incumbent.peek()      # from the progress thread too: never an exchange of keys
         progress(evaluated, best=None if bar is None else bar[0], lower=lowest)
     return report
