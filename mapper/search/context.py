@@ -53,7 +53,9 @@ STEP_WINDOW = 8                 # stretches between budget checks that predict t
 NOMINAL_SECONDS = 60.0          # an evaluation budget's seconds when no time limit is given
 # mappings priced (rows, partial ones included) per nominal second of a search's time limit on
 # the work clock of `for_search`: a fixed rate, never a measured one (a measured rate would carry
-# the machine's load into every decision). MEASURED
+# the machine's load into every decision). Measured on this project's 2-core machine: rows per
+# CPU second of the one-core search on h100's GEMMs 4096^3 244,000, 16384^3 190,000,
+# 3000x5000x1000 162,000; eyeriss's AlexNet conv3 92,000 (docs/SEARCH.md, "The search context")
 SEARCH_MAPPINGS_PER_SECOND = 200_000
 
 

@@ -15,10 +15,12 @@ result when the walk finishes is proven optimal and is exactly the mapping exhau
 returns. When the budget stops it, the smallest bound of what was left unexplored gives a
 proven gap.
 
-On a machine with several cores, once greedy has given a first mapping, the rest runs in as
-many forked workers (`parallel.py`): worker 0 takes CP-SAT, polishes its dives and runs the
-local search while the others dive quickly and start the walk, whose units each worker claims
-as it reaches them, all pruning against the best mapping any of them holds.
+On a large space, once greedy has given a first mapping, the rest runs in forked workers
+(`parallel.py`; two on a search's work clock, else one per core): worker 0 takes CP-SAT,
+polishes its dives and runs the local search while the others dive quickly and start the walk,
+whose units each worker claims as it reaches them (on the work clock: those its hash names),
+all pruning against the best mapping any of them holds (on the work clock: as of counted
+points, `synced.py`, so the result never depends on which worker runs ahead).
 
 docs/SEARCH.md describes the design; `settings.JointTuning` holds what tunes it.
 """
@@ -51,7 +53,8 @@ from .workers import walk_in_parallel
 class Joint:
     chunk: int = 64_000             # rows (mappings or partial mappings) priced together
     warm_start: bool = True
-    cpsat_seconds: float = 2.0      # wall-clock cap on CP-SAT proposals (0: none)
+    cpsat_seconds: float = 2.0      # cap on CP-SAT proposals (0: none): its deterministic time on a
+                                    # counting clock, wall seconds on the wall clock alone
     local_search: bool = True       # improve the incumbents by moves around them
     incumbents: tuple = ()          # mappings from outside (a neighbouring shape's optimum, ...)
     dives: int = 24                 # sampled dives down the tree before the walk, for incumbents
@@ -60,8 +63,8 @@ class Joint:
     # (docs/RESULTS.md)
     coarse: bool = False
     parts_above: float = 20_000     # pruned mappings above which the walk is split by keep vector
-    workers: int | None = None      # processes searching (None: the cores, `parallel.py`); one
-                                    # under an evaluation budget
+    workers: int | None = None      # processes searching (None: two on a search's work clock, else
+                                    # the cores, `parallel.py`); one under an evaluation budget
     # pruned mappings above which the search runs on several cores: below, forking and the
     # workers' duplicated start cost more than they save
     parallel_above: float = 2e6
@@ -154,10 +157,12 @@ class Joint:
         and walk, and each walks the units of the tree it claims first. On one core, the quick
         dives and the walk come first too, and the walk runs the searches for incumbents itself
         once it has gone on for a while (where the walk proves the optimum quickly, polishing
-        the dives first only delays it; docs/RESULTS.md). Under an evaluation budget, or with
-        no time limit, everything runs in order (in parts under an evaluation budget, the
-        local search across parts from inside the walk, on the budget's clock), so that what
-        is priced never depends on the load."""
+        the dives first only delays it; docs/RESULTS.md). Under an evaluation budget (and on
+        fusion's work clock), or with no time limit, everything runs in order (in parts under
+        an evaluation budget, the local search across parts from inside the walk, on the
+        budget's clock); on a search's work clock (`context.walk_first`) in the order above,
+        every trigger counted and CP-SAT solved in line: either way what is priced never
+        depends on the load."""
         setup, incumbent, context = walk.setup, walk.incumbent, walk.context
         space = setup.space
         counted = context.per_evaluation is not None
