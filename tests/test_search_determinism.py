@@ -10,11 +10,14 @@ from contextlib import contextmanager
 import pytest
 
 from mapper.cli import main
+from mapper.constraints import Constraints
 from mapper.load import load_arch, load_constraints, load_workload
 from mapper.mapspace import Mapspace
 from mapper.report import search_json
 from mapper.search import Joint, SearchContext, parse_objective
 from mapper.search import context as search_context
+from mapper.search.joint import synced
+from test_mapspace import gemm
 
 
 @contextmanager
@@ -28,12 +31,11 @@ def busy_core():
         hog.wait()
 
 
-def _search(arch: str, workload: str, joint: Joint, time_limit: float = 60.0, rate: float | None = None):
+def _search(space: Mapspace, joint: Joint, time_limit: float = 60.0, rate: float | None = None):
     """The joint search's JSON, seconds left out, on a search's work clock (`rate`: mappings
     priced per nominal second; default the command's)."""
     context = SearchContext.for_command(time_limit)
     context = context.for_search() if rate is None else context.counting(rate, walk_first=True)
-    space = Mapspace(load_arch(arch), load_workload(workload), load_constraints(None))
     result = joint.run(space, parse_objective("edp", space.arch), context)
     out = search_json(result, space.arch, space.workload)
     for key in ("seconds", "seconds_to_best"):
@@ -41,17 +43,26 @@ def _search(arch: str, workload: str, joint: Joint, time_limit: float = 60.0, ra
     return out
 
 
-# a proven case walked by two workers (forked however small its space), and a large one whose
-# counted budget (600 nominal seconds at 100 rows each) stops it long before it is proven
-PROVEN = ("toy", "gemm-256", Joint(parallel_above=0))
-STOPPED = ("h100", "gemm-16384", Joint(), 600.0, 100.0)
+def _small():
+    return Mapspace(load_arch("toy"), gemm(16, 8, 8), Constraints())
+
+
+# a small case proven by two workers (forked however small its space), and a large one whose
+# counted budget (300 nominal seconds at 100 rows each, a worker) stops it long before it is
+# proven; each with its workers exchanging their best keys every so many rows (a wait each time):
+# tens of exchanges
+PROVEN = (500, _small, Joint(parallel_above=0))
+STOPPED = (2_000, lambda: Mapspace(load_arch("h100"), load_workload("gemm-4096"), load_constraints(None)),
+           Joint(), 300.0, 100.0)
 
 
 @pytest.mark.parametrize("case", [PROVEN, STOPPED], ids=["proven", "stopped-by-its-count"])
-def test_the_same_search_beside_a_busy_process_gives_the_same_json(case):
-    quiet = _search(*case)
+def test_the_same_search_beside_a_busy_process_gives_the_same_json(case, monkeypatch):
+    rows, make, *rest = case
+    monkeypatch.setattr(synced, "SYNC_ROWS", rows)
+    quiet = _search(make(), *rest)
     with busy_core():
-        loaded = _search(*case)
+        loaded = _search(make(), *rest)
     assert quiet == loaded
     search = quiet["search"]
     assert search["stopped_by"] is None
@@ -65,10 +76,11 @@ def test_the_same_search_beside_a_busy_process_gives_the_same_json(case):
 
 
 def test_one_worker_and_two_return_the_same_mapping():
-    one = _search("toy", "gemm-256", Joint(workers=1))["search"]
-    two = _search("toy", "gemm-256", Joint(workers=2, parallel_above=0))["search"]
-    assert one["optimal"] and two["optimal"]
-    assert one["score"] == two["score"]
+    one = _search(_small(), Joint(workers=1))
+    two = _search(_small(), Joint(workers=2, parallel_above=0))
+    assert one["search"]["optimal"] and two["search"]["optimal"]
+    assert one["search"]["score"] == two["search"]["score"] and one["mapping"] == two["mapping"]
+    one, two = one["search"], two["search"]
     assert not any(event["event"] == "in_parallel" for event in one["events"])
     assert any(event["event"] == "in_parallel" for event in two["events"])
 

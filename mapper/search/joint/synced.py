@@ -32,9 +32,9 @@ class SyncedKey:
     """The `SharedKey` interface (`read`, `lower_to`) with the others' keys taken at counted
     epochs; `for_worker` gives each worker its view, `finish` says its walk has ended."""
 
-    def __init__(self, key: tuple, workers: int, rows: int = SYNC_ROWS):
+    def __init__(self, key: tuple, workers: int, rows: int | None = None):
         context = multiprocessing.get_context("fork")
-        self.workers, self.rows, self.width = workers, rows, len(key)
+        self.workers, self.rows, self.width = workers, rows or SYNC_ROWS, len(key)
         self.lock = context.Lock()
         # per worker: the key published for the last two epochs (by epoch's parity), the last
         # epoch published, whether it ended and its final key
