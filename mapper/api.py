@@ -20,12 +20,14 @@ def run_search(arch, workload, mapspace=None, *, strategy: str = "joint", object
     """The best mapping of `workload` on `arch` the strategy finds within its budget: a
     `SearchResult` (`.mapping`, `.evaluation`, `.score`, `.optimal`, `.gap`, `.notes`).
 
-    `time_limit` (seconds of wall clock; None: none) or `max_evaluations` (mappings priced:
-    a reproducible budget, which then replaces the time limit) bound it; `options` are the
+    `time_limit` (seconds, counted in work: `SearchContext.for_search`, so the result does not
+    depend on the machine's load; the wall clock only stops it, `.stopped_by` then "clock"; None:
+    none) or `max_evaluations` (mappings priced, which then replaces the time limit) bound it;
+    `options` are the
     strategy's own (`seed`, `samples`, `cpsat_seconds`, `incumbents`, ...: `strategy_options`).
     A spec error raises `SpecError`, an empty space `InfeasibleError`."""
     from .search import SearchContext, make_strategy, parse_objective
-    context = SearchContext.for_command(time_limit, max_evaluations)
+    context = SearchContext.for_command(time_limit, max_evaluations).for_search()
     space = Mapspace(load_arch(arch), load_workload(workload), load_constraints(mapspace))
     space.stop = context.stopped
     chosen = make_strategy(strategy, options, where="run_search")

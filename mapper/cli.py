@@ -100,7 +100,7 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False, spent: 
     if time_limit is None:
         time_limit = None if args.max_evaluations else TIME_LIMIT_DEFAULT
     # the clock starts before the specs are read: building the mapspace counts
-    context = SearchContext.for_command(time_limit, args.max_evaluations, since=_started_ago(args) + spent)
+    context = SearchContext.for_command(time_limit, args.max_evaluations, since=_started_ago(args) + spent).for_search()
     if after_interrupt:         # compare: a Ctrl-C in its first search ends both
         context.interrupt()
     with _keep_best_on_ctrl_c(context):
@@ -210,7 +210,7 @@ def _started_ago(args) -> float:
 def _search_json(args, result, arch, workload) -> dict:
     out = search_json(result, arch, workload)
     if args.max_evaluations:     # reproducible output: nothing that depends on the wall clock
-        for key in ("seconds", "seconds_to_best"):
+        for key in ("seconds", "seconds_to_best", "stopped_by"):
             out["search"].pop(key, None)
     return out
 

@@ -209,8 +209,8 @@ def search_json(result, arch: Arch, workload: Workload) -> dict:
         "strategy": result.strategy, "objective": result.objective.name, "score": result.score,
         "evaluated": result.evaluated, "seconds": result.seconds,
         "seconds_to_best": result.seconds_to_best, "optimal": result.optimal,
-        "complete": result.complete, "lower_bound": result.lower_bound, "gap": result.gap,
-        "mapspace": result.funnel.to_json(), "notes": result.notes,
+        "complete": result.complete, "stopped_by": result.stopped_by, "lower_bound": result.lower_bound,
+        "gap": result.gap, "mapspace": result.funnel.to_json(), "notes": result.notes,
         "events": [event.as_json() for event in result.events], "settings": result.settings}
     return out
 
@@ -223,7 +223,10 @@ def search_text(result, arch: Arch, workload: Workload) -> str:
     head = (f"{result.strategy} search, objective {result.objective.name}: {result.score:.6g}  "
             f"({proof}; {result.evaluated:,} mappings priced in {result.seconds:.2f} s, "
             f"best after {result.seconds_to_best:.2f} s)")
-    notes = "\n".join(f"  - {n}" for n in result.notes)
+    clock = (["the wall clock stopped it, so the machine's load shaped this result and another run may "
+              "differ (a longer --time-limit, or --max-evaluations, is reproducible)"]
+             if result.stopped_by == "clock" else [])
+    notes = "\n".join(f"  - {n}" for n in result.notes + clock)
     parts = [head + ("\n" + notes if notes else ""), mapping_text(arch, workload, result.mapping, ev),
              evaluation_text(arch, workload, result.mapping, ev), funnel_text(result.funnel)]
     return "\n\n".join(parts)

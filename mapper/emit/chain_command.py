@@ -67,7 +67,7 @@ def _search(arch, workload, seconds: float):
     from ..load import load_constraints
     from ..mapspace import Mapspace
     from ..search import SearchContext, make_strategy, parse_objective
-    context = SearchContext.for_command(seconds)
+    context = SearchContext.for_command(seconds).for_search()
     space = Mapspace(arch, workload, load_constraints(None))
     space.stop = context.stopped
     result = make_strategy("joint", {}).run(space, parse_objective("edp", arch), context, lambda evaluated: None)

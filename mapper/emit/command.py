@@ -113,7 +113,7 @@ def _inputs(args):
         return given.arch, given.workload, given.mapping, f"mapping: {args.mapping}"
     from ..search import SearchContext, make_strategy, parse_objective
     found = native_search_inputs(args.arch, args.workload, args.mapspace)
-    context = SearchContext.for_command(args.time_limit)
+    context = SearchContext.for_command(args.time_limit).for_search()
     space = Mapspace(found.arch, found.workload, found.constraints)
     space.stop = context.stopped
     objective = parse_objective(args.objective, found.arch)

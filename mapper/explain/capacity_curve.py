@@ -142,7 +142,7 @@ def _search_point(arch, workload, constraints, goal, outer, capacity, previous, 
     space = Mapspace(arch, workload, constraints)
     # the point's clock starts before the space is counted: counting a large space exactly
     # took seconds past a short limit, and stops (estimating) once the limit is reached
-    context = SearchContext.for_command(time_limit, max_evaluations)
+    context = SearchContext.for_command(time_limit, max_evaluations).for_search()
     space.stop = context.stopped
     try:
         space.require_nonempty()

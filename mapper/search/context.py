@@ -51,12 +51,20 @@ SETUP_ROWS_PER_SECOND = 600_000
 SETUP_GRACE_S = 0.5
 STEP_WINDOW = 8                 # stretches between budget checks that predict the next one's length
 NOMINAL_SECONDS = 60.0          # an evaluation budget's seconds when no time limit is given
+# mappings priced (rows, partial ones included) per nominal second of a search's time limit on
+# the work clock of `for_search`: a fixed rate, never a measured one (a measured rate would carry
+# the machine's load into every decision). Measured on this project's 2-core machine: rows per
+# CPU second of the one-core search on h100's GEMMs 4096^3 244,000, 16384^3 190,000,
+# 3000x5000x1000 162,000; eyeriss's AlexNet conv3 92,000 (docs/SEARCH.md, "The search context")
+SEARCH_MAPPINGS_PER_SECOND = 200_000
 
 
 @dataclass(frozen=True)
 class StopReason:
-    """What ended (or would end) a search: its time limit, its evaluation budget, or Ctrl-C."""
-    kind: Literal["time_limit", "evaluation_budget", "ctrl_c"]
+    """What ended (or would end) a search: its time limit on the wall clock, its evaluation
+    budget, its time limit counted in work on a work clock (`evaluations`: that many mappings
+    priced), or Ctrl-C."""
+    kind: Literal["time_limit", "evaluation_budget", "work_budget", "ctrl_c"]
     evaluations: int | None = None
 
     def text(self) -> str:
@@ -64,7 +72,9 @@ class StopReason:
             return "Ctrl-C"
         if self.kind == "evaluation_budget":
             return f"the evaluation budget ({self.evaluations:,} mappings)"
-        return "the time limit"
+        if self.kind == "work_budget":
+            return f"its time limit counted in work ({self.evaluations:,} mappings priced)"
+        return "the time limit (wall clock)"
 
 
 class _Tally:
@@ -88,6 +98,11 @@ class SearchContext:
     # under an evaluation budget, seconds of the budget clock per row priced: the root's time
     # limit over its budget, kept by every share (a share's seconds are on the same clock)
     per_evaluation: float | None = None
+    # on a work clock: the joint search walks first and takes its other steps (polishing, the
+    # local search, CP-SAT) from inside the walk at counted points, as a command's one search
+    # proves its optimum soonest; else (an evaluation budget, fusion's many small searches) it
+    # takes them in order before the walk
+    walk_first: bool = False
     _tally: _Tally = field(default_factory=_Tally, repr=False, compare=False)
 
     def __post_init__(self):
@@ -107,13 +122,21 @@ class SearchContext:
         return cls(time_limit if time_limit is not None else NOMINAL_SECONDS, max_evaluations or None,
                    deadline, since)
 
-    def counting(self, rate: float) -> "SearchContext":
+    def counting(self, rate: float, walk_first: bool = False) -> "SearchContext":
         """This context on a work clock: every budget of its searches counted in mappings
         priced, `rate` of them per nominal second, the deadline kept only as a stop (the same
-        tally). An evaluation budget's context is already on one and is returned as it is."""
+        tally); `walk_first`: how the joint search orders its steps (the field). An evaluation
+        budget's context is already on one and is returned as it is."""
         if self.per_evaluation is not None:
             return self
-        return replace(self, per_evaluation=1.0 / rate)
+        return replace(self, per_evaluation=1.0 / rate, walk_first=walk_first)
+
+    def for_search(self) -> "SearchContext":
+        """The context of one search of a command (`mapper search`, a sweep's point,
+        `explain`'s search, the Python API): on the work clock of SEARCH_MAPPINGS_PER_SECOND,
+        walking first, so that every decision, and the result, is the same on a loaded machine
+        or a quiet one unless the deadline stops it (`stopped_by_clock`)."""
+        return self.counting(SEARCH_MAPPINGS_PER_SECOND, walk_first=True)
 
     def share(self, seconds: float | None) -> "SearchContext":
         """A sub-search's context: `seconds` of its own (None: none), everything else shared."""
@@ -190,6 +213,10 @@ class SearchContext:
         on a work clock, the one way the machine's load can have shaped the result."""
         return self._tally.cut
 
+    def record_clock_stop(self) -> None:
+        """The deadline stopped a search of this one elsewhere (a forked worker's)."""
+        self._tally.cut = True
+
     def wall_stopped(self) -> bool:
         """`stopped()` by the wall-clock deadline or Ctrl-C, never by an evaluation budget: for
         checks that only keep a step within the time limit (slicing a batch, skipping a
@@ -236,6 +263,8 @@ class SearchContext:
             return StopReason("ctrl_c")
         if self.max_evaluations is not None:
             return StopReason("evaluation_budget", self.max_evaluations)
+        if self.per_evaluation is not None and not self._tally.cut and self.time_limit is not None:
+            return StopReason("work_budget", round(self.time_limit / self.per_evaluation))
         return StopReason("time_limit")
 
 

@@ -32,6 +32,9 @@ class SearchResult:
     seconds_to_best: float = 0.0
     events: tuple[Event, ...] = ()
     settings: dict = field(default_factory=dict)     # the strategy's own, as it ran
+    # "clock": the wall-clock deadline stopped it (on a counting clock the one way the machine's
+    # load shapes a result: two runs may then differ); None: its counts decided everything
+    stopped_by: str | None = None
 
     @property
     def notes(self) -> list[str]:
@@ -66,6 +69,14 @@ class Incumbent:
         """The key a bound is pruned against: this incumbent's, or a better one another worker
         of the same walk holds (everything under a bound beaten by it is no better either)."""
         other = None if self.shared is None else self.shared.read()
+        if other is None or (self.key is not None and self.key <= other):
+            return self.key
+        return other
+
+    def peek(self) -> tuple | None:
+        """`bar` as known now, without taking part in an exchange of the workers' keys
+        (`joint/synced.py`): for reports, which come at moments the wall clock decides."""
+        other = None if self.shared is None else self.shared.peek()
         if other is None or (self.key is not None and self.key <= other):
             return self.key
         return other
@@ -134,7 +145,8 @@ class Incumbent:
                             score=self.score, evaluated=evaluated,
                             seconds=time.perf_counter() - self.started, optimal=optimal,
                             complete=complete, funnel=funnel, lower_bound=lower_bound,
-                            seconds_to_best=self.found_at, events=tuple(events), settings=dict(settings or {}))
+                            seconds_to_best=self.found_at, events=tuple(events), settings=dict(settings or {}),
+                            stopped_by="clock" if context.stopped_by_clock else None)
 
 
 def settings_of(strategy) -> dict:

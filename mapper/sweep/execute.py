@@ -89,9 +89,10 @@ def _search(point: Point, incumbents: tuple[Mapping, ...], cores: int | None = N
     arch, workload = point.arch, point.workload
     options = dict(point.settings)
     time_limit, budget = options.pop("time_limit", None) or None, options.pop("max_evaluations", None)
-    # an evaluation budget: the budget clock (`SearchContext.for_command`), so the point's
-    # result does not depend on the machine's load
-    context = SearchContext.for_command(time_limit, budget) if budget else SearchContext(time_limit=time_limit)
+    # an evaluation budget's clock, or a search's work clock (`SearchContext.for_search`), so
+    # the point's result does not depend on the machine's load; the time limit only stops it
+    context = (SearchContext.for_command(time_limit, budget).for_search() if time_limit or budget
+               else SearchContext())            # no limit: nothing to count against
     if point.strategy == "joint":
         options.update(incumbents=incumbents, workers=cores)
     space = Mapspace(arch, workload, point.constraints)

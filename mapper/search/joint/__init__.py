@@ -3,6 +3,7 @@
 One module per part, each importing only those before it:
 - `settings`: the tuning (`JointTuning`), recorded in every result;
 - `parallel`: what forked workers share (claims of the walk's units, the best key);
+- `synced`: the best key exchanged at counted points, on a work clock;
 - `neighbourhood`: the local search around an incumbent;
 - `parts`: the tree cut into parts, one per keep vector, each with its root bounds;
 - `cut`: what rules out children before they are priced, and a worker's share of them;

@@ -38,18 +38,28 @@ MAX_WORKERS = 4         # each holds its own slices (hundreds of MB on large cas
 _MIX = np.uint64(0xFF51AFD7ED558CCD)     # a 64-bit odd multiplier (MurmurHash3's finaliser)
 
 
-def default_workers() -> int:
-    """The cores this process may run on, up to MAX_WORKERS."""
+# on a search's work clock, the workers whatever the machine's cores (the reference machine's
+# two), so that what they do, and the JSON, is the same on one core or many
+COUNTED_WORKERS = 2
+
+
+def default_workers(context=None) -> int:
+    """COUNTED_WORKERS on a search's work clock (`context.walk_first`), else the cores this
+    process may run on, up to MAX_WORKERS."""
+    if context is not None and context.per_evaluation is not None and context.walk_first:
+        return COUNTED_WORKERS
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(MAX_WORKERS, cores))
 
 
 def can_fork(context) -> bool:
-    """Forked workers are wanted and allowed: not under an evaluation budget (the walk's order,
-    and so what it prices, must not depend on which worker runs ahead), not inside a daemonic
+    """Forked workers are wanted and allowed: on the wall clock, or on a search's work clock
+    (`SearchContext.for_search`: their units fixed, their keys exchanged at counted points, so
+    what they return does not depend on which runs ahead); not under an evaluation budget or
+    fusion's work clock (they run in order, on one core); not inside a daemonic
     process (a pool's worker), which may not have children, and from the main thread (signals,
     by which a stop reaches the workers, are set there only)."""
-    return (context.per_evaluation is None and not multiprocessing.current_process().daemon
+    return ((context.per_evaluation is None or context.walk_first) and not multiprocessing.current_process().daemon
             and threading.current_thread() is threading.main_thread())
 
 
@@ -80,10 +90,15 @@ class Claims:
     the table is full a unit is walked by every worker that reaches it: wasted work, never a
     unit missed."""
 
-    EMPTY, CLAIMED, DONE = 0, 1, 2
+    EMPTY, CLAIMED, DONE, SEEN = 0, 1, 2, 3     # SEEN: reached by a worker that does not own it
     PROBES = 32             # slots looked at per unit before the table counts as full
 
-    def __init__(self, slots: int = 1 << 20):
+    def __init__(self, slots: int = 1 << 20, fixed: int = 0):
+        """`fixed` (on a work clock, the number of workers): each unit is walked by the worker
+        its hash names, whoever reaches it first, so that who walks what never depends on
+        which worker runs ahead (`synced.py` makes what they prune against independent of it
+        too); else by the first to reach it."""
+        self.fixed = fixed
         context = multiprocessing.get_context("fork")
         self.lock = context.Lock()
         self.keys = np.frombuffer(context.RawArray("q", 2 * slots), np.int64).reshape(slots, 2)
@@ -119,13 +134,26 @@ class Claims:
             slot = (first + probe) % size
             if self.state[slot] == self.EMPTY and not self.keys[slot].any():     # never used
                 self.keys[slot] = (first, second)
-                self.owner[slot], self.state[slot] = self.worker, self.CLAIMED
+                owner = self._fixed_owner(first)
+                self.owner[slot], self.state[slot] = owner, self.CLAIMED if owner == self.worker else self.SEEN
                 return slot
             if self.keys[slot, 0] == first and self.keys[slot, 1] == second:
                 if self.state[slot] == self.EMPTY:          # released by a failed worker
                     self.owner[slot], self.state[slot] = self.worker, self.CLAIMED
+                elif self.state[slot] == self.SEEN and self.owner[slot] == self.worker:    # its owner's turn
+                    self.state[slot] = self.CLAIMED
                 return slot
         return -1
+
+    def _fixed_owner(self, first: int) -> int:
+        """The worker that walks the unit whose first hash is `first` (this one, first come,
+        unless the owners are fixed). The hashes are odd (`content_hashes`): bit 0 is skipped."""
+        if not self.fixed:
+            return self.worker
+        # worker 0 searches for incumbents besides (`strategy.Joint._find_and_walk`): it walks
+        # half as many units as each of the others
+        draw = int((np.int64(first).view(np.uint64) >> np.uint64(1)) % np.uint64(2 * self.fixed - 1))
+        return (draw + 1) // 2
 
     def done(self, slots: np.ndarray) -> None:
         """The units at `slots` (this worker's) are walked to the end, or pruned."""
@@ -139,17 +167,20 @@ class Claims:
         return bool((self.state == self.CLAIMED).any())
 
     def release(self, worker: int) -> None:
-        """Hand out again the units `worker` claimed and did not finish."""
+        """Hand out again the units `worker` claimed and did not finish (or, owners fixed,
+        never reached), first come from now on."""
         with self.lock:
-            self.state[(self.owner == worker) & (self.state == self.CLAIMED)] = self.EMPTY
+            self.state[(self.owner == worker) & ((self.state == self.CLAIMED) | (self.state == self.SEEN))] = self.EMPTY
+        self.fixed = 0
         self.known.clear()
 
     def end_reached(self) -> None:
         self.reached_end[0] = 1
 
     def some_walk_ended(self) -> bool:
-        """Whether a worker's walk has reached its end (every unit then is claimed)."""
-        return bool(self.reached_end[0])
+        """Whether a worker's walk has reached its end (every unit then is claimed); never
+        with owners fixed (each walks its own units, and when another ended is timing)."""
+        return not self.fixed and bool(self.reached_end[0])
 
 
 class SharedKey:
@@ -159,6 +190,9 @@ class SharedKey:
     def __init__(self, key: tuple):
         self.values = multiprocessing.get_context("fork").Array("d", len(key) + 1)  # [0]: set or not
         self.lower_to(key)
+
+    def peek(self) -> tuple | None:
+        return self.read()
 
     def read(self) -> tuple | None:
         with self.values.get_lock():

@@ -15,10 +15,12 @@ result when the walk finishes is proven optimal and is exactly the mapping exhau
 returns. When the budget stops it, the smallest bound of what was left unexplored gives a
 proven gap.
 
-On a machine with several cores, once greedy has given a first mapping, the rest runs in as
-many forked workers (`parallel.py`): worker 0 takes CP-SAT, polishes its dives and runs the
-local search while the others dive quickly and start the walk, whose units each worker claims
-as it reaches them, all pruning against the best mapping any of them holds.
+On a large space, once greedy has given a first mapping, the rest runs in forked workers
+(`parallel.py`; two on a search's work clock, else one per core): worker 0 takes CP-SAT,
+polishes its dives and runs the local search while the others dive quickly and start the walk,
+whose units each worker claims as it reaches them (on the work clock: those its hash names),
+all pruning against the best mapping any of them holds (on the work clock: as of counted
+points, `synced.py`, so the result never depends on which worker runs ahead).
 
 docs/SEARCH.md describes the design; `settings.JointTuning` holds what tunes it.
 """
@@ -51,7 +53,8 @@ from .workers import walk_in_parallel
 class Joint:
     chunk: int = 64_000             # rows (mappings or partial mappings) priced together
     warm_start: bool = True
-    cpsat_seconds: float = 2.0      # wall-clock cap on CP-SAT proposals (0: none)
+    cpsat_seconds: float = 2.0      # cap on CP-SAT proposals (0: none): its deterministic time on a
+                                    # counting clock, wall seconds on the wall clock alone
     local_search: bool = True       # improve the incumbents by moves around them
     incumbents: tuple = ()          # mappings from outside (a neighbouring shape's optimum, ...)
     dives: int = 24                 # sampled dives down the tree before the walk, for incumbents
@@ -60,8 +63,8 @@ class Joint:
     # (docs/RESULTS.md)
     coarse: bool = False
     parts_above: float = 20_000     # pruned mappings above which the walk is split by keep vector
-    workers: int | None = None      # processes searching (None: the cores, `parallel.py`); one
-                                    # under an evaluation budget
+    workers: int | None = None      # processes searching (None: two on a search's work clock, else
+                                    # the cores, `parallel.py`); one under an evaluation budget
     # pruned mappings above which the search runs on several cores: below, forking and the
     # workers' duplicated start cost more than they save
     parallel_above: float = 2e6
@@ -98,7 +101,7 @@ class Joint:
         lowest = min(float(bound_primary(objective, p.first)) for p in parts)
         setup = WalkSetup(space, objective, tree, links, context, budget, self.tuning, self.chunk,
                           self.local_search, self.seed, _with_figures(progress, incumbent, lowest))
-        workers = self.workers or default_workers()
+        workers = self.workers or default_workers(context)
         job = lambda walk: self._find_and_walk(walk, parts, funnel, events)     # noqa: E731
         if workers > 1 and pruned > self.parallel_above and can_fork(context) and incumbent.key is not None:
             complete, open_bounds = walk_in_parallel(setup, incumbent, workers, job, parts, events)
@@ -154,13 +157,16 @@ class Joint:
         and walk, and each walks the units of the tree it claims first. On one core, the quick
         dives and the walk come first too, and the walk runs the searches for incumbents itself
         once it has gone on for a while (where the walk proves the optimum quickly, polishing
-        the dives first only delays it; docs/RESULTS.md). Under an evaluation budget, or with
-        no time limit, everything runs in order (in parts under an evaluation budget, the
-        local search across parts from inside the walk, on the budget's clock), so that what
-        is priced never depends on the load."""
+        the dives first only delays it; docs/RESULTS.md). Under an evaluation budget (and on
+        fusion's work clock), or with no time limit, everything runs in order (in parts under
+        an evaluation budget, the local search across parts from inside the walk, on the
+        budget's clock); on a search's work clock (`context.walk_first`) in the order above,
+        every trigger counted and CP-SAT solved in line: either way what is priced never
+        depends on the load."""
         setup, incumbent, context = walk.setup, walk.incumbent, walk.context
         space = setup.space
-        in_order = context.per_evaluation is not None or context.time_limit is None
+        counted = context.per_evaluation is not None
+        in_order = (counted and not context.walk_first) or context.time_limit is None
         cpsat = _Cpsat(self, walk, events)
         if incumbents.cpsat_wanted(self, walk):
             if in_order:                # before the rest, which it may start from
@@ -179,7 +185,7 @@ class Joint:
         # its polished dives do: the walk's units are then the parts' roots, which a worker
         # busy polishing would leave to the others, and the local search across parts found
         # nothing better on the bench cases (docs/RESULTS.md)
-        if setup.worker == 0 and len(parts) > 1 and (setup.parallel or context.per_evaluation is not None):
+        if setup.worker == 0 and len(parts) > 1 and (setup.parallel or (counted and in_order)):
             # in parts: the polished dives first (one into each of the best parts finds these
             # spaces' optima), the local search across parts later, from inside the walk
             claims = setup.claims       # they end once another worker's walk has ended
@@ -228,7 +234,10 @@ class _Cpsat:
             if joint.local_search and incumbent.key != before:
                 improve(space, incumbent, context.budget(joint.tuning.part_polish_seconds), seed=joint.seed,
                         stop=walk.budget.spent)
-        walk.offer_when_ready(proposals, offer)
+        if context.per_evaluation is not None:     # on a counting clock: solved in line, so
+            offer(proposals)                        # the walk never waits on a thread's timing
+        else:
+            walk.offer_when_ready(proposals, offer)
 
 
 def _random_draws(space: Mapspace, incumbent: Incumbent) -> None:
@@ -256,6 +265,6 @@ def _with_figures(progress, incumbent: Incumbent, lowest: float):
         return progress
 
     def report(evaluated: int) -> None:
-        bar = incumbent.bar
+        bar = incumbent.peek()      # from the progress thread too: never an exchange of keys
         progress(evaluated, best=None if bar is None else bar[0], lower=lowest)
     return report

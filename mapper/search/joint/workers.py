@@ -12,6 +12,7 @@ from dataclasses import replace
 from ...lifetime import die_with_parent
 from ..events import Event, FromWorker, InParallel, WorkerFailed
 from .parallel import Claims, SharedKey
+from .synced import SyncedKey
 from .walk import Walk
 
 
@@ -23,7 +24,10 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
     was walked to its end, and the bounds they left open. A worker that fails has its
     unfinished units walked by the parent (the walk of `parts` again, skipping what is done).
     `incumbent` ends as the best of all of theirs, and `events` gets the children's events."""
-    claims, shared = Claims(), SharedKey(incumbent.key)
+    counted = setup.context.per_evaluation is not None     # a work clock: nothing may depend on timing
+    claims = Claims(fixed=workers if counted else 0)
+    shared = SyncedKey(incumbent.key, workers) if counted else SharedKey(incumbent.key)
+    view = (lambda worker, context: shared.for_worker(worker, context)) if counted else (lambda *_: shared)
     context = multiprocessing.get_context("fork")
     children = []
     ticker = _ProgressTicker(setup.progress, incumbent, workers)
@@ -35,16 +39,20 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
     previous = signal.signal(signal.SIGUSR1, lambda signum, frame: setup.context.interrupt())
     for worker in range(1, workers):
         receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=_child, args=(setup_of(worker), incumbent, job, shared, events, send,
+        child = context.Process(target=_child, args=(setup_of(worker), incumbent, job, view, events, send,
                                                      os.getpid()), daemon=True)
         child.start()
         send.close()
         children.append((worker, child, receive))
-    incumbent.share(shared)
+    mine = view(0, setup.context)
+    incumbent.share(mine)
     walk = Walk(setup_of(0), incumbent)
     ticker.start()
     try:
-        complete = job(walk)
+        try:
+            complete = job(walk)
+        finally:
+            _finish(mine)
         if setup.context.interrupted:   # Ctrl-C may have reached this process alone (a kill of
             for _, child, _ in children:    # its pid, not of the group): the workers wind down too
                 os.kill(child.pid, signal.SIGUSR1)
@@ -64,6 +72,8 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
                 incumbent.merge(report["table"], report["found_at"], report["evaluated"])
                 ticker.counts[worker] = 0
             walk.add_open_bounds(report["open_bounds"])
+            if report["cut"]:           # the deadline stopped it there: recorded here too
+                setup.context.record_clock_stop()
             events.extend(FromWorker(worker, event) for event in report["events"])
             complete = complete and report["complete"]
         # a unit claimed and not finished: its worker stopped early (its bounds are open)
@@ -76,11 +86,17 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
         for _, child, _ in children:
             if child.is_alive():
                 child.terminate()
-    events.append(InParallel(workers))
+    events.append(InParallel(workers, counted))
     return complete, walk.open_bounds
 
 
-def _child(setup, incumbent, job, shared, events, send, parent_pid: int) -> None:
+def _finish(shared) -> None:
+    """This worker's walk has ended (`SyncedKey.finish`: the others no longer wait for it)."""
+    if hasattr(shared, "finish"):
+        shared.finish()
+
+
+def _child(setup, incumbent, job, view, events, send, parent_pid: int) -> None:
     """A worker: its own walk of the shared tree, its best mapping and what it priced sent back.
     It dies with the parent (a SIGKILL of the parent leaves no worker behind)."""
     die_with_parent(parent_pid)
@@ -88,15 +104,19 @@ def _child(setup, incumbent, job, shared, events, send, parent_pid: int) -> None
     # a first Ctrl-C (sent to the whole process group) winds this worker down as it does the
     # parent; the second aborts, as the parent does; the parent alone says so
     signal.signal(signal.SIGINT, lambda signum, frame: os._exit(130) if context.interrupted else context.interrupt())
+    shared = view(setup.worker, context)
     incumbent.share(shared)
     incumbent.restart_count()       # what this child adds, sent back
     known = len(events)
     try:
         walk = Walk(setup, incumbent)
         complete = job(walk)
+        _finish(shared)
         send.send({"table": incumbent.table, "found_at": incumbent.found_at, "evaluated": incumbent.evaluated,
-                   "open_bounds": walk.open_bounds, "complete": complete, "events": events[known:]})
+                   "open_bounds": walk.open_bounds, "complete": complete, "events": events[known:],
+                   "cut": context.stopped_by_clock})
     except Exception as exc:        # reported to the parent, which walks its units itself
+        _finish(shared)
         send.send({"error": f"{type(exc).__name__}: {exc}"})
     finally:
         send.close()

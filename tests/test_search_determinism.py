@@ -1,0 +1,101 @@
+"""`mapper search` decides by counted work (`SearchContext.for_search`): the same search gives
+the same JSON (seconds aside) beside a busy process or alone, on one worker or two, whether it
+proves its optimum or its budget stops it; only the wall-clock deadline's stop may differ, and
+the result says so."""
+import json
+import subprocess
+import sys
+from contextlib import contextmanager
+
+import pytest
+
+from mapper.cli import main
+from mapper.constraints import Constraints
+from mapper.load import load_arch, load_constraints, load_workload
+from mapper.mapspace import Mapspace
+from mapper.report import search_json
+from mapper.search import Joint, SearchContext, parse_objective
+from mapper.search import context as search_context
+from mapper.search.joint import synced
+from test_mapspace import gemm
+
+
+@contextmanager
+def busy_core():
+    """A process that keeps a core busy while inside."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+def _search(space: Mapspace, joint: Joint, time_limit: float = 60.0, rate: float | None = None):
+    """The joint search's JSON, seconds left out, on a search's work clock (`rate`: mappings
+    priced per nominal second; default the command's)."""
+    context = SearchContext.for_command(time_limit)
+    context = context.for_search() if rate is None else context.counting(rate, walk_first=True)
+    result = joint.run(space, parse_objective("edp", space.arch), context)
+    out = search_json(result, space.arch, space.workload)
+    for key in ("seconds", "seconds_to_best"):
+        out["search"].pop(key)
+    return out
+
+
+def _small():
+    return Mapspace(load_arch("toy"), gemm(16, 8, 8), Constraints())
+
+
+# a small case proven by two workers (forked however small its space), and a large one whose
+# counted budget (300 nominal seconds at 100 rows each, a worker) stops it long before it is
+# proven; each with its workers exchanging their best keys every so many rows (a wait each time):
+# tens of exchanges
+PROVEN = (500, _small, Joint(parallel_above=0))
+STOPPED = (2_000, lambda: Mapspace(load_arch("h100"), load_workload("gemm-4096"), load_constraints(None)),
+           Joint(), 300.0, 100.0)
+
+
+@pytest.mark.parametrize("case", [PROVEN, STOPPED], ids=["proven", "stopped-by-its-count"])
+def test_the_same_search_beside_a_busy_process_gives_the_same_json(case, monkeypatch):
+    rows, make, *rest = case
+    monkeypatch.setattr(synced, "SYNC_ROWS", rows)
+    quiet = _search(make(), *rest)
+    with busy_core():
+        loaded = _search(make(), *rest)
+    assert quiet == loaded
+    search = quiet["search"]
+    assert search["stopped_by"] is None
+    assert any(event["event"] == "in_parallel" and event["counted"] for event in search["events"])
+    if case is PROVEN:
+        assert search["optimal"] and search["complete"]
+    else:
+        assert not search["complete"] and search["gap"] > 0
+        assert any(event["event"] == "stopped_early" and event["by"]["kind"] == "work_budget"
+                   for event in search["events"])
+
+
+def test_one_worker_and_two_return_the_same_mapping():
+    one = _search(_small(), Joint(workers=1))
+    two = _search(_small(), Joint(workers=2, parallel_above=0))
+    assert one["search"]["optimal"] and two["search"]["optimal"]
+    assert one["search"]["score"] == two["search"]["score"] and one["mapping"] == two["mapping"]
+    one, two = one["search"], two["search"]
+    assert not any(event["event"] == "in_parallel" for event in one["events"])
+    assert any(event["event"] == "in_parallel" for event in two["events"])
+
+
+def test_the_command_says_when_the_clock_stopped_it(monkeypatch, capsys):
+    # a rate no machine reaches: the counted budget outlasts the deadline, which stops it
+    monkeypatch.setattr(search_context, "SEARCH_MAPPINGS_PER_SECOND", 1e12)
+    assert main(["search", "h100", "gemm-16384", "--time-limit", "1.5", "--json"]) in (0, 3)
+    search = json.loads(capsys.readouterr().out)["search"]
+    assert search["stopped_by"] == "clock" and not search["complete"]
+    assert main(["search", "h100", "gemm-16384", "--time-limit", "1.5"]) in (0, 3)
+    assert "the wall clock stopped it" in capsys.readouterr().out
+
+
+def test_an_evaluation_budget_leaves_the_clock_out_of_the_json(capsys):
+    assert main(["search", "toy", "gemm-256", "--max-evaluations", "2000", "--json"]) == 0
+    search = json.loads(capsys.readouterr().out)["search"]
+    assert "stopped_by" not in search and "seconds" not in search
