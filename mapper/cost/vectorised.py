@@ -73,7 +73,8 @@ class Costs:
 
 def _exclusive_cumprod(x: np.ndarray) -> np.ndarray:
     """Along axis 0: out[i] = prod(x[:i]). (A loop over the short axis beats np.cumprod here.)"""
-    out = np.ones_like(x)
+    out = np.empty_like(x)
+    out[0] = 1
     for i in range(1, len(x)):
         np.multiply(out[i - 1], x[i - 1], out=out[i])
     return out
@@ -104,13 +105,26 @@ class _Nest:
         self.spatial_xy = factors[:, 1:]
         full = self.temporal * self.spatial
         self.span = _inclusive_cumprod_from_end(full)                              # loops at >= l
-        self.partition_span = self.span * _exclusive_cumprod(self.temporal)        # + temporal above
         self.order, self.keep, self.stages = table.order, table.keep, table.stages
         self.n_levels, self.n_dims, self.n = self.temporal.shape
-        spans, partition_spans = np.moveaxis(self.span, 1, 0), np.moveaxis(self.partition_span, 1, 0)
+        spans = np.moveaxis(self.span, 1, 0)
         self.ext = [[tiles.extent(axis, spans) for axis in t.axes] for t in workload.tensors]
         self.tile = [_product(ext) for ext in self.ext]                            # T x (L, N)
-        self.partition = [tiles.words(t, partition_spans) for t in workload.tensors]
+        # an output's partition (its tile's span times the temporal loops above): read back
+        # only by outputs, so only their dims' spans are formed
+        output_dims = sorted({d for t in workload.tensors if t.is_output for d in t.dims})
+        partition_spans = {d: spans[d] * _exclusive_cumprod(self.temporal[:, d]) for d in output_dims}
+        self.partition = [tiles.words(t, partition_spans) if t.is_output else None for t in workload.tensors]
+        # where slot (l, i) of each mapping finds its loop's dim in an (L, D, N) array, flattened:
+        # np.take with it is several times faster than take_along_axis over the dims
+        self.slot_index = self.order * self.n
+        self.slot_index += (np.arange(self.n_levels) * (self.n_dims * self.n))[:, None, None]
+        self.slot_index += np.arange(self.n)
+
+    def by_slot(self, per_dim: np.ndarray) -> np.ndarray:
+        """(l, D, N) values of each level's dims -> the same of each level's loops, outermost first;
+        `per_dim` a contiguous array of the first l levels."""
+        return np.take(per_dim.reshape(-1), self.slot_index[:len(per_dim)])
 
 
 def _footprint(arch: Arch, workload: Workload, nest: _Nest) -> np.ndarray:
@@ -129,32 +143,37 @@ def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
     (the steps that move its tile; a sliding window's partial fetch is a request too)."""
     n_levels, n_dims, n = nest.n_levels, nest.n_dims, nest.n
     slot_dim = nest.order.reshape(n_levels * n_dims, n)                                           # (S, N)
-    slot_bound = np.take_along_axis(nest.temporal, nest.order, axis=1).reshape(n_levels * n_dims, n)
-    prefix = _exclusive_cumprod(np.concatenate([slot_bound, np.ones((1, n), np.int64)]))
-    nonunit = slot_bound > 1
-    sliding = SlidingMoves(nest, workload, slot_dim, slot_bound, prefix) if any(
+    slot_bound = nest.by_slot(np.ascontiguousarray(nest.temporal)).reshape(n_levels * n_dims, n)
+    prefix = np.empty((len(slot_bound) + 1, n), np.int64)     # loops before each slot, and all of them
+    prefix[0] = 1
+    for slot, bound in enumerate(slot_bound):
+        np.multiply(prefix[slot], bound, out=prefix[slot + 1])
+    sliding = SlidingMoves(nest, workload, slot_bound, prefix) if any(
         t.has_sliding_axis for t in workload.tensors) else None
+    # each slot's dim as a bit where its loop is non-unit (0 where unit): a tensor's relevant
+    # non-unit slots are those sharing a bit with its dims, two integer operations per tensor
+    bits = (np.int64(1) << slot_dim[:n_dims * (n_levels - 1)]) * (slot_bound[:n_dims * (n_levels - 1)] > 1)
     loads, rounds = [], []
     for t, tensor in enumerate(workload.tensors):
-        out = nest.tile[t].copy()
-        count = np.ones((n_levels, n), np.int64) if with_rounds else None
-        if tensor.has_sliding_axis:
-            for lv in range(1, n_levels):
-                out[lv] = sliding.loads(workload, t, lv)
+        out = sliding.loads(workload, t) if tensor.has_sliding_axis else None
+        count = None
         if with_rounds or not tensor.has_sliding_axis:
             # Every relevant move refetches the whole tile: the fetch count is the product of
-            # all loop bounds down to the innermost relevant loop above the level.
-            relevant = workload.relevance[t][slot_dim] & nonunit
+            # all loop bounds down to the innermost relevant loop above the level, the largest
+            # of the prefixes after the relevant non-unit slots (prefixes never decrease)
+            dims = sum(1 << d for d in range(n_dims) if workload.relevance[t][d])
+            moves = (bits & dims) != 0
             fetches = np.ones(n, np.int64)
-            for slot in range(n_dims * (n_levels - 1)):
-                np.copyto(fetches, prefix[slot + 1], where=relevant[slot])
-                if (slot + 1) % n_dims == 0:
-                    if not tensor.has_sliding_axis:
-                        out[(slot + 1) // n_dims] *= fetches
-                    if with_rounds:
-                        count[(slot + 1) // n_dims] = fetches
-        loads.append(out)
-        rounds.append(count)
+            count = [fetches]
+            for lv in range(1, n_levels):
+                fetches = fetches.copy()
+                for slot in range((lv - 1) * n_dims, lv * n_dims):
+                    np.maximum(fetches, prefix[slot + 1] * moves[slot], out=fetches)
+                count.append(fetches)
+            if out is None:
+                out = [tile * fetches for tile, fetches in zip(nest.tile[t], count)]
+        loads.append(np.stack(out))
+        rounds.append(np.stack(count) if with_rounds else None)
     return (loads, rounds) if with_rounds else loads
 
 
@@ -273,17 +292,19 @@ class _Traffic:
 
     def record(self, level, tensor, lv: int, t: int, kept, supply, loads, partition,
                buffered, below_buffered) -> None:
-        """Counts of tensor t at level lv where it is `kept` (zero elsewhere): it supplies
-        `supply` words to the level below and loads `loads` from above (the outermost level is
-        never filled); an output's first read of each element is not counted."""
+        """Counts of tensor t at level lv where it is `kept` (zero elsewhere; `_kept`): it
+        supplies `supply` words to the level below and loads `loads` from above (the outermost
+        level is never filled); an output's first read of each element is not counted."""
+        if kept is False:                  # every count stays zero, every sum unchanged
+            return
         if tensor.is_output:
-            self.updates[lv, t] = np.where(kept, supply, 0)
-            self.reads[lv, t] = np.where(kept, supply - partition, 0)
-            self.fills[lv, t] = np.where(kept, loads - partition, 0)
+            self.updates[lv, t] = _where_kept(kept, supply)
+            self.reads[lv, t] = _where_kept(kept, supply - partition)
+            self.fills[lv, t] = _where_kept(kept, loads - partition)
         else:
-            self.reads[lv, t] = np.where(kept, supply, 0)
+            self.reads[lv, t] = _where_kept(kept, supply)
             if lv > 0:
-                self.fills[lv, t] = np.where(kept, loads, 0)
+                self.fills[lv, t] = _where_kept(kept, loads)
         reads, fills, updates = self.reads[lv, t], self.fills[lv, t], self.updates[lv, t]
         word_bytes = level.word_bytes(tensor)
         self.moved_read[lv] += word_bytes * reads
@@ -293,9 +314,25 @@ class _Traffic:
             share = self.clamps[t] if lv < self.masked else 1.0
             self.energy[lv, t] *= share
             self.valid_moved[lv] += word_bytes * (reads + fills + updates) * share
+        if below_buffered is True:         # the compute units never stall: nothing exposed
+            self.exposed_write[lv] += word_bytes * np.where(buffered, 0, fills)
+            return
         self.exposed_read[lv] += word_bytes * np.where(below_buffered, 0, reads)
         self.exposed_write[lv] += word_bytes * (np.where(buffered, 0, fills)
                                                 + np.where(below_buffered, 0, updates))
+
+
+def _kept(keep: np.ndarray):
+    """A level's keep flags for one tensor, (N,), as True or False where every mapping agrees
+    (the common case: the rules then skip their per-mapping selections), else the array."""
+    if keep.all():
+        return True
+    return False if not keep.any() else keep
+
+
+def _where_kept(kept, values: np.ndarray) -> np.ndarray:
+    """`values` where the tensor is kept, else 0 (`kept` from `_kept`, never False here)."""
+    return values if kept is True else np.where(kept, values, 0)
 
 
 class _Latency:
@@ -313,6 +350,8 @@ class _Latency:
 
     def serve(self, lv: int, kept, below: _Below) -> None:
         """The level below that keeps the tensor fetches it from level lv, one request per round."""
+        if kept is False:
+            return
         served = kept & below.waits
         wait = below.rounds * self.latency[lv]
         hid = served & below.buffered
@@ -336,7 +375,7 @@ class _Below:
 
     def __init__(self, macs_per_unit: np.ndarray, n_levels: int, with_latency: bool):
         n = len(macs_per_unit)
-        self.loads, self.fan_all, self.fan_shared = macs_per_unit, 1, 1
+        self.loads, self.fan = macs_per_unit, 1   # fan: distinct children per instance in between
         self.level = np.full(n, n_levels)
         self.buffered = True                 # the compute units never stall on operands
         if with_latency:                     # the next keeper below: its requests, in flight, waves
@@ -344,22 +383,34 @@ class _Below:
             self.requests = self.blocks = np.ones(n)
             self.waits = np.zeros(n, bool)   # it fetches this tensor (an output only to read back)
 
-    def cross(self, fanout, shared_fanout, shares: bool) -> None:
-        """The walk reaches a level: its spatial fanout lies between it and the keeper below."""
-        self.fan_all = self.fan_all * fanout
-        if shares:                           # else every child is served on its own
-            self.fan_shared = self.fan_shared * shared_fanout
+    def cross(self, fanout, relevant_fanout, shares: bool) -> None:
+        """The walk reaches a level: its spatial fanout lies between it and the keeper below.
+        Where the level shares, children differing only in dims not indexing the tensor hold
+        the same tile (multicast / reduction): only the fanout over its dims counts."""
+        self.fan = self.fan * (relevant_fanout if shares else fanout)
 
     def kept_at(self, kept, lv: int, loads, buffered) -> None:
         """Where level lv keeps the tensor, it is the keeper below the levels above."""
+        if kept is False:
+            return
+        if kept is True:
+            self.loads, self.fan, self.buffered = loads, 1, buffered
+            self.level = np.full(len(loads), lv)
+            return
         self.loads = np.where(kept, loads, self.loads)
-        self.fan_all = np.where(kept, 1, self.fan_all)
-        self.fan_shared = np.where(kept, 1, self.fan_shared)
+        self.fan = np.where(kept, 1, self.fan)
         self.level = np.where(kept, lv, self.level)
         self.buffered = np.where(kept, buffered, self.buffered)
 
     def latency_kept_at(self, kept, lv: int, t: int, lat: _Latency, waits) -> None:
         """The same for the latency terms' figures of the keeper below."""
+        if kept is False:
+            return
+        if kept is True:
+            self.rounds, self.requests = lat.rounds[t][lv], lat.requests[lv]
+            self.blocks, self.waves = lat.in_flight[lv], lat.level_waves[lv]
+            self.waits = np.full(len(self.rounds), True) if waits is True else waits
+            return
         self.rounds = np.where(kept, lat.rounds[t][lv], self.rounds)
         self.requests = np.where(kept, lat.requests[lv], self.requests)
         self.blocks = np.where(kept, lat.in_flight[lv], self.blocks)
@@ -376,7 +427,7 @@ def _supply(arch: Arch, tensor, nest: _Nest, lv: int, below: _Below) -> np.ndarr
             rows = below.level == child
             distinct = np.where(rows, _distinct_children(arch, tensor, nest, lv, child), distinct)
         return below.loads * distinct
-    return below.loads * below.fan_all // below.fan_shared
+    return below.loads * below.fan
 
 
 def _walk_tensor(arch: Arch, workload: Workload, nest: _Nest, t: int, loads, spatial_all, macs_per_unit,
@@ -385,17 +436,18 @@ def _walk_tensor(arch: Arch, workload: Workload, nest: _Nest, t: int, loads, spa
     `lat`). Walk up from the compute units: each kept level serves the loads of the next kept
     level below it, through the spatial fanout in between (multicast / reduction)."""
     tensor = workload.tensors[t]
-    irrelevant = np.flatnonzero(~workload.relevance[t])
-    shared = (_product([nest.spatial[:, d] for d in irrelevant]) if len(irrelevant)
-              else np.ones_like(spatial_all))
+    relevant = np.flatnonzero(workload.relevance[t])
+    relevant_fanout = (_product([nest.spatial[:, d] for d in relevant]) if len(relevant)
+                       else np.ones_like(spatial_all))
     below = _Below(macs_per_unit, nest.n_levels, lat is not None)
     for lv in range(nest.n_levels - 1, -1, -1):
-        below.cross(spatial_all[lv], shared[lv], arch.levels[lv].shares(tensor))
-        kept = nest.keep[lv, t]
+        below.cross(spatial_all[lv], relevant_fanout[lv], arch.levels[lv].shares(tensor))
+        kept = _kept(nest.keep[lv, t])
         if lat is not None and lat.latency[lv]:
             lat.serve(lv, kept, below)
         supply = _supply(arch, tensor, nest, lv, below)
-        traffic.record(arch.levels[lv], tensor, lv, t, kept, supply, loads[t][lv], nest.partition[t][lv],
+        partition = nest.partition[t][lv] if tensor.is_output else None
+        traffic.record(arch.levels[lv], tensor, lv, t, kept, supply, loads[t][lv], partition,
                        buffered[lv], below.buffered)
         below.kept_at(kept, lv, loads[t][lv], buffered[lv])
         if lat is not None:
