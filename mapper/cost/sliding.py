@@ -44,10 +44,12 @@ class SlidingMoves:
     slots is [slot, N], the slot of level l's i-th loop (outermost first) at l x dims + i.
     """
 
-    def __init__(self, nest: _Nest, workload: Workload, slot_bound, prefix):
+    def __init__(self, nest: _Nest, workload: Workload, slot_dim, slot_bound, nonunit, prefix):
+        """`slot_dim`, `slot_bound`, `nonunit`: each slot's dim, bound and bound > 1, and
+        `prefix` the product of the loops before it, over the slots of the levels above the
+        last (S, N) (`vectorised._loads`)."""
         self.nest = nest
         above = nest.n_levels - 1                     # levels whose loops move a lower level's tile
-        n_slots = above * nest.n_dims
         sizes = np.array(workload.sizes, np.int64)
         # every shift is bounded by sum over an axis of |c| x size: 32-bit integers hold them
         widest = max((sum(abs(c) * int(sizes[d]) for d, c in axis)
@@ -56,9 +58,9 @@ class SlidingMoves:
         stride = (nest.span[1:] * nest.spatial[:above]).astype(self.itype)             # (l, d, N)
         wrap = (nest.temporal[:above] - 1).astype(self.itype) * stride  # a loop's last step from its first
         self.stride, self.wrap = nest.by_slot(stride), nest.by_slot(wrap)             # (l, i, N)
-        self.order = nest.order[:above].astype(np.int8 if nest.n_dims < 128 else np.int64)
-        self.nonunit = (slot_bound[:n_slots] > 1).reshape(above, nest.n_dims, nest.n)
-        self.steps = (prefix[:n_slots] * (slot_bound[:n_slots] - 1))                  # (S, N)
+        self.order = slot_dim.reshape(above, nest.n_dims, nest.n)
+        self.nonunit = nonunit
+        self.steps = prefix[:-1] * (slot_bound - 1)                                    # (S, N)
 
     def _base_shifts(self, workload: Workload, tensor) -> list[tuple[int, np.ndarray, np.ndarray]]:
         """Per axis that can move: (its index, its shift at each slot with no wrap of the levels
@@ -126,7 +128,7 @@ class SlidingMoves:
             gradient += slide * ((shift < 0) + np.int8(2 * a + 1))
             amounts.append((a, amount, slide))
         # the innermost non-unit loop's gradient, per mapping: the last non-unit slot's
-        nonunit = self.nonunit[:lv].reshape(n_slots, n)
+        nonunit = self.nonunit[:n_slots]
         inner = np.zeros(n, np.int8)
         for j in range(n_slots):
             inner += (gradient[j] - inner) * nonunit[j]

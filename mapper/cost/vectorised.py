@@ -142,17 +142,22 @@ def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
     loops above the level down to the innermost non-unit loop over a dim indexing the tensor
     (the steps that move its tile; a sliding window's partial fetch is a request too)."""
     n_levels, n_dims, n = nest.n_levels, nest.n_dims, nest.n
-    slot_dim = nest.order.reshape(n_levels * n_dims, n)                                           # (S, N)
-    slot_bound = nest.by_slot(np.ascontiguousarray(nest.temporal)).reshape(n_levels * n_dims, n)
-    prefix = np.empty((len(slot_bound) + 1, n), np.int64)     # loops before each slot, and all of them
+    # slots: the temporal loops of every level above the last (none of the last level's moves a
+    # tile), level l's i-th loop (outermost first) at l x dims + i; arrays over them are (S, N)
+    above = n_levels - 1
+    small = np.uint8 if n_dims <= 8 else np.uint16 if n_dims <= 16 else np.uint32 if n_dims <= 32 else np.uint64
+    slot_dim = nest.order[:above].reshape(above * n_dims, n).astype(small)
+    slot_bound = nest.by_slot(np.ascontiguousarray(nest.temporal[:above])).reshape(above * n_dims, n)
+    nonunit = slot_bound > 1
+    prefix = np.empty((len(slot_bound) + 1, n), np.int64)     # product of the loops before each slot
     prefix[0] = 1
     for slot, bound in enumerate(slot_bound):
         np.multiply(prefix[slot], bound, out=prefix[slot + 1])
-    sliding = SlidingMoves(nest, workload, slot_bound, prefix) if any(
+    sliding = SlidingMoves(nest, workload, slot_dim, slot_bound, nonunit, prefix) if any(
         t.has_sliding_axis for t in workload.tensors) else None
     # each slot's dim as a bit where its loop is non-unit (0 where unit): a tensor's relevant
     # non-unit slots are those sharing a bit with its dims, two integer operations per tensor
-    bits = (np.int64(1) << slot_dim[:n_dims * (n_levels - 1)]) * (slot_bound[:n_dims * (n_levels - 1)] > 1)
+    bits = np.left_shift(small(1), slot_dim) * nonunit
     loads, rounds = [], []
     for t, tensor in enumerate(workload.tensors):
         out = sliding.loads(workload, t) if tensor.has_sliding_axis else None
@@ -161,7 +166,7 @@ def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
             # Every relevant move refetches the whole tile: the fetch count is the product of
             # all loop bounds down to the innermost relevant loop above the level, the largest
             # of the prefixes after the relevant non-unit slots (prefixes never decrease)
-            dims = sum(1 << d for d in range(n_dims) if workload.relevance[t][d])
+            dims = small(sum(1 << d for d in range(n_dims) if workload.relevance[t][d]))
             moves = (bits & dims) != 0
             fetches = np.ones(n, np.int64)
             count = [fetches]
