@@ -208,11 +208,14 @@ def occupancy(arch: Arch, nest: "_Nest", footprint: np.ndarray, output_dims):
 
 def _access_energy(level, word_bytes: float, reads, fills, updates) -> np.ndarray:
     """Per-instance energy: vector accesses of block_size words, rounded up as Timeloop does,
-    plus any per-byte energy. Terms are added in the same order as the scalar path."""
+    plus any per-byte energy. Terms are added in the same order as the scalar path; a count
+    that is None is zero in every mapping (an input's updates) and adds nothing."""
     out = 0.0
     for count, per_access, per_byte in ((reads, level.energy_read, level.byte_energy_read),
                                         (fills, level.energy_write, level.byte_energy_write),
                                         (updates, level.energy_update, level.byte_energy_update)):
+        if count is None:
+            continue
         if per_access:      # zero terms are skipped: adding 0.0 would not change the sum
             blocks = count if level.block_size == 1 else -(-count // level.block_size)
             out = out + blocks * per_access
@@ -302,29 +305,38 @@ class _Traffic:
         level is never filled); an output's first read of each element is not counted."""
         if kept is False:                  # every count stays zero, every sum unchanged
             return
+        # counts zero in every mapping are None: an input is never updated, nor is the
+        # outermost level filled; adding their zeros would change no sum
+        fills = updates = None
         if tensor.is_output:
             self.updates[lv, t] = _where_kept(kept, supply)
             self.reads[lv, t] = _where_kept(kept, supply - partition)
             self.fills[lv, t] = _where_kept(kept, loads - partition)
+            fills, updates = self.fills[lv, t], self.updates[lv, t]
         else:
             self.reads[lv, t] = _where_kept(kept, supply)
             if lv > 0:
                 self.fills[lv, t] = _where_kept(kept, loads)
-        reads, fills, updates = self.reads[lv, t], self.fills[lv, t], self.updates[lv, t]
+                fills = self.fills[lv, t]
+        reads = self.reads[lv, t]
         word_bytes = level.word_bytes(tensor)
         self.moved_read[lv] += word_bytes * reads
-        self.moved_write[lv] += word_bytes * (fills + updates)
+        written = _sum_present(fills, updates)
+        if written is not None:
+            self.moved_write[lv] += word_bytes * written
         self.energy[lv, t] = _access_energy(level, word_bytes, reads, fills, updates)
         if self.masked:
             share = self.clamps[t] if lv < self.masked else 1.0
             self.energy[lv, t] *= share
-            self.valid_moved[lv] += word_bytes * (reads + fills + updates) * share
-        if below_buffered is True:         # the compute units never stall: nothing exposed
-            self.exposed_write[lv] += word_bytes * np.where(buffered, 0, fills)
-            return
-        self.exposed_read[lv] += word_bytes * np.where(below_buffered, 0, reads)
-        self.exposed_write[lv] += word_bytes * (np.where(buffered, 0, fills)
-                                                + np.where(below_buffered, 0, updates))
+            self.valid_moved[lv] += word_bytes * _sum_present(reads, written) * share
+        # exposed: what a level without a second stage waits for (its fills), and what a
+        # child without one draws (reads) or sends back (updates); `buffered` as `_kept`
+        exposed_read = _unless(below_buffered, reads)
+        if exposed_read is not None:
+            self.exposed_read[lv] += word_bytes * exposed_read
+        exposed_write = _sum_present(_unless(buffered, fills), _unless(below_buffered, updates))
+        if exposed_write is not None:
+            self.exposed_write[lv] += word_bytes * exposed_write
 
 
 def _kept(keep: np.ndarray):
@@ -338,6 +350,27 @@ def _kept(keep: np.ndarray):
 def _where_kept(kept, values: np.ndarray) -> np.ndarray:
     """`values` where the tensor is kept, else 0 (`kept` from `_kept`, never False here)."""
     return values if kept is True else np.where(kept, values, 0)
+
+
+def _unless(flag, values):
+    """`values` (non-negative, or None: zero) where `flag` (True, False or per mapping) is not
+    set, else 0; None where that is zero in every mapping. A product with the mask, not
+    np.where: a mask that varies row by row made np.where several times slower."""
+    if values is None or flag is True:
+        return None
+    return values if flag is False else values * ~flag
+
+
+def _only(flag, values):
+    """`values` (non-negative) where `flag` is set, else 0; None where zero in every mapping."""
+    if flag is False:
+        return None
+    return values if flag is True else values * flag
+
+
+def _sum_present(a, b):
+    """a + b where either may be None (zero)."""
+    return b if a is None else a if b is None else a + b
 
 
 class _Latency:
@@ -359,11 +392,14 @@ class _Latency:
             return
         served = kept & below.waits
         wait = below.rounds * self.latency[lv]
-        hid = served & below.buffered
-        exp = served & ~below.buffered
-        np.maximum(self.hidden[lv], np.where(hid, wait / below.requests, 0), out=self.hidden[lv])
-        np.maximum(self.exposed[lv], np.where(exp, wait / below.blocks, 0), out=self.exposed[lv])
-        np.maximum(self.waves[lv], np.where(hid, below.waves, 0), out=self.waves[lv])
+        buffered = below.buffered                        # as `_kept`: True, False or per mapping
+        hid = served if buffered is True else None if buffered is False else served & buffered
+        exp = None if buffered is True else served if buffered is False else served & ~buffered
+        if hid is not None:
+            np.maximum(self.hidden[lv], _only(hid, wait / below.requests), out=self.hidden[lv])
+            np.maximum(self.waves[lv], _only(hid, below.waves), out=self.waves[lv])
+        if exp is not None:
+            np.maximum(self.exposed[lv], _only(exp, wait / below.blocks), out=self.exposed[lv])
 
     def totals(self) -> tuple[np.ndarray, np.ndarray]:
         """(hidden, exposed) per level (L, N)."""
@@ -501,7 +537,7 @@ def _valid(arch: Arch, nest: _Nest, footprint: np.ndarray) -> np.ndarray:
     """(N,) tiles fit every level's capacity and spatial loops fit every fanout."""
     capacity = np.array([level.capacity for level in arch.levels])[:, None]
     fanout = np.array([arch.fanout(lv) for lv in range(nest.n_levels)])[:, :, None]   # (L, 2, 1)
-    fits_fanout = (nest.spatial_xy.prod(axis=2) <= fanout).all(axis=(0, 1))
+    fits_fanout = (_product(list(np.moveaxis(nest.spatial_xy, 2, 0))) <= fanout).all(axis=(0, 1))
     return (footprint <= capacity).all(axis=0) & fits_fanout
 
 
@@ -515,9 +551,9 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
         loads, rounds = _loads(workload, nest, with_rounds=True)
     else:
         loads = _loads(workload, nest)
-    spatial_all = nest.spatial.prod(axis=1)                                            # (L, N)
+    spatial_all = _product(list(np.moveaxis(nest.spatial, 1, 0)))                    # (L, N)
     instances = _exclusive_cumprod(spatial_all)
-    macs_per_unit = nest.temporal.reshape(n_levels * nest.n_dims, n).prod(axis=0)     # (N,)
+    macs_per_unit = _product(list(nest.temporal.reshape(n_levels * nest.n_dims, n)))  # (N,)
     # padding included: whole fragments of the unit's own tile (`tails.fragment_macs`)
     executed = tails.fragment_macs(arch, workload, nest.temporal[-1], macs_per_unit)
     compute_cycles = -(-executed // arch.compute.macs_per_cycle)
@@ -532,7 +568,7 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     padded = bool((extents != np.array(workload.sizes)[:, None]).any())
     traffic = _Traffic(n_levels, len(workload.tensors), n,
                        tails.clamp_ratios(workload, extents) if padded else None, tails.masked_levels(arch))
-    buffered = nest.stages > 1
+    buffered = [_kept(stages > 1) for stages in nest.stages]    # True, False or per mapping
     for t in range(len(workload.tensors)):
         _walk_tensor(arch, workload, nest, t, loads, spatial_all, macs_per_unit, buffered, traffic, lat)
     if with_latency:
