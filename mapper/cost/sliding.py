@@ -56,8 +56,9 @@ class SlidingMoves:
                       for t in workload.tensors if t.has_sliding_axis for axis in t.axes), default=0)
         self.itype = np.int32 if widest < 2**31 else np.int64
         stride = (nest.span[1:] * nest.spatial[:above]).astype(self.itype)             # (l, d, N)
-        wrap = (nest.temporal[:above] - 1).astype(self.itype) * stride  # a loop's last step from its first
-        self.stride, self.wrap = nest.by_slot(stride), nest.by_slot(wrap)             # (l, i, N)
+        self.stride = nest.by_slot(stride)                                             # (l, i, N)
+        # how far a loop's last step is from its first
+        self.wrap = (slot_bound - 1).astype(self.itype).reshape(self.stride.shape) * self.stride
         self.order = slot_dim.reshape(above, nest.n_dims, nest.n)
         self.nonunit = nonunit
         self.steps = prefix[:-1] * (slot_bound - 1)                                    # (S, N)

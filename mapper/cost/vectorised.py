@@ -417,7 +417,7 @@ class _Below:
     def __init__(self, macs_per_unit: np.ndarray, n_levels: int, with_latency: bool):
         n = len(macs_per_unit)
         self.loads, self.fan = macs_per_unit, 1   # fan: distinct children per instance in between
-        self.level = np.full(n, n_levels)
+        self.level = n_levels               # the keeper's level: one for all mappings, or per mapping
         self.buffered = True                 # the compute units never stall on operands
         if with_latency:                     # the next keeper below: its requests, in flight, waves
             self.rounds, self.waves = np.zeros(n), np.zeros(n)
@@ -436,7 +436,7 @@ class _Below:
             return
         if kept is True:
             self.loads, self.fan, self.buffered = loads, 1, buffered
-            self.level = np.full(len(loads), lv)
+            self.level = lv
             return
         self.loads = np.where(kept, loads, self.loads)
         self.fan = np.where(kept, 1, self.fan)
@@ -464,6 +464,8 @@ def _supply(arch: Arch, tensor, nest: _Nest, lv: int, below: _Below) -> np.ndarr
     tiles among its children there (identical tiles are multicast / reduced)."""
     if tensor.has_sliding_axis:      # overlapping windows may coincide: count them
         distinct = np.ones(nest.n, np.int64)
+        if isinstance(below.level, int):
+            return below.loads * _distinct_children(arch, tensor, nest, lv, below.level)
         for child in np.unique(below.level).tolist():
             rows = below.level == child
             distinct = np.where(rows, _distinct_children(arch, tensor, nest, lv, child), distinct)
@@ -535,10 +537,12 @@ def _energy(arch: Arch, level_energy, instances, spatial_all, executed_per_unit,
 
 def _valid(arch: Arch, nest: _Nest, footprint: np.ndarray) -> np.ndarray:
     """(N,) tiles fit every level's capacity and spatial loops fit every fanout."""
-    capacity = np.array([level.capacity for level in arch.levels])[:, None]
-    fanout = np.array([arch.fanout(lv) for lv in range(nest.n_levels)])[:, :, None]   # (L, 2, 1)
-    fits_fanout = (_product(list(np.moveaxis(nest.spatial_xy, 2, 0))) <= fanout).all(axis=(0, 1))
-    return (footprint <= capacity).all(axis=0) & fits_fanout
+    fits = np.ones(nest.n, bool)
+    for lv, level in enumerate(arch.levels):
+        for axis, fanout in enumerate(arch.fanout(lv)):
+            fits &= _product(list(nest.spatial_xy[lv, axis])) <= fanout
+        fits &= footprint[lv] <= level.capacity
+    return fits
 
 
 def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
