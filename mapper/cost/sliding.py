@@ -16,15 +16,6 @@ if TYPE_CHECKING:
     from .vectorised import _Nest
 
 
-def summed(rows: np.ndarray) -> np.ndarray:
-    """rows[0] + rows[1] + ... over the leading axis, one vector add at a time: numpy's reduce
-    over the leading axis of a [small, N] array walks it in strides and took three times as long."""
-    total = rows[0].copy()
-    for row in rows[1:]:
-        total += row
-    return total
-
-
 class SlidingMoves:
     """Loads of tensors with sliding axes (p+r): the one-axis, same-direction rule.
 
@@ -60,8 +51,11 @@ class SlidingMoves:
         # how far a loop's last step is from its first
         self.wrap = (slot_bound - 1).astype(self.itype).reshape(self.stride.shape) * self.stride
         self.order = slot_dim.reshape(above, nest.n_dims, nest.n)
-        self.nonunit = nonunit
         self.steps = prefix[:-1] * (slot_bound - 1)                                    # (S, N)
+        # the innermost non-unit loop above each level, per mapping: its slot, -1 where none
+        position = (nonunit * np.arange(1, len(nonunit) + 1, dtype=np.int32)[:, None])
+        self.innermost = np.maximum.accumulate(position.reshape(above, nest.n_dims, nest.n).max(axis=1),
+                                               axis=0) - 1                            # (l, N): above l + 1
 
     def _base_shifts(self, workload: Workload, tensor) -> list[tuple[int, np.ndarray, np.ndarray]]:
         """Per axis that can move: (its index, its shift at each slot with no wrap of the levels
@@ -77,12 +71,10 @@ class SlidingMoves:
             for d in np.flatnonzero(coefficient).tolist():
                 per_slot += (self.order == d) * self.itype(coefficient[d])
             own, back = self.stride * per_slot, self.wrap * per_slot
-            # what the loops inside a slot at its own level wrap back: a suffix sum over i
-            inside = np.zeros_like(back)
-            for i in range(nest.n_dims - 2, -1, -1):
-                np.add(inside[:, i + 1], back[:, i + 1], out=inside[:, i])
-            level_wrap = inside[:, 0] + back[:, 0]
-            out.append((a, own - inside, level_wrap))
+            # what the loops at a slot's own level wrap back: the suffix sums over i, the slot's
+            # own excluded (`own - inside`: own - (from_here - back))
+            from_here = np.cumsum(back[:, ::-1], axis=1)[:, ::-1]
+            out.append((a, own + back - from_here, from_here[:, 0]))
         return out
 
     def loads(self, workload: Workload, t: int) -> list[np.ndarray]:
@@ -110,7 +102,7 @@ class SlidingMoves:
                 count += nonzero
                 if len(tensor.axes[a]) > 1:
                     slides.append((a, shift, nonzero))
-            loads = words + words * summed(self.steps[:n_slots] * moved)
+            loads = words + words * (self.steps[:n_slots] * moved).sum(axis=0)
             if slides:
                 loads -= self._slide_savings(tensor, t, lv, slides, count)
             out.append(loads)
@@ -128,11 +120,9 @@ class SlidingMoves:
             slide = alone & nonzero & (amount < nest.ext[t][a][lv].astype(self.itype))
             gradient += slide * ((shift < 0) + np.int8(2 * a + 1))
             amounts.append((a, amount, slide))
-        # the innermost non-unit loop's gradient, per mapping: the last non-unit slot's
-        nonunit = self.nonunit[:n_slots]
-        inner = np.zeros(n, np.int8)
-        for j in range(n_slots):
-            inner += (gradient[j] - inner) * nonunit[j]
+        # the innermost non-unit loop's gradient, per mapping (0 where no loop steps)
+        innermost = self.innermost[lv - 1]
+        inner = np.take(gradient.reshape(-1), np.maximum(innermost, 0) * n + np.arange(n)) * (innermost >= 0)
         credited = (gradient > 0) & ((inner == 0) | (gradient == inner))
         saved = np.zeros(n, np.int64)
         words = nest.tile[t][lv]
@@ -140,5 +130,5 @@ class SlidingMoves:
             extent = nest.ext[t][a][lv]
             # words - words // extent x amount: the other axes' extents times what is not refetched
             kept = (extent.astype(self.itype) - amount) * (credited & slide)
-            saved += words // extent * summed(self.steps[:n_slots] * kept)
+            saved += words // extent * (self.steps[:n_slots] * kept).sum(axis=0)
         return saved

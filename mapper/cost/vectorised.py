@@ -167,18 +167,14 @@ def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
             # all loop bounds down to the innermost relevant loop above the level, the largest
             # of the prefixes after the relevant non-unit slots (prefixes never decrease)
             dims = small(sum(1 << d for d in range(n_dims) if workload.relevance[t][d]))
-            moves = (bits & dims) != 0
-            fetches = np.ones(n, np.int64)
-            count = [fetches]
-            for lv in range(1, n_levels):
-                fetches = fetches.copy()
-                for slot in range((lv - 1) * n_dims, lv * n_dims):
-                    np.maximum(fetches, prefix[slot + 1] * moves[slot], out=fetches)
-                count.append(fetches)
+            after_move = prefix[1:] * ((bits & dims) != 0)             # 0 where the slot moves nothing
+            count = np.ones((n_levels, n), np.int64)
+            np.maximum.accumulate(after_move.reshape(above, n_dims, n).max(axis=1), axis=0, out=count[1:])
+            np.maximum(count, 1, out=count)
             if out is None:
-                out = [tile * fetches for tile, fetches in zip(nest.tile[t], count)]
-        loads.append(np.stack(out))
-        rounds.append(np.stack(count) if with_rounds else None)
+                out = nest.tile[t] * count
+        loads.append(out)
+        rounds.append(count)
     return (loads, rounds) if with_rounds else loads
 
 
@@ -537,12 +533,10 @@ def _energy(arch: Arch, level_energy, instances, spatial_all, executed_per_unit,
 
 def _valid(arch: Arch, nest: _Nest, footprint: np.ndarray) -> np.ndarray:
     """(N,) tiles fit every level's capacity and spatial loops fit every fanout."""
-    fits = np.ones(nest.n, bool)
-    for lv, level in enumerate(arch.levels):
-        for axis, fanout in enumerate(arch.fanout(lv)):
-            fits &= _product(list(nest.spatial_xy[lv, axis])) <= fanout
-        fits &= footprint[lv] <= level.capacity
-    return fits
+    capacity = np.array([level.capacity for level in arch.levels])[:, None]
+    fanout = np.array([arch.fanout(lv) for lv in range(nest.n_levels)])[:, :, None]   # (L, 2, 1)
+    fits_fanout = (nest.spatial_xy.prod(axis=2) <= fanout).all(axis=(0, 1))
+    return (footprint <= capacity).all(axis=0) & fits_fanout
 
 
 def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
@@ -555,9 +549,9 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
         loads, rounds = _loads(workload, nest, with_rounds=True)
     else:
         loads = _loads(workload, nest)
-    spatial_all = _product(list(np.moveaxis(nest.spatial, 1, 0)))                    # (L, N)
+    spatial_all = nest.spatial.prod(axis=1)                                            # (L, N)
     instances = _exclusive_cumprod(spatial_all)
-    macs_per_unit = _product(list(nest.temporal.reshape(n_levels * nest.n_dims, n)))  # (N,)
+    macs_per_unit = nest.temporal.reshape(n_levels * nest.n_dims, n).prod(axis=0)     # (N,)
     # padding included: whole fragments of the unit's own tile (`tails.fragment_macs`)
     executed = tails.fragment_macs(arch, workload, nest.temporal[-1], macs_per_unit)
     compute_cycles = -(-executed // arch.compute.macs_per_cycle)
