@@ -56,6 +56,12 @@ class SlidingMoves:
         position = (nonunit * np.arange(1, len(nonunit) + 1, dtype=np.int32)[:, None])
         self.innermost = np.maximum.accumulate(position.reshape(above, nest.n_dims, nest.n).max(axis=1),
                                                axis=0) - 1                            # (l, N): above l + 1
+        # a slot that is unit in every mapping never steps and is nobody's innermost loop: the
+        # rules run over the others only (a slice of the search's leaves shares its outer
+        # levels' loops, most of them unit); `row_of`: each live slot's row among them
+        self.live = np.flatnonzero(nonunit.any(axis=1))
+        self.row_of = np.zeros(len(nonunit), np.int64)
+        self.row_of[self.live] = np.arange(len(self.live))
 
     def _base_shifts(self, workload: Workload, tensor) -> list[tuple[int, np.ndarray, np.ndarray]]:
         """Per axis that can move: (its index, its shift at each slot with no wrap of the levels
@@ -86,8 +92,13 @@ class SlidingMoves:
         for lv in range(1, nest.n_levels):
             n_slots = lv * n_dims
             words = nest.tile[t][lv]
-            moved = np.zeros((n_slots, n), bool)
-            count = np.zeros((n_slots, n), np.int8)
+            rows = self.live[:np.searchsorted(self.live, n_slots)]
+            if not len(rows):                  # nothing above ever steps: the first fetch alone
+                out.append(words.copy())
+                continue
+            rows = slice(None) if len(rows) == n_slots else rows
+            moved = np.zeros((n_slots, n), bool)[rows]
+            count = np.zeros((n_slots, n), np.int8)[rows]
             slides = []
             for a, base, level_wrap in axes:
                 shift = base[:lv].reshape(n_slots, n)
@@ -97,23 +108,25 @@ class SlidingMoves:
                     for level in range(lv - 2, -1, -1):
                         deep += level_wrap[level + 1]
                         shift[level * n_dims:(level + 1) * n_dims] -= deep
+                shift = shift[rows]
                 nonzero = shift != 0
                 moved |= nonzero
                 count += nonzero
                 if len(tensor.axes[a]) > 1:
                     slides.append((a, shift, nonzero))
-            loads = words + words * (self.steps[:n_slots] * moved).sum(axis=0)
+            steps = self.steps[:n_slots][rows]
+            loads = words + words * (steps * moved).sum(axis=0)
             if slides:
-                loads -= self._slide_savings(tensor, t, lv, slides, count)
+                loads -= self._slide_savings(tensor, t, lv, slides, count, steps)
             out.append(loads)
         return out
 
-    def _slide_savings(self, tensor, t: int, lv: int, slides, count) -> np.ndarray:
-        """Words the credited slides save at level lv against fetching the whole tile (N,)."""
-        nest, n_dims, n = self.nest, self.nest.n_dims, self.nest.n
-        n_slots = lv * n_dims
+    def _slide_savings(self, tensor, t: int, lv: int, slides, count, steps) -> np.ndarray:
+        """Words the credited slides save at level lv against fetching the whole tile (N,);
+        arrays over the live slots above lv (`loads`), `steps` their steps."""
+        nest, n = self.nest, self.nest.n
         alone = count == 1                               # the step moves exactly one axis
-        gradient = np.zeros((n_slots, n), np.int8)       # 2a + 1 forward, 2a + 2 backward, 0 no slide
+        gradient = np.zeros(count.shape, np.int8)        # 2a + 1 forward, 2a + 2 backward, 0 no slide
         amounts = []
         for a, shift, nonzero in slides:
             amount = np.abs(shift)
@@ -122,7 +135,8 @@ class SlidingMoves:
             amounts.append((a, amount, slide))
         # the innermost non-unit loop's gradient, per mapping (0 where no loop steps)
         innermost = self.innermost[lv - 1]
-        inner = np.take(gradient.reshape(-1), np.maximum(innermost, 0) * n + np.arange(n)) * (innermost >= 0)
+        row = np.take(self.row_of, np.maximum(innermost, 0))
+        inner = np.take(gradient.reshape(-1), row * n + np.arange(n)) * (innermost >= 0)
         credited = (gradient > 0) & ((inner == 0) | (gradient == inner))
         saved = np.zeros(n, np.int64)
         words = nest.tile[t][lv]
@@ -130,5 +144,5 @@ class SlidingMoves:
             extent = nest.ext[t][a][lv]
             # words - words // extent x amount: the other axes' extents times what is not refetched
             kept = (extent.astype(self.itype) - amount) * (credited & slide)
-            saved += words // extent * (self.steps[:n_slots] * kept).sum(axis=0)
+            saved += words // extent * (steps * kept).sum(axis=0)
         return saved
