@@ -5,7 +5,8 @@ GEMM. Random mappings are drawn once (not timed); the batches are timed over sev
 one core (numpy's BLAS threads are pinned to 1 so the figure is per core). Most random mappings
 are invalid (tiles over capacity, spatial loops over the fanout); every row is priced all the
 same, so the last columns time the valid rows alone, gathered into one table: the figure a
-search that prices only valid mappings would see.
+search that prices only valid mappings would see. The allocator is set as the `mapper` command
+sets it (`mapper.memory`), unless `--allocator-default`.
 
     python scripts/bench_cost.py [--mappings N] [--repeats R]
 """
@@ -20,6 +21,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from mapper import evaluate_many, load_arch, load_workload  # noqa: E402
 from mapper.mapping import MappingTable                             # noqa: E402
+from mapper.memory import keep_freed_memory                         # noqa: E402
 from mapper.random_mappings import random_table                     # noqa: E402
 
 CASES = [("h100", "gemm-4096"), ("eyeriss", "conv-alexnet-conv3"), ("eyeriss", "conv-resnet50-conv3"),
@@ -31,7 +33,11 @@ def main() -> None:
     parser.add_argument("--mappings", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--allocator-default", action="store_true",
+                        help="leave the C allocator as it is (the `mapper` command sets keep_freed_memory)")
     args = parser.parse_args()
+    if not args.allocator_default:
+        keep_freed_memory()
     print(f"{'arch':8} {'workload':22} {'levels':>6} {'dims':>4} {'mappings':>9} "
           f"{'best s':>8} {'mappings/s':>12} {'valid':>6} {'valid rows':>10} {'valid/s':>12}")
     for arch_name, workload_name in CASES:
