@@ -4,7 +4,7 @@ The cost model allocates and frees its arrays on every table it prices (tens of 
 tens of thousands of rows the search prices at once). glibc's allocator maps blocks above a
 threshold afresh and trims the heap once enough is free at its top, so every table took its
 arrays back from the kernel as zeroed pages: some 16,000 page faults per 50,000-row table,
-as much CPU as the pricing itself (docs/RESULTS.md, "The cost model's throughput"). Raising
+as much CPU as the pricing itself (docs/RESULTS.md, "`mapper/cost/`"). Raising
 both thresholds lets the next table reuse the same memory; the process keeps at most
 TRIM_BYTES free beyond what it uses. Elsewhere than glibc this does nothing.
 """
