@@ -18,6 +18,7 @@ from types import MappingProxyType
 from . import flags
 from .cost import evaluate
 from .errors import MapperError
+from .memory import keep_freed_memory
 from .inputs import (evaluation_inputs, native_search_inputs,
                      search_inputs, with_warm_starts)
 from .load import PRESET_KINDS, preset_names
@@ -446,6 +447,8 @@ def _version() -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.own_process = argv is None        # the `mapper` command itself: its start-up counts
+    if args.own_process:                   # the process is the command's: its allocator too
+        keep_freed_memory()
     try:
         status = args.run(args)
         sys.stdout.flush()

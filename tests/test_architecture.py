@@ -22,7 +22,7 @@ PACKAGE = pathlib.Path(mapper.__file__).parent
 # lowest first; a module may import from its own layer or those before it (and, inside a layer,
 # the graph of imports has no circle). A module belongs to the longest prefix naming it.
 LAYERS = [
-    ["mapper.errors", "mapper.limits", "mapper.dtypes", "mapper.units", "mapper.validate", "mapper.factors", "mapper.tiles",
+    ["mapper.errors", "mapper.limits", "mapper.dtypes", "mapper.memory", "mapper.units", "mapper.validate", "mapper.factors", "mapper.tiles",
      "mapper.flags", "mapper.lifetime",
      "mapper.components"],
     ["mapper.einsum", "mapper.spec", "mapper.constraints", "mapper.orders", "mapper.roles"],

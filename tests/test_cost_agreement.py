@@ -77,3 +77,18 @@ def test_table_round_trip(problem):
     again = to_table([from_table(table, 0)], len(workload.dims), len(workload.tensors))
     a, b = evaluate_many(arch, workload, table), evaluate_many(arch, workload, again)
     assert (a.reads == b.reads).all() and (a.fills == b.fills).all() and (a.updates == b.updates).all()
+
+
+@quick_and_full(6, 40, st.data())
+def test_agree_on_deep_convolution_tables(data):
+    """Sliding windows under four or five levels, many mappings in one table: the vectorised
+    path takes a loop's stride from the spans (a level's loops are a permutation of the dims)
+    and a slot's wrap from the levels between it and the tile's level, summed per level; the
+    scalar path steps the loops. Rows differ in keeps and stages, so the per-mapping and the
+    whole-table forms of each rule (a keep or a buffering shared by every row) both run."""
+    workload = data.draw(workloads(kinds=("conv1d", "conv1d-strided", "conv2d")))
+    arch = data.draw(archs(min_levels=4, max_levels=5, latency=data.draw(st.booleans())))
+    batch = [data.draw(mappings(arch, workload)) for _ in range(10)]
+    costs = evaluate_many(arch, workload, to_table(batch, len(workload.dims), len(workload.tensors)))
+    for row, mapping in enumerate(batch):
+        assert_same(arch, workload, mapping, costs, row)

@@ -21,78 +21,128 @@ class SlidingMoves:
 
     For the step where temporal loop j advances and every temporal loop inside it wraps, dim d
     moves by the stride of j (if j is over d) minus (bound - 1) x stride of each inner loop over
-    d; a loop's stride is the tile span of d at the level times the bounds of every loop over d
-    inside it, spatial ones included. The step fetches only the new slice when it shifts
-    exactly one axis by less than the axis extent (only an axis summing several dims can: a
-    single-dim axis always moves by a whole tile or more), and the innermost loop's move is not
-    such a slide or slides the same axis in the same direction (every outer step directly
-    follows an innermost step); otherwise the whole tile.
+    d. The step fetches only the new slice when it shifts exactly one axis by less than the axis
+    extent (only an axis summing several dims can: a single-dim axis always moves by a whole
+    tile or more), and the innermost loop's move is not such a slide or slides the same axis in
+    the same direction (every outer step directly follows an innermost step); otherwise the
+    whole tile (none where no axis moves: the loops inside undo the step).
+
+    A level's loops are a permutation of the dims, so a loop over d at level l has a stride that
+    does not depend on the order: the tile span of d at level l + 1 times the spatial bound of d
+    at level l (the loops over d inside it are one per level below). So every slot's stride and
+    wrap are computed once per table, each level's slots in one numpy call; per tensor and axis,
+    a shift is the slot's own stride less what the loops inside it wrap back. Every array over
+    slots is [slot, N], the slot of level l's i-th loop (outermost first) at l x dims + i.
     """
 
-    def __init__(self, nest: _Nest, workload: Workload, slot_dim, slot_bound, prefix):
-        self.nest, self.slot_dim, self.slot_bound = nest, slot_dim, slot_bound
+    def __init__(self, nest: _Nest, workload: Workload, slot_dim, slot_bound, nonunit, prefix):
+        """`slot_dim`, `slot_bound`, `nonunit`: each slot's dim, bound and bound > 1, and
+        `prefix` the product of the loops before it, over the slots of the levels above the
+        last (S, N) (`vectorised._loads`)."""
+        self.nest = nest
+        above = nest.n_levels - 1                     # levels whose loops move a lower level's tile
+        sizes = np.array(workload.sizes, np.int64)
+        # every shift is bounded by sum over an axis of |c| x size: 32-bit integers hold them
+        widest = max((sum(abs(c) * int(sizes[d]) for d, c in axis)
+                      for t in workload.tensors if t.has_sliding_axis for axis in t.axes), default=0)
+        self.itype = np.int32 if widest < 2**31 else np.int64
+        stride = (nest.span[1:] * nest.spatial[:above]).astype(self.itype)             # (l, d, N)
+        self.stride = nest.by_slot(stride)                                             # (l, i, N)
+        # how far a loop's last step is from its first
+        self.wrap = (slot_bound - 1).astype(self.itype).reshape(self.stride.shape) * self.stride
+        self.order = slot_dim.reshape(above, nest.n_dims, nest.n)
         self.steps = prefix[:-1] * (slot_bound - 1)                                    # (S, N)
+        # the innermost non-unit loop above each level, per mapping: its slot, -1 where none
+        position = (nonunit * np.arange(1, len(nonunit) + 1, dtype=np.int32)[:, None])
+        self.innermost = np.maximum.accumulate(position.reshape(above, nest.n_dims, nest.n).max(axis=1),
+                                               axis=0) - 1                            # (l, N): above l + 1
+        # a slot that is unit in every mapping never steps and is nobody's innermost loop: the
+        # rules run over the others only (a slice of the search's leaves shares its outer
+        # levels' loops, most of them unit); `row_of`: each live slot's row among them
+        self.live = np.flatnonzero(nonunit.any(axis=1))
+        self.row_of = np.zeros(len(nonunit), np.int64)
+        self.row_of[self.live] = np.arange(len(self.live))
 
-    def loads(self, workload: Workload, t: int, lv: int) -> np.ndarray:
-        nest, n_dims = self.nest, self.nest.n_dims
-        s = lv * n_dims
-        tensor = workload.tensors[t]
-        dims = sorted(d for d in tensor.dims if workload.sizes[d] > 1)   # a size-1 dim never moves
-        # moves are bounded by the dims' extents, so 32-bit integers hold them
-        small = max(workload.sizes) * max(c for axis in tensor.axes for _, c in axis) < 2**30
-        itype = np.int32 if small else np.int64
-        # arrays over the tensor's moving dims first: (K, N), K = len(dims), one numpy call
-        # per loop slot for all of them (the walk prices small batches: calls dominate)
-        dim_ids = np.array(dims, np.int64)
-        # spatial[l]: product over each dim of the spatial bounds at levels l..lv-1 (inside
-        # level l's temporal loops, above this level), times its span at this level
-        spatial = [None] * lv
-        running = nest.span[lv, dim_ids].astype(itype)
-        for level in range(lv - 1, -1, -1):
-            running = running * nest.spatial[level, dim_ids].astype(itype)
-            spatial[level] = running
-        inner = np.ones((len(dims), nest.n), itype)         # temporal bounds over d inside
-        wrap = np.zeros((len(dims), nest.n), itype)         # sum of (b - 1) x stride inside
-        # a loop slot that is unit in every mapping never steps, changes no stride and is
-        # nobody's innermost loop: only the others are walked (a slice of the search's leaves
-        # shares its outer levels' loops, most of them unit)
-        slots = np.flatnonzero((self.slot_bound[:s] > 1).any(axis=1))
-        if not len(slots):                  # nothing above ever steps: the first fetch alone
-            return nest.tile[t][lv].copy()
-        move = np.empty((len(dims), len(slots), nest.n), itype)
-        for i in range(len(slots) - 1, -1, -1):
-            j = slots[i]
-            level, bound = j // n_dims, self.slot_bound[j].astype(itype)
-            on_d = self.slot_dim[j][None, :] == dim_ids[:, None]
-            stride = spatial[level] * inner
-            move[:, i] = np.where(on_d, stride, 0) - wrap
-            wrap = np.where(on_d, wrap + (bound - 1) * stride, wrap)
-            inner = np.where(on_d, inner * bound, inner)
-        position = {d: k for k, d in enumerate(dims)}
-        n_moved = 0
-        slides = []                          # (axis, shift) for axes summing several dims
+    def _base_shifts(self, workload: Workload, tensor) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """Per axis that can move: (its index, its shift at each slot with no wrap of the levels
+        below the slot's own (l, i, N), each level's whole wrap (l, N))."""
+        nest, out = self.nest, []
         for a, axis in enumerate(tensor.axes):
-            shift = np.zeros((len(slots), nest.n), itype)
+            coefficient = np.zeros(nest.n_dims, np.int64)
             for d, c in axis:
-                if d in position:
-                    shift = shift + c * move[position[d]]
-            n_moved = n_moved + (shift != 0)
-            if len(axis) > 1:
-                slides.append((a, shift))
-        words = nest.tile[t][lv]
-        steps = self.steps[slots]
-        partial_words = np.zeros_like(steps)
-        gradient = np.zeros_like(steps)
-        for a, shift in slides:
-            extent = nest.ext[t][a][lv]
+                coefficient[d] += c
+            if not any(coefficient[d] and workload.sizes[d] > 1 for d in range(nest.n_dims)):
+                continue                                       # never moves
+            per_slot = np.zeros(self.order.shape, self.itype)     # the coefficient of each slot's dim
+            for d in np.flatnonzero(coefficient).tolist():
+                per_slot += (self.order == d) * self.itype(coefficient[d])
+            own, back = self.stride * per_slot, self.wrap * per_slot
+            # what the loops at a slot's own level wrap back: the suffix sums over i, the slot's
+            # own excluded (`own - inside`: own - (from_here - back))
+            from_here = np.cumsum(back[:, ::-1], axis=1)[:, ::-1]
+            out.append((a, own + back - from_here, from_here[:, 0]))
+        return out
+
+    def loads(self, workload: Workload, t: int) -> list[np.ndarray]:
+        """Words fetched into one instance of each level l >= 1, first fetch included."""
+        nest, n_dims, n = self.nest, self.nest.n_dims, self.nest.n
+        tensor = workload.tensors[t]
+        axes = self._base_shifts(workload, tensor)
+        out = [nest.tile[t][0]]
+        for lv in range(1, nest.n_levels):
+            n_slots = lv * n_dims
+            words = nest.tile[t][lv]
+            rows = self.live[:np.searchsorted(self.live, n_slots)]
+            if not len(rows):                  # nothing above ever steps: the first fetch alone
+                out.append(words.copy())
+                continue
+            rows = slice(None) if len(rows) == n_slots else rows
+            moved = np.zeros((n_slots, n), bool)[rows]
+            count = np.zeros((n_slots, n), np.int8)[rows]
+            slides = []
+            for a, base, level_wrap in axes:
+                shift = base[:lv].reshape(n_slots, n)
+                if lv > 1:                     # the levels between a slot and lv wrap back too
+                    deep = np.zeros_like(level_wrap[0])
+                    shift = shift.copy()
+                    for level in range(lv - 2, -1, -1):
+                        deep += level_wrap[level + 1]
+                        shift[level * n_dims:(level + 1) * n_dims] -= deep
+                shift = shift[rows]
+                nonzero = shift != 0
+                moved |= nonzero
+                count += nonzero
+                if len(tensor.axes[a]) > 1:
+                    slides.append((a, shift, nonzero))
+            steps = self.steps[:n_slots][rows]
+            loads = words + words * (steps * moved).sum(axis=0)
+            if slides:
+                loads -= self._slide_savings(tensor, t, lv, slides, count, steps)
+            out.append(loads)
+        return out
+
+    def _slide_savings(self, tensor, t: int, lv: int, slides, count, steps) -> np.ndarray:
+        """Words the credited slides save at level lv against fetching the whole tile (N,);
+        arrays over the live slots above lv (`loads`), `steps` their steps."""
+        nest, n = self.nest, self.nest.n
+        alone = count == 1                               # the step moves exactly one axis
+        gradient = np.zeros(count.shape, np.int8)        # 2a + 1 forward, 2a + 2 backward, 0 no slide
+        amounts = []
+        for a, shift, nonzero in slides:
             amount = np.abs(shift)
-            slide = (n_moved == 1) & (shift != 0) & (amount < extent)
-            partial_words = np.where(slide, words // extent * amount, partial_words)
-            gradient = np.where(slide, 2 * a + 1 + (shift < 0), gradient)
-        nonunit = self.slot_bound[slots] > 1
-        innermost = len(slots) - 1 - np.argmax(nonunit[::-1], axis=0)
-        inner_gradient = np.where(nonunit.any(0),
-                                  np.take_along_axis(gradient, innermost[None], axis=0)[0], 0)
-        credited = (gradient > 0) & ((inner_gradient == 0) | (gradient == inner_gradient))
-        cost = np.where(credited, partial_words, np.where(n_moved > 0, words, 0))
-        return words + (steps * cost).sum(0)
+            slide = alone & nonzero & (amount < nest.ext[t][a][lv].astype(self.itype))
+            gradient += slide * ((shift < 0) + np.int8(2 * a + 1))
+            amounts.append((a, amount, slide))
+        # the innermost non-unit loop's gradient, per mapping (0 where no loop steps)
+        innermost = self.innermost[lv - 1]
+        row = np.take(self.row_of, np.maximum(innermost, 0))
+        inner = np.take(gradient.reshape(-1), row * n + np.arange(n)) * (innermost >= 0)
+        credited = (gradient > 0) & ((inner == 0) | (gradient == inner))
+        saved = np.zeros(n, np.int64)
+        words = nest.tile[t][lv]
+        for a, amount, slide in amounts:
+            extent = nest.ext[t][a][lv]
+            # words - words // extent x amount: the other axes' extents times what is not refetched
+            kept = (extent.astype(self.itype) - amount) * (credited & slide)
+            saved += words // extent * (steps * kept).sum(axis=0)
+        return saved

@@ -6,7 +6,8 @@ except that loops not indexing the tensor, inside its innermost relevant loop, r
 sliding window (an axis like p+r) only fetches the new slice when the move is along one axis
 and in the same direction as the previous move; outputs skip the first read of each element.
 `scalar.py` implements the same rules independently, one mapping at a time, with a full
-breakdown; tests require both to agree exactly. The sliding-window rule is in `sliding.py`.
+breakdown; tests require both to agree exactly. The sliding-window rule is in `sliding.py`,
+the walk up each tensor (multicast, reduction, traffic, latency) in `walk.py`.
 
 Layout: internally every array is [small axes..., N] so that each numpy operation runs over
 long contiguous vectors of mappings; loops in Python only run over levels, tensors and axes.
@@ -20,10 +21,10 @@ import numpy as np
 from .. import tails, tiles
 from ..mapping import MappingTable
 from ..spec import Arch, Workload
-from .multicast import distinct_offsets
 from .sliding import SlidingMoves
 from .timing import level_time
 from .occupancy import gpu_levels, resident_blocks
+from .walk import Latency, Traffic, kept_flag, product_of, walk_tensor
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,8 @@ class Costs:
 
 def _exclusive_cumprod(x: np.ndarray) -> np.ndarray:
     """Along axis 0: out[i] = prod(x[:i]). (A loop over the short axis beats np.cumprod here.)"""
-    out = np.ones_like(x)
+    out = np.empty_like(x)
+    out[0] = 1
     for i in range(1, len(x)):
         np.multiply(out[i - 1], x[i - 1], out=out[i])
     return out
@@ -87,13 +89,6 @@ def _inclusive_cumprod_from_end(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _product(arrays: list[np.ndarray]) -> np.ndarray:
-    out = arrays[0]
-    for a in arrays[1:]:
-        out = out * a
-    return out
-
-
 class _Nest:
     """The per-batch arrays every rule needs, in [small axes..., N] layout."""
 
@@ -104,13 +99,26 @@ class _Nest:
         self.spatial_xy = factors[:, 1:]
         full = self.temporal * self.spatial
         self.span = _inclusive_cumprod_from_end(full)                              # loops at >= l
-        self.partition_span = self.span * _exclusive_cumprod(self.temporal)        # + temporal above
         self.order, self.keep, self.stages = table.order, table.keep, table.stages
         self.n_levels, self.n_dims, self.n = self.temporal.shape
-        spans, partition_spans = np.moveaxis(self.span, 1, 0), np.moveaxis(self.partition_span, 1, 0)
+        spans = np.moveaxis(self.span, 1, 0)
         self.ext = [[tiles.extent(axis, spans) for axis in t.axes] for t in workload.tensors]
-        self.tile = [_product(ext) for ext in self.ext]                            # T x (L, N)
-        self.partition = [tiles.words(t, partition_spans) for t in workload.tensors]
+        self.tile = [product_of(ext) for ext in self.ext]                            # T x (L, N)
+        # an output's partition (its tile's span times the temporal loops above): read back
+        # only by outputs, so only their dims' spans are formed
+        output_dims = sorted({d for t in workload.tensors if t.is_output for d in t.dims})
+        partition_spans = {d: spans[d] * _exclusive_cumprod(self.temporal[:, d]) for d in output_dims}
+        self.partition = [tiles.words(t, partition_spans) if t.is_output else None for t in workload.tensors]
+        # where slot (l, i) of each mapping finds its loop's dim in an (L, D, N) array, flattened:
+        # np.take with it is several times faster than take_along_axis over the dims
+        self.slot_index = self.order * self.n
+        self.slot_index += (np.arange(self.n_levels) * (self.n_dims * self.n))[:, None, None]
+        self.slot_index += np.arange(self.n)
+
+    def by_slot(self, per_dim: np.ndarray) -> np.ndarray:
+        """(l, D, N) values of each level's dims -> the same of each level's loops, outermost first;
+        `per_dim` a contiguous array of the first l levels."""
+        return np.take(per_dim.reshape(-1), self.slot_index[:len(per_dim)])
 
 
 def _footprint(arch: Arch, workload: Workload, nest: _Nest) -> np.ndarray:
@@ -128,31 +136,37 @@ def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
     loops above the level down to the innermost non-unit loop over a dim indexing the tensor
     (the steps that move its tile; a sliding window's partial fetch is a request too)."""
     n_levels, n_dims, n = nest.n_levels, nest.n_dims, nest.n
-    slot_dim = nest.order.reshape(n_levels * n_dims, n)                                           # (S, N)
-    slot_bound = np.take_along_axis(nest.temporal, nest.order, axis=1).reshape(n_levels * n_dims, n)
-    prefix = _exclusive_cumprod(np.concatenate([slot_bound, np.ones((1, n), np.int64)]))
+    # slots: the temporal loops of every level above the last (none of the last level's moves a
+    # tile), level l's i-th loop (outermost first) at l x dims + i; arrays over them are (S, N)
+    above = n_levels - 1
+    small = np.uint8 if n_dims <= 8 else np.uint16 if n_dims <= 16 else np.uint32 if n_dims <= 32 else np.uint64
+    slot_dim = nest.order[:above].reshape(above * n_dims, n).astype(small)
+    slot_bound = nest.by_slot(np.ascontiguousarray(nest.temporal[:above])).reshape(above * n_dims, n)
     nonunit = slot_bound > 1
-    sliding = SlidingMoves(nest, workload, slot_dim, slot_bound, prefix) if any(
+    prefix = np.empty((len(slot_bound) + 1, n), np.int64)     # product of the loops before each slot
+    prefix[0] = 1
+    for slot, bound in enumerate(slot_bound):
+        np.multiply(prefix[slot], bound, out=prefix[slot + 1])
+    sliding = SlidingMoves(nest, workload, slot_dim, slot_bound, nonunit, prefix) if any(
         t.has_sliding_axis for t in workload.tensors) else None
+    # each slot's dim as a bit where its loop is non-unit (0 where unit): a tensor's relevant
+    # non-unit slots are those sharing a bit with its dims, two integer operations per tensor
+    bits = np.left_shift(small(1), slot_dim) * nonunit
     loads, rounds = [], []
     for t, tensor in enumerate(workload.tensors):
-        out = nest.tile[t].copy()
-        count = np.ones((n_levels, n), np.int64) if with_rounds else None
-        if tensor.has_sliding_axis:
-            for lv in range(1, n_levels):
-                out[lv] = sliding.loads(workload, t, lv)
+        out = sliding.loads(workload, t) if tensor.has_sliding_axis else None
+        count = None
         if with_rounds or not tensor.has_sliding_axis:
             # Every relevant move refetches the whole tile: the fetch count is the product of
-            # all loop bounds down to the innermost relevant loop above the level.
-            relevant = workload.relevance[t][slot_dim] & nonunit
-            fetches = np.ones(n, np.int64)
-            for slot in range(n_dims * (n_levels - 1)):
-                np.copyto(fetches, prefix[slot + 1], where=relevant[slot])
-                if (slot + 1) % n_dims == 0:
-                    if not tensor.has_sliding_axis:
-                        out[(slot + 1) // n_dims] *= fetches
-                    if with_rounds:
-                        count[(slot + 1) // n_dims] = fetches
+            # all loop bounds down to the innermost relevant loop above the level, the largest
+            # of the prefixes after the relevant non-unit slots (prefixes never decrease)
+            dims = small(sum(1 << d for d in range(n_dims) if workload.relevance[t][d]))
+            after_move = prefix[1:] * ((bits & dims) != 0)             # 0 where the slot moves nothing
+            count = np.ones((n_levels, n), np.int64)
+            np.maximum.accumulate(after_move.reshape(above, n_dims, n).max(axis=1), axis=0, out=count[1:])
+            np.maximum(count, 1, out=count)
+            if out is None:
+                out = nest.tile[t] * count
         loads.append(out)
         rounds.append(count)
     return (loads, rounds) if with_rounds else loads
@@ -182,229 +196,7 @@ def occupancy(arch: Arch, nest: "_Nest", footprint: np.ndarray, output_dims):
     return resident, waves, per_level_resident, per_level_waves
 
 
-def _access_energy(level, word_bytes: float, reads, fills, updates) -> np.ndarray:
-    """Per-instance energy: vector accesses of block_size words, rounded up as Timeloop does,
-    plus any per-byte energy. Terms are added in the same order as the scalar path."""
-    out = 0.0
-    for count, per_access, per_byte in ((reads, level.energy_read, level.byte_energy_read),
-                                        (fills, level.energy_write, level.byte_energy_write),
-                                        (updates, level.energy_update, level.byte_energy_update)):
-        if per_access:      # zero terms are skipped: adding 0.0 would not change the sum
-            blocks = count if level.block_size == 1 else -(-count // level.block_size)
-            out = out + blocks * per_access
-        if per_byte:
-            out = out + count * (word_bytes * per_byte)
-    return out
-
-
-def _unique_rows(rows: np.ndarray):
-    """np.unique(rows, axis=0, return_inverse=True), faster: rows of small non-negative ints
-    are packed into one integer key when they fit."""
-    radix = rows.max(axis=0) + 1
-    if float(np.prod(radix.astype(float))) < 2.0 ** 62:
-        key = np.zeros(len(rows), np.int64)
-        for column, base in zip(rows.T, radix):
-            key = key * base + column
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        return rows[first], inverse
-    return np.unique(rows, axis=0, return_inverse=True)
-
-
-def _distinct_children(arch: Arch, tensor, nest: _Nest, parent: int, child: int) -> np.ndarray:
-    """Distinct tiles of `tensor` among the children of one `parent` instance (instances of
-    level `child`, or the compute units): see `multicast.py`. Only rows where two dims of one
-    axis are both split spatially need the sumset; the rest is a product of bounds."""
-    n = nest.n
-    count = np.ones(n, np.int64)
-    levels = []
-    for lv in range(parent, child):
-        if arch.levels[lv].shares(tensor):
-            levels.append(lv)
-        else:                                      # each child of this fanout is served alone
-            count = count * nest.spatial[lv].prod(axis=0)
-    if arch.multicast == "per_fanout":
-        # Timeloop's rule: identical tiles are looked for within one fanout at a time
-        for lv in levels:
-            count = count * _distinct_over(tensor, nest, [lv])
-        return count
-    return count * _distinct_over(tensor, nest, levels)
-
-
-def _distinct_over(tensor, nest: _Nest, levels: list[int]) -> np.ndarray:
-    """Distinct tiles of `tensor` over the spatial loops of `levels` (all sharing)."""
-    n = nest.n
-    count = np.ones(n, np.int64)
-    inner = [nest.span[lv + 1] if lv + 1 < nest.n_levels else np.ones_like(nest.span[0]) for lv in levels]
-    for axis in tensor.axes:
-        product = np.ones(n, np.int64)
-        split_dims = 0
-        for d, _ in axis:
-            bounds = _product([nest.spatial[lv, d] for lv in levels]) if levels else np.ones(n, np.int64)
-            product = product * bounds
-            split_dims = split_dims + (bounds > 1)
-        collide = np.flatnonzero(split_dims > 1)
-        if len(collide):
-            params = np.stack([p for i, lv in enumerate(levels) for d, c in axis
-                               for p in (c * inner[i][d][collide], nest.spatial[lv, d][collide])], axis=1)
-            unique, inverse = _unique_rows(params)
-            sizes = np.array([distinct_offsets(tuple(zip(row[0::2].tolist(), row[1::2].tolist())))
-                              for row in unique])
-            product[collide] = sizes[inverse.reshape(-1)]
-        count = count * product
-    return count
-
-
-class _Traffic:
-    """What the walk up each tensor yields. Per level and tensor: reads, fills and updates
-    (words per utilized instance) and their access energy per instance; per level: bytes per
-    instance moved through it, and of them those not hidden by buffering."""
-
-    def __init__(self, n_levels: int, n_tensors: int, n: int, clamps: list | None = None, masked: int = 0):
-        shape = (n_levels, n_tensors, n)
-        # masked tails (`tails.py`): the levels above `masked` move only each tensor's valid share
-        self.clamps, self.masked = clamps, masked if clamps is not None else 0
-        self.valid_moved = np.zeros((n_levels, n)) if self.masked else None
-        self.reads, self.fills, self.updates = (np.zeros(shape, np.int64) for _ in range(3))
-        self.energy = np.zeros(shape)
-        self.moved_read = np.zeros((n_levels, n))     # bytes per instance read from each level
-        self.moved_write = np.zeros((n_levels, n))    # written into it (fills and updates)
-        self.exposed_read = np.zeros((n_levels, n))   # of which not hidden by buffering
-        self.exposed_write = np.zeros((n_levels, n))
-
-    def record(self, level, tensor, lv: int, t: int, kept, supply, loads, partition,
-               buffered, below_buffered) -> None:
-        """Counts of tensor t at level lv where it is `kept` (zero elsewhere): it supplies
-        `supply` words to the level below and loads `loads` from above (the outermost level is
-        never filled); an output's first read of each element is not counted."""
-        if tensor.is_output:
-            self.updates[lv, t] = np.where(kept, supply, 0)
-            self.reads[lv, t] = np.where(kept, supply - partition, 0)
-            self.fills[lv, t] = np.where(kept, loads - partition, 0)
-        else:
-            self.reads[lv, t] = np.where(kept, supply, 0)
-            if lv > 0:
-                self.fills[lv, t] = np.where(kept, loads, 0)
-        reads, fills, updates = self.reads[lv, t], self.fills[lv, t], self.updates[lv, t]
-        word_bytes = level.word_bytes(tensor)
-        self.moved_read[lv] += word_bytes * reads
-        self.moved_write[lv] += word_bytes * (fills + updates)
-        self.energy[lv, t] = _access_energy(level, word_bytes, reads, fills, updates)
-        if self.masked:
-            share = self.clamps[t] if lv < self.masked else 1.0
-            self.energy[lv, t] *= share
-            self.valid_moved[lv] += word_bytes * (reads + fills + updates) * share
-        self.exposed_read[lv] += word_bytes * np.where(below_buffered, 0, reads)
-        self.exposed_write[lv] += word_bytes * (np.where(buffered, 0, fills)
-                                                + np.where(below_buffered, 0, updates))
-
-
-class _Latency:
-    """Latency terms per level (docs/COST_MODEL.md "Latency"), each the largest over the levels
-    it serves, and what the walk needs of every level to compute them."""
-
-    def __init__(self, latency: np.ndarray, rounds, in_flight, level_waves, stages):
-        n_levels, n = in_flight.shape
-        self.latency, self.rounds = latency, rounds
-        self.in_flight, self.level_waves = in_flight, level_waves
-        self.hidden = np.zeros((n_levels, n))     # max over served levels of latency x rounds / (stages x blocks)
-        self.exposed = np.zeros((n_levels, n))    # max over unbuffered served levels of latency x rounds / blocks
-        self.waves = np.zeros((n_levels, n))      # max over buffered served levels of waves
-        self.requests = in_flight * stages        # requests in flight per served instance
-
-    def serve(self, lv: int, kept, below: _Below) -> None:
-        """The level below that keeps the tensor fetches it from level lv, one request per round."""
-        served = kept & below.waits
-        wait = below.rounds * self.latency[lv]
-        hid = served & below.buffered
-        exp = served & ~below.buffered
-        np.maximum(self.hidden[lv], np.where(hid, wait / below.requests, 0), out=self.hidden[lv])
-        np.maximum(self.exposed[lv], np.where(exp, wait / below.blocks, 0), out=self.exposed[lv])
-        np.maximum(self.waves[lv], np.where(hid, below.waves, 0), out=self.waves[lv])
-
-    def totals(self) -> tuple[np.ndarray, np.ndarray]:
-        """(hidden, exposed) per level (L, N)."""
-        # Little's law: a level's overlapped traffic takes at least latency x requests / requests
-        # in flight; unbuffered fetches wait their whole latency (shared by the resident blocks);
-        # each wave of blocks waits once for its first tile, which nothing hides
-        return self.hidden, self.exposed + self.latency[:, None] * self.waves
-
-
-class _Below:
-    """What the walk up one tensor knows, per mapping, of the next level below that keeps it
-    (at the start, the compute units) and of the spatial fanout between it and the level the
-    walk has reached."""
-
-    def __init__(self, macs_per_unit: np.ndarray, n_levels: int, with_latency: bool):
-        n = len(macs_per_unit)
-        self.loads, self.fan_all, self.fan_shared = macs_per_unit, 1, 1
-        self.level = np.full(n, n_levels)
-        self.buffered = True                 # the compute units never stall on operands
-        if with_latency:                     # the next keeper below: its requests, in flight, waves
-            self.rounds, self.waves = np.zeros(n), np.zeros(n)
-            self.requests = self.blocks = np.ones(n)
-            self.waits = np.zeros(n, bool)   # it fetches this tensor (an output only to read back)
-
-    def cross(self, fanout, shared_fanout, shares: bool) -> None:
-        """The walk reaches a level: its spatial fanout lies between it and the keeper below."""
-        self.fan_all = self.fan_all * fanout
-        if shares:                           # else every child is served on its own
-            self.fan_shared = self.fan_shared * shared_fanout
-
-    def kept_at(self, kept, lv: int, loads, buffered) -> None:
-        """Where level lv keeps the tensor, it is the keeper below the levels above."""
-        self.loads = np.where(kept, loads, self.loads)
-        self.fan_all = np.where(kept, 1, self.fan_all)
-        self.fan_shared = np.where(kept, 1, self.fan_shared)
-        self.level = np.where(kept, lv, self.level)
-        self.buffered = np.where(kept, buffered, self.buffered)
-
-    def latency_kept_at(self, kept, lv: int, t: int, lat: _Latency, waits) -> None:
-        """The same for the latency terms' figures of the keeper below."""
-        self.rounds = np.where(kept, lat.rounds[t][lv], self.rounds)
-        self.requests = np.where(kept, lat.requests[lv], self.requests)
-        self.blocks = np.where(kept, lat.in_flight[lv], self.blocks)
-        self.waves = np.where(kept, lat.level_waves[lv], self.waves)
-        self.waits = np.where(kept, waits, self.waits)
-
-
-def _supply(arch: Arch, tensor, nest: _Nest, lv: int, below: _Below) -> np.ndarray:
-    """Words one instance of level lv sends down: the keeper below's loads times the distinct
-    tiles among its children there (identical tiles are multicast / reduced)."""
-    if tensor.has_sliding_axis:      # overlapping windows may coincide: count them
-        distinct = np.ones(nest.n, np.int64)
-        for child in np.unique(below.level).tolist():
-            rows = below.level == child
-            distinct = np.where(rows, _distinct_children(arch, tensor, nest, lv, child), distinct)
-        return below.loads * distinct
-    return below.loads * below.fan_all // below.fan_shared
-
-
-def _walk_tensor(arch: Arch, workload: Workload, nest: _Nest, t: int, loads, spatial_all, macs_per_unit,
-                 buffered, traffic: _Traffic, lat: _Latency | None) -> None:
-    """Records tensor t's counts at every level into `traffic` (and its latency terms into
-    `lat`). Walk up from the compute units: each kept level serves the loads of the next kept
-    level below it, through the spatial fanout in between (multicast / reduction)."""
-    tensor = workload.tensors[t]
-    irrelevant = np.flatnonzero(~workload.relevance[t])
-    shared = (_product([nest.spatial[:, d] for d in irrelevant]) if len(irrelevant)
-              else np.ones_like(spatial_all))
-    below = _Below(macs_per_unit, nest.n_levels, lat is not None)
-    for lv in range(nest.n_levels - 1, -1, -1):
-        below.cross(spatial_all[lv], shared[lv], arch.levels[lv].shares(tensor))
-        kept = nest.keep[lv, t]
-        if lat is not None and lat.latency[lv]:
-            lat.serve(lv, kept, below)
-        supply = _supply(arch, tensor, nest, lv, below)
-        traffic.record(arch.levels[lv], tensor, lv, t, kept, supply, loads[t][lv], nest.partition[t][lv],
-                       buffered[lv], below.buffered)
-        below.kept_at(kept, lv, loads[t][lv], buffered[lv])
-        if lat is not None:
-            # only partial sums read back wait on a fetch
-            waits = traffic.fills[lv, t] > 0 if tensor.is_output else True
-            below.latency_kept_at(kept, lv, t, lat, waits)
-
-
-def _level_times(arch: Arch, compute_cycles, traffic: _Traffic, lat_hidden, lat_exposed) -> np.ndarray:
+def _level_times(arch: Arch, compute_cycles, traffic: Traffic, lat_hidden, lat_exposed) -> np.ndarray:
     """(L, N) cycles each level needs (`timing.level_time`)."""
     n = len(compute_cycles)
     return np.stack([np.broadcast_to(level_time(level, arch.cycle_rule, compute_cycles,
@@ -471,14 +263,14 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
             arch, nest, footprint, sorted(workload.tensors[workload.output].dims))
     else:
         resident = waves = np.ones(n)
-    lat = _Latency(latency, rounds, in_flight, level_waves, nest.stages) if with_latency else None
+    lat = Latency(latency, rounds, in_flight, level_waves, nest.stages) if with_latency else None
     extents = nest.span[0]
     padded = bool((extents != np.array(workload.sizes)[:, None]).any())
-    traffic = _Traffic(n_levels, len(workload.tensors), n,
+    traffic = Traffic(n_levels, len(workload.tensors), n,
                        tails.clamp_ratios(workload, extents) if padded else None, tails.masked_levels(arch))
-    buffered = nest.stages > 1
+    buffered = [kept_flag(stages > 1) for stages in nest.stages]    # True, False or per mapping
     for t in range(len(workload.tensors)):
-        _walk_tensor(arch, workload, nest, t, loads, spatial_all, macs_per_unit, buffered, traffic, lat)
+        walk_tensor(arch, workload, nest, t, loads, spatial_all, macs_per_unit, buffered, traffic, lat)
     if with_latency:
         lat_hidden, lat_exposed = lat.totals()
     else:

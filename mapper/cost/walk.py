@@ -1,0 +1,324 @@
+"""The vectorised path's walk up each tensor: from the compute units to the outermost level,
+each level that keeps the tensor serves the loads of the next keeper below it through the
+spatial fanout in between (multicast / reduction), and its reads, fills, updates, access
+energy, bytes moved and exposed, and latency terms are recorded (`vectorised.evaluate_many`
+walks every tensor here).
+
+Arrays are [small axes..., N] as in `vectorised.py`. A per-level flag the same for every
+mapping of a table (a keep, a buffering) is carried as True or False (`kept_flag`), and the rules
+then skip their per-mapping selections; a mask that varies row by row selects by a product,
+not np.where (several times slower on such masks).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..spec import Arch, Workload
+from .multicast import distinct_offsets
+
+if TYPE_CHECKING:
+    from .vectorised import _Nest
+
+
+def product_of(arrays: list[np.ndarray]) -> np.ndarray:
+    """The elementwise product of `arrays` (one multiply per array, no reduction over a
+    stacked copy)."""
+    out = arrays[0]
+    for a in arrays[1:]:
+        out = out * a
+    return out
+
+
+def _access_energy(level, word_bytes: float, reads, fills, updates) -> np.ndarray:
+    """Per-instance energy: vector accesses of block_size words, rounded up as Timeloop does,
+    plus any per-byte energy. Terms are added in the same order as the scalar path; a count
+    that is None is zero in every mapping (an input's updates) and adds nothing."""
+    out = 0.0
+    for count, per_access, per_byte in ((reads, level.energy_read, level.byte_energy_read),
+                                        (fills, level.energy_write, level.byte_energy_write),
+                                        (updates, level.energy_update, level.byte_energy_update)):
+        if count is None:
+            continue
+        if per_access:      # zero terms are skipped: adding 0.0 would not change the sum
+            blocks = count if level.block_size == 1 else -(-count // level.block_size)
+            out = out + blocks * per_access
+        if per_byte:
+            out = out + count * (word_bytes * per_byte)
+    return out
+
+
+def _unique_rows(rows: np.ndarray):
+    """np.unique(rows, axis=0, return_inverse=True), faster: rows of small non-negative ints
+    are packed into one integer key when they fit."""
+    radix = rows.max(axis=0) + 1
+    if float(np.prod(radix.astype(float))) < 2.0 ** 62:
+        key = np.zeros(len(rows), np.int64)
+        for column, base in zip(rows.T, radix):
+            key = key * base + column
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return rows[first], inverse
+    return np.unique(rows, axis=0, return_inverse=True)
+
+
+def _distinct_children(arch: Arch, tensor, nest: _Nest, parent: int, child: int) -> np.ndarray:
+    """Distinct tiles of `tensor` among the children of one `parent` instance (instances of
+    level `child`, or the compute units): see `multicast.py`. Only rows where two dims of one
+    axis are both split spatially need the sumset; the rest is a product of bounds."""
+    n = nest.n
+    count = np.ones(n, np.int64)
+    levels = []
+    for lv in range(parent, child):
+        if arch.levels[lv].shares(tensor):
+            levels.append(lv)
+        else:                                      # each child of this fanout is served alone
+            count = count * nest.spatial[lv].prod(axis=0)
+    if arch.multicast == "per_fanout":
+        # Timeloop's rule: identical tiles are looked for within one fanout at a time
+        for lv in levels:
+            count = count * _distinct_over(tensor, nest, [lv])
+        return count
+    return count * _distinct_over(tensor, nest, levels)
+
+
+def _distinct_over(tensor, nest: _Nest, levels: list[int]) -> np.ndarray:
+    """Distinct tiles of `tensor` over the spatial loops of `levels` (all sharing)."""
+    n = nest.n
+    count = np.ones(n, np.int64)
+    inner = [nest.span[lv + 1] if lv + 1 < nest.n_levels else np.ones_like(nest.span[0]) for lv in levels]
+    for axis in tensor.axes:
+        product = np.ones(n, np.int64)
+        split_dims = 0
+        for d, _ in axis:
+            bounds = product_of([nest.spatial[lv, d] for lv in levels]) if levels else np.ones(n, np.int64)
+            product = product * bounds
+            split_dims = split_dims + (bounds > 1)
+        collide = np.flatnonzero(split_dims > 1)
+        if len(collide):
+            params = np.stack([p for i, lv in enumerate(levels) for d, c in axis
+                               for p in (c * inner[i][d][collide], nest.spatial[lv, d][collide])], axis=1)
+            unique, inverse = _unique_rows(params)
+            sizes = np.array([distinct_offsets(tuple(zip(row[0::2].tolist(), row[1::2].tolist())))
+                              for row in unique])
+            product[collide] = sizes[inverse.reshape(-1)]
+        count = count * product
+    return count
+
+
+class Traffic:
+    """What the walk up each tensor yields. Per level and tensor: reads, fills and updates
+    (words per utilized instance) and their access energy per instance; per level: bytes per
+    instance moved through it, and of them those not hidden by buffering."""
+
+    def __init__(self, n_levels: int, n_tensors: int, n: int, clamps: list | None = None, masked: int = 0):
+        shape = (n_levels, n_tensors, n)
+        # masked tails (`tails.py`): the levels above `masked` move only each tensor's valid share
+        self.clamps, self.masked = clamps, masked if clamps is not None else 0
+        self.valid_moved = np.zeros((n_levels, n)) if self.masked else None
+        self.reads, self.fills, self.updates = (np.zeros(shape, np.int64) for _ in range(3))
+        self.energy = np.zeros(shape)
+        self.moved_read = np.zeros((n_levels, n))     # bytes per instance read from each level
+        self.moved_write = np.zeros((n_levels, n))    # written into it (fills and updates)
+        self.exposed_read = np.zeros((n_levels, n))   # of which not hidden by buffering
+        self.exposed_write = np.zeros((n_levels, n))
+
+    def record(self, level, tensor, lv: int, t: int, kept, supply, loads, partition,
+               buffered, below_buffered) -> None:
+        """Counts of tensor t at level lv where it is `kept` (zero elsewhere; `kept_flag`): it
+        supplies `supply` words to the level below and loads `loads` from above (the outermost
+        level is never filled); an output's first read of each element is not counted."""
+        if kept is False:                  # every count stays zero, every sum unchanged
+            return
+        # counts zero in every mapping are None: an input is never updated, nor is the
+        # outermost level filled; adding their zeros would change no sum
+        fills = updates = None
+        if tensor.is_output:
+            self.updates[lv, t] = _wherekept_flag(kept, supply)
+            self.reads[lv, t] = _wherekept_flag(kept, supply - partition)
+            self.fills[lv, t] = _wherekept_flag(kept, loads - partition)
+            fills, updates = self.fills[lv, t], self.updates[lv, t]
+        else:
+            self.reads[lv, t] = _wherekept_flag(kept, supply)
+            if lv > 0:
+                self.fills[lv, t] = _wherekept_flag(kept, loads)
+                fills = self.fills[lv, t]
+        reads = self.reads[lv, t]
+        word_bytes = level.word_bytes(tensor)
+        self.moved_read[lv] += word_bytes * reads
+        written = _sum_present(fills, updates)
+        if written is not None:
+            self.moved_write[lv] += word_bytes * written
+        self.energy[lv, t] = _access_energy(level, word_bytes, reads, fills, updates)
+        if self.masked:
+            share = self.clamps[t] if lv < self.masked else 1.0
+            self.energy[lv, t] *= share
+            self.valid_moved[lv] += word_bytes * _sum_present(reads, written) * share
+        # exposed: what a level without a second stage waits for (its fills), and what a
+        # child without one draws (reads) or sends back (updates); `buffered` as `kept_flag`
+        exposed_read = _unless(below_buffered, reads)
+        if exposed_read is not None:
+            self.exposed_read[lv] += word_bytes * exposed_read
+        exposed_write = _sum_present(_unless(buffered, fills), _unless(below_buffered, updates))
+        if exposed_write is not None:
+            self.exposed_write[lv] += word_bytes * exposed_write
+
+
+def kept_flag(keep: np.ndarray):
+    """A level's keep flags for one tensor, (N,), as True or False where every mapping agrees
+    (the common case: the rules then skip their per-mapping selections), else the array."""
+    if keep.all():
+        return True
+    return False if not keep.any() else keep
+
+
+def _wherekept_flag(kept, values: np.ndarray) -> np.ndarray:
+    """`values` where the tensor is kept, else 0 (`kept` from `kept_flag`, never False here)."""
+    return values if kept is True else np.where(kept, values, 0)
+
+
+def _unless(flag, values):
+    """`values` (non-negative, or None: zero) where `flag` (True, False or per mapping) is not
+    set, else 0; None where that is zero in every mapping. A product with the mask, not
+    np.where: a mask that varies row by row made np.where several times slower."""
+    if values is None or flag is True:
+        return None
+    return values if flag is False else values * ~flag
+
+
+def _only(flag, values):
+    """`values` (non-negative) where `flag` is set, else 0; None where zero in every mapping."""
+    if flag is False:
+        return None
+    return values if flag is True else values * flag
+
+
+def _sum_present(a, b):
+    """a + b where either may be None (zero)."""
+    return b if a is None else a if b is None else a + b
+
+
+class Latency:
+    """Latency terms per level (docs/COST_MODEL.md "Latency"), each the largest over the levels
+    it serves, and what the walk needs of every level to compute them."""
+
+    def __init__(self, latency: np.ndarray, rounds, in_flight, level_waves, stages):
+        n_levels, n = in_flight.shape
+        self.latency, self.rounds = latency, rounds
+        self.in_flight, self.level_waves = in_flight, level_waves
+        self.hidden = np.zeros((n_levels, n))     # max over served levels of latency x rounds / (stages x blocks)
+        self.exposed = np.zeros((n_levels, n))    # max over unbuffered served levels of latency x rounds / blocks
+        self.waves = np.zeros((n_levels, n))      # max over buffered served levels of waves
+        self.requests = in_flight * stages        # requests in flight per served instance
+
+    def serve(self, lv: int, kept, below: _Below) -> None:
+        """The level below that keeps the tensor fetches it from level lv, one request per round."""
+        if kept is False:
+            return
+        served = kept & below.waits
+        wait = below.rounds * self.latency[lv]
+        buffered = below.buffered                        # as `kept_flag`: True, False or per mapping
+        hid = served if buffered is True else None if buffered is False else served & buffered
+        exp = None if buffered is True else served if buffered is False else served & ~buffered
+        if hid is not None:
+            np.maximum(self.hidden[lv], _only(hid, wait / below.requests), out=self.hidden[lv])
+            np.maximum(self.waves[lv], _only(hid, below.waves), out=self.waves[lv])
+        if exp is not None:
+            np.maximum(self.exposed[lv], _only(exp, wait / below.blocks), out=self.exposed[lv])
+
+    def totals(self) -> tuple[np.ndarray, np.ndarray]:
+        """(hidden, exposed) per level (L, N)."""
+        # Little's law: a level's overlapped traffic takes at least latency x requests / requests
+        # in flight; unbuffered fetches wait their whole latency (shared by the resident blocks);
+        # each wave of blocks waits once for its first tile, which nothing hides
+        return self.hidden, self.exposed + self.latency[:, None] * self.waves
+
+
+class _Below:
+    """What the walk up one tensor knows, per mapping, of the next level below that keeps it
+    (at the start, the compute units) and of the spatial fanout between it and the level the
+    walk has reached."""
+
+    def __init__(self, macs_per_unit: np.ndarray, n_levels: int, with_latency: bool):
+        n = len(macs_per_unit)
+        self.loads, self.fan = macs_per_unit, 1   # fan: distinct children per instance in between
+        self.level = n_levels               # the keeper's level: one for all mappings, or per mapping
+        self.buffered = True                 # the compute units never stall on operands
+        if with_latency:                     # the next keeper below: its requests, in flight, waves
+            self.rounds, self.waves = np.zeros(n), np.zeros(n)
+            self.requests = self.blocks = np.ones(n)
+            self.waits = np.zeros(n, bool)   # it fetches this tensor (an output only to read back)
+
+    def cross(self, fanout, relevant_fanout, shares: bool) -> None:
+        """The walk reaches a level: its spatial fanout lies between it and the keeper below.
+        Where the level shares, children differing only in dims not indexing the tensor hold
+        the same tile (multicast / reduction): only the fanout over its dims counts."""
+        self.fan = self.fan * (relevant_fanout if shares else fanout)
+
+    def kept_at(self, kept, lv: int, loads, buffered) -> None:
+        """Where level lv keeps the tensor, it is the keeper below the levels above."""
+        if kept is False:
+            return
+        if kept is True:
+            self.loads, self.fan, self.buffered = loads, 1, buffered
+            self.level = lv
+            return
+        self.loads = np.where(kept, loads, self.loads)
+        self.fan = np.where(kept, 1, self.fan)
+        self.level = np.where(kept, lv, self.level)
+        self.buffered = np.where(kept, buffered, self.buffered)
+
+    def latency_kept_at(self, kept, lv: int, t: int, lat: Latency, waits) -> None:
+        """The same for the latency terms' figures of the keeper below."""
+        if kept is False:
+            return
+        if kept is True:
+            self.rounds, self.requests = lat.rounds[t][lv], lat.requests[lv]
+            self.blocks, self.waves = lat.in_flight[lv], lat.level_waves[lv]
+            self.waits = np.full(len(self.rounds), True) if waits is True else waits
+            return
+        self.rounds = np.where(kept, lat.rounds[t][lv], self.rounds)
+        self.requests = np.where(kept, lat.requests[lv], self.requests)
+        self.blocks = np.where(kept, lat.in_flight[lv], self.blocks)
+        self.waves = np.where(kept, lat.level_waves[lv], self.waves)
+        self.waits = np.where(kept, waits, self.waits)
+
+
+def _supply(arch: Arch, tensor, nest: _Nest, lv: int, below: _Below) -> np.ndarray:
+    """Words one instance of level lv sends down: the keeper below's loads times the distinct
+    tiles among its children there (identical tiles are multicast / reduced)."""
+    if tensor.has_sliding_axis:      # overlapping windows may coincide: count them
+        distinct = np.ones(nest.n, np.int64)
+        if isinstance(below.level, int):
+            return below.loads * _distinct_children(arch, tensor, nest, lv, below.level)
+        for child in np.unique(below.level).tolist():
+            rows = below.level == child
+            distinct = np.where(rows, _distinct_children(arch, tensor, nest, lv, child), distinct)
+        return below.loads * distinct
+    return below.loads * below.fan
+
+
+def walk_tensor(arch: Arch, workload: Workload, nest: _Nest, t: int, loads, spatial_all, macs_per_unit,
+                 buffered, traffic: Traffic, lat: Latency | None) -> None:
+    """Records tensor t's counts at every level into `traffic` (and its latency terms into
+    `lat`). Walk up from the compute units: each kept level serves the loads of the next kept
+    level below it, through the spatial fanout in between (multicast / reduction)."""
+    tensor = workload.tensors[t]
+    relevant = np.flatnonzero(workload.relevance[t])
+    relevant_fanout = (product_of([nest.spatial[:, d] for d in relevant]) if len(relevant)
+                       else np.ones_like(spatial_all))
+    below = _Below(macs_per_unit, nest.n_levels, lat is not None)
+    for lv in range(nest.n_levels - 1, -1, -1):
+        below.cross(spatial_all[lv], relevant_fanout[lv], arch.levels[lv].shares(tensor))
+        kept = kept_flag(nest.keep[lv, t])
+        if lat is not None and lat.latency[lv]:
+            lat.serve(lv, kept, below)
+        supply = _supply(arch, tensor, nest, lv, below)
+        partition = nest.partition[t][lv] if tensor.is_output else None
+        traffic.record(arch.levels[lv], tensor, lv, t, kept, supply, loads[t][lv], partition,
+                       buffered[lv], below.buffered)
+        below.kept_at(kept, lv, loads[t][lv], buffered[lv])
+        if lat is not None:
+            # only partial sums read back wait on a fetch
+            waits = traffic.fills[lv, t] > 0 if tensor.is_output else True
+            below.latency_kept_at(kept, lv, t, lat, waits)
