@@ -32,8 +32,9 @@ def test_priced_tables_reuse_freed_memory():
     if not _glibc():
         pytest.skip("not glibc: the allocator is left as it is")
     kept, default = _faults("keep"), _faults("default")
-    # three 20,000-row tables: thousands of fresh pages each without, next to none with
-    assert kept < 200 < default, (kept, default)
+    # three 20,000-row tables: thousands of fresh pages each without (about 45,000 in all),
+    # next to none with (0 alone; a few hundred from the interpreter's own allocations under load)
+    assert default > 5_000 and kept < default / 20, (kept, default)
 
 
 def _glibc() -> bool:
