@@ -121,8 +121,9 @@ def start_cpsat(joint: "Joint", space: Mapspace, objective: Objective, incumbent
     from .cpsat import start            # OR-Tools is imported only here
     if context.seconds_left() < joint.tuning.cpsat_min_left_seconds:
         return CpsatSkipped("import")
+    hint = None if incumbent.table is None else factor_rows(space, incumbent.table)
     return start(space, context, cpsat_cap(joint, context), favour_parallelism=objective.kind in TIME_SENSITIVE,
-                 hint=None if incumbent.table is None else factor_rows(space, incumbent.table), seed=joint.seed)
+                 hint=hint, seed=joint.seed)
 
 
 def cpsat_cap(joint: "Joint", context: SearchContext) -> float:

@@ -14,7 +14,9 @@ their other dims are crossed in. Across keep parts the units are one level up, t
 roots and their children's first dim (bounding the parts' depth-1 nodes is most of such a
 walk), each done once the depth-1 nodes it became are walked (`walk.Walk._search_across`). So the walk is theirs while worker 0 searches for better
 incumbents, none waits on a share fixed in advance that turned out larger than another's, and
-worker 0 stops searching for incumbents once another's walk has reached its end.
+worker 0 stops searching for incumbents once another's walk has reached its end. On a work
+clock the owners are fixed instead (`Claims(fixed=...)`, `_fixed_owner`): the others own what
+they reach before worker 0 joins the walk, and the rest goes by hash.
 
 What they share: the best ranking key any of them has found (`SharedKey`; a key holds the whole
 mapping, `objective.table_of_key`), which every worker prunes against (`Incumbent.bar`); a

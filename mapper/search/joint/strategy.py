@@ -161,8 +161,8 @@ class Joint:
         fusion's work clock), or with no time limit, everything runs in order (in parts under
         an evaluation budget, the local search across parts from inside the walk, on the
         budget's clock); on a search's work clock (`context.walk_first`) in the order above,
-        every trigger counted and CP-SAT solved in line: either way what is priced never
-        depends on the load."""
+        every trigger counted and CP-SAT's answer taken at a counted point: either way what is
+        priced never depends on the load."""
         setup, incumbent, context = walk.setup, walk.incumbent, walk.context
         space = setup.space
         counted = context.per_evaluation is not None
