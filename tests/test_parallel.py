@@ -69,6 +69,7 @@ def test_fixed_owners_give_worker_0_a_share_only_of_what_no_one_reached_before_i
     claims = Claims(slots=1024, fixed=2)
     other, keys = claims.for_worker(1), SimpleNamespace(zero_walks=False)
     other.follow(keys)          # worker 1's view of the exchanged keys (`synced.SyncedKey`)
+    claims.follow(SimpleNamespace(zero_walks=True))      # worker 0's
     first, second = np.arange(200) * 2 + 1, np.arange(200) * 3 + 1
     early, _ = other.take(first[:100], second[:100])
     assert early.all()          # worker 0 not walking yet: every unit worker 1 reaches is its own

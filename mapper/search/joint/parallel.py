@@ -161,15 +161,20 @@ class Claims:
     def _fixed_owner(self, first: int) -> int:
         """The worker that walks the unit whose first hash is `first` (this one, first come,
         unless the owners are fixed). The hashes are odd (`content_hashes`): bit 0 is skipped.
-        Fixed: until worker 0 walks (as of the keys this worker last took, `follow`), the others
-        own every unit they reach, by hash among them; from then on, the units no one reached
-        are shared out by hash among all. Worker 0's search for incumbents takes from a few
-        tenths of a second (h100's GEMMs) to two (polished dives into keep parts): a share fixed
-        in advance left one worker idle for a second or more at the end (docs/RESULTS.md)."""
+        Fixed and followed (walked whole): until worker 0 walks (as of the keys this worker
+        last took), the others own every unit they reach, by hash among them; from then on, the
+        units no one reached are shared out by hash among all, an equal share each. Worker 0's
+        search for incumbents takes from a few tenths of a second (h100's GEMMs) to one or two
+        (eyeriss's convolutions): a share fixed in advance left one worker idle at the end.
+        Fixed, not followed (across keep parts, whose units are claimed long before they are
+        walked): by hash from the start, worker 0 half as many as each other (its polished
+        dives into the parts come first)."""
         if not self.fixed:
             return self.worker
         draw = int(np.int64(first).view(np.uint64) >> np.uint64(1))
-        if self.worker and self.fixed > 1 and not (self.synced is None or self.synced.zero_walks):
+        if self.synced is None:
+            return (draw % (2 * self.fixed - 1) + 1) // 2
+        if self.worker and self.fixed > 1 and not self.synced.zero_walks:
             return 1 + draw % (self.fixed - 1)
         return draw % self.fixed
 

@@ -185,20 +185,14 @@ class Joint:
         # its polished dives do: the walk's units are then the parts' roots, which a worker
         # busy polishing would leave to the others, and the local search across parts found
         # nothing better on the bench cases (docs/RESULTS.md)
-        # on a work clock, where each worker walks the units its hash names whenever it gets to
-        # them, every worker polishes its dives into parts (each into its own parts), so that
-        # they start walking at about the same count: with worker 0 alone polishing, its walk
-        # started 1.3 s after the other's on pe-array's 1000^3 and ended 1.2 s after it
-        polished_dives = setup.worker == 0 or (setup.parallel and counted)
-        if polished_dives and len(parts) > 1 and (setup.parallel or (counted and in_order)):
+        if setup.worker == 0 and len(parts) > 1 and (setup.parallel or (counted and in_order)):
             # in parts: the polished dives first (one into each of the best parts finds these
             # spaces' optima), the local search across parts later, from inside the walk
             claims = setup.claims       # they end once another worker's walk has ended
             incumbents.dives(self, walk, parts, events, polish=walk.polish,
                              until=None if claims is None else claims.some_walk_ended)
-            if setup.worker == 0:
-                walk.run_later(lambda: incumbents.across_parts(self, walk, parts, events),
-                               after=self.tuning.parts_search_after)
+            walk.run_later(lambda: incumbents.across_parts(self, walk, parts, events),
+                           after=self.tuning.parts_search_after)
         elif setup.worker == 0 and (in_order or setup.parallel):
             improve_incumbent()
         else:
