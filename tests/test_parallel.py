@@ -5,6 +5,7 @@ priced (`joint/cut.py`), which keeps every optimum."""
 import functools
 import os
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -62,6 +63,21 @@ def test_a_full_claims_table_lets_every_worker_walk_the_unit():
     assert mine.all() and (slots < 0).sum() >= 4
     theirs, _ = _as_worker(claims, 1).take(np.arange(1, 9), np.arange(1, 9))
     assert theirs[slots < 0].all() and not theirs[slots >= 0].any()
+
+
+def test_fixed_owners_give_worker_0_a_share_only_of_what_no_one_reached_before_it_walked():
+    claims = Claims(slots=1024, fixed=2)
+    other, keys = claims.for_worker(1), SimpleNamespace(zero_walks=False)
+    other.follow(keys)          # worker 1's view of the exchanged keys (`synced.SyncedKey`)
+    claims.follow(SimpleNamespace(zero_walks=True))      # worker 0's
+    first, second = np.arange(200) * 2 + 1, np.arange(200) * 3 + 1
+    early, _ = other.take(first[:100], second[:100])
+    assert early.all()          # worker 0 not walking yet: every unit worker 1 reaches is its own
+    keys.zero_walks = True      # as of an exchange after worker 0 joined
+    late, _ = other.take(first[100:], second[100:])
+    zero, _ = claims.take(first, second)
+    assert not zero[:100].any() and (zero[100:] != late).all()     # each unit walked by one
+    assert 0.3 < late.mean() < 0.7         # the rest shared out by hash
 
 
 def _as_worker(claims, worker):

@@ -5,6 +5,7 @@ the result says so."""
 import json
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 
 import pytest
@@ -17,6 +18,7 @@ from mapper.report import search_json
 from mapper.search import Joint, SearchContext, parse_objective
 from mapper.search import context as search_context
 from mapper.search.joint import synced
+from mapper.search.joint.walk import Walk
 from test_mapspace import gemm
 
 
@@ -73,6 +75,25 @@ def test_the_same_search_beside_a_busy_process_gives_the_same_json(case, monkeyp
         assert not search["complete"] and search["gap"] > 0
         assert any(event["event"] == "stopped_early" and event["by"]["kind"] == "work_budget"
                    for event in search["events"])
+
+
+@pytest.mark.parametrize("held", [0, 1], ids=["worker-0-held", "worker-1-held"])
+def test_a_worker_held_back_changes_nothing(held, monkeypatch):
+    # a busy neighbour slows a worker by chance; here one starts its walk 0.4 s after the
+    # other, every time. Whoever reaches a unit first, and whatever key the other holds by
+    # then, must shape nothing: with units taken first come, or keys read as they stand, this
+    # case's count priced differed (a walk of a few epochs that improves on its incumbent)
+    monkeypatch.setattr(synced, "SYNC_ROWS", 500)
+    make = lambda: Mapspace(load_arch("toy"), gemm(64, 64, 64), Constraints())    # noqa: E731
+    quiet = _search(make(), Joint(parallel_above=0))
+    walk_parts = Walk.walk_parts
+
+    def held_back(walk, parts):
+        if walk.setup.worker == held:
+            time.sleep(0.4)
+        return walk_parts(walk, parts)
+    monkeypatch.setattr(Walk, "walk_parts", held_back)
+    assert _search(make(), Joint(parallel_above=0)) == quiet
 
 
 def test_one_worker_and_two_return_the_same_mapping():

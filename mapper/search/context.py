@@ -87,6 +87,7 @@ class _Tally:
         self.cut = False                    # ... and stopped a search (`stopped_by_clock`)
         self.last_check: float | None = None
         self.steps: list[float] = []        # the last STEP_WINDOW stretches between checks
+        self.on_count = None                # called as each pricing is counted (`watch_count`)
 
 
 @dataclass(frozen=True)
@@ -146,8 +147,18 @@ class SearchContext:
 
     def price(self, arch, workload, table: MappingTable) -> Costs:
         """The cost model's prices of `table`, counted."""
-        self._tally.priced += len(table)
+        tally = self._tally
+        tally.priced += len(table)
+        if tally.on_count is not None:
+            tally.on_count()
         return evaluate_many(arch, workload, table)
+
+    def watch_count(self, callback) -> None:
+        """Call `callback()` each time rows are counted from now on (None: no longer): the
+        forked workers exchange their best keys the moment a count passes an epoch's mark
+        (`joint/synced.py`), not at the next look at them, which a local search pricing
+        thousands of rows between looks put off for a second while the others waited."""
+        self._tally.on_count = callback
 
     @property
     def priced(self) -> int:

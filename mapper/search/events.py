@@ -158,13 +158,13 @@ class CoarseStart(Event):
 @dataclass(frozen=True)
 class InParallel(Event):
     workers: int
-    counted: bool = False       # on a work clock: units fixed by hash, keys exchanged at counted points
+    counted: bool = False       # on a work clock: units fixed by counts and hash, keys exchanged at counted points
     kind: ClassVar[str] = "in_parallel"
 
     def text(self) -> str:
         if self.counted:
-            return (f"searched by {self.workers} processes, each walking the units of the tree its hash "
-                    "assigns it, their best mappings exchanged at counted points (`joint/synced.py`)")
+            return (f"searched by {self.workers} processes, each walking the units of the tree fixed for it "
+                    "by counts and hashes, their best mappings exchanged at counted points (`joint/synced.py`)")
         return (f"searched on {self.workers} cores, each walking the units of the tree it claimed first "
                 "(`joint/parallel.py`)")
 

@@ -121,10 +121,16 @@ def start_cpsat(joint: "Joint", space: Mapspace, objective: Objective, incumbent
     from .cpsat import start            # OR-Tools is imported only here
     if context.seconds_left() < joint.tuning.cpsat_min_left_seconds:
         return CpsatSkipped("import")
+    hint = None if incumbent.table is None else factor_rows(space, incumbent.table)
+    return start(space, context, cpsat_cap(joint, context), favour_parallelism=objective.kind in TIME_SENSITIVE,
+                 hint=hint, seed=joint.seed)
+
+
+def cpsat_cap(joint: "Joint", context: SearchContext) -> float:
+    """CP-SAT's seconds: `cpsat_seconds`, at most a quarter of the time limit (on a counting
+    clock, its deterministic time)."""
     time_limit = context.time_limit
-    seconds = joint.cpsat_seconds if time_limit is None else min(joint.cpsat_seconds, time_limit / 4)
-    return start(space, context, seconds, favour_parallelism=objective.kind in TIME_SENSITIVE,
-                 hint=None if incumbent.table is None else factor_rows(space, incumbent.table), seed=joint.seed)
+    return joint.cpsat_seconds if time_limit is None else min(joint.cpsat_seconds, time_limit / 4)
 
 
 def offer_proposals(space: Mapspace, incumbent: Incumbent, proposals, context: SearchContext) -> Event:

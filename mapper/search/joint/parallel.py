@@ -14,7 +14,9 @@ their other dims are crossed in. Across keep parts the units are one level up, t
 roots and their children's first dim (bounding the parts' depth-1 nodes is most of such a
 walk), each done once the depth-1 nodes it became are walked (`walk.Walk._search_across`). So the walk is theirs while worker 0 searches for better
 incumbents, none waits on a share fixed in advance that turned out larger than another's, and
-worker 0 stops searching for incumbents once another's walk has reached its end.
+worker 0 stops searching for incumbents once another's walk has reached its end. On a work
+clock the owners are fixed instead (`Claims(fixed=...)`, `_fixed_owner`): the others own what
+they reach before worker 0 joins the walk, and the rest goes by hash.
 
 What they share: the best ranking key any of them has found (`SharedKey`; a key holds the whole
 mapping, `objective.table_of_key`), which every worker prunes against (`Incumbent.bar`); a
@@ -107,12 +109,23 @@ class Claims:
         self.reached_end = np.frombuffer(context.RawArray("b", 1), np.int8)   # some walk ended
         self.worker = 0
         self.known: dict[tuple[int, int], int] = {}     # this process's answers: unit -> slot (-1: mine, unrecorded)
+        self.synced = None      # owners fixed: the exchanged keys (`synced.SyncedKey`, `follow`)
 
     def for_worker(self, worker: int) -> "Claims":
         """The same table, claiming as `worker` (with answers of its own)."""
         claims = copy.copy(self)
         claims.worker, claims.known = worker, {}
         return claims
+
+    def follow(self, keys) -> None:
+        """Owners fixed: worker 0, which searches for incumbents first, walks only from when
+        `keys` (`synced.SyncedKey`, this worker's view) say it joined (`join`)."""
+        self.synced = keys
+
+    def join(self) -> None:
+        """This worker starts walking (worker 0 only has to say so: `synced.SyncedKey.join`)."""
+        if self.fixed and self.worker == 0 and self.synced is not None:
+            self.synced.join()
 
     def take(self, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(mine, slot) per unit (hash pair): whether this worker walks it (claiming it when no
@@ -147,13 +160,23 @@ class Claims:
 
     def _fixed_owner(self, first: int) -> int:
         """The worker that walks the unit whose first hash is `first` (this one, first come,
-        unless the owners are fixed). The hashes are odd (`content_hashes`): bit 0 is skipped."""
+        unless the owners are fixed). The hashes are odd (`content_hashes`): bit 0 is skipped.
+        Fixed and followed (walked whole): until worker 0 walks (as of the keys this worker
+        last took), the others own every unit they reach, by hash among them; from then on, the
+        units no one reached are shared out by hash among all, an equal share each. Worker 0's
+        search for incumbents takes from a few tenths of a second (h100's GEMMs) to one or two
+        (eyeriss's convolutions): a share fixed in advance left one worker idle at the end.
+        Fixed, not followed (across keep parts, whose units are claimed long before they are
+        walked): by hash from the start, worker 0 half as many as each other (its polished
+        dives into the parts come first)."""
         if not self.fixed:
             return self.worker
-        # worker 0 searches for incumbents besides (`strategy.Joint._find_and_walk`): it walks
-        # half as many units as each of the others
-        draw = int((np.int64(first).view(np.uint64) >> np.uint64(1)) % np.uint64(2 * self.fixed - 1))
-        return (draw + 1) // 2
+        draw = int(np.int64(first).view(np.uint64) >> np.uint64(1))
+        if self.synced is None:
+            return (draw % (2 * self.fixed - 1) + 1) // 2
+        if self.worker and self.fixed > 1 and not self.synced.zero_walks:
+            return 1 + draw % (self.fixed - 1)
+        return draw % self.fixed
 
     def done(self, slots: np.ndarray) -> None:
         """The units at `slots` (this worker's) are walked to the end, or pruned."""
@@ -178,9 +201,14 @@ class Claims:
         self.reached_end[0] = 1
 
     def some_walk_ended(self) -> bool:
-        """Whether a worker's walk has reached its end (every unit then is claimed); never
-        with owners fixed (each walks its own units, and when another ended is timing)."""
-        return not self.fixed and bool(self.reached_end[0])
+        """Whether a worker's walk has reached its end (every unit then is claimed). Owners
+        fixed, for worker 0 before it walks: whether every other worker had ended as of the
+        keys it last took (they then owned every unit); when one ended is otherwise timing."""
+        if self.fixed:
+            synced = self.synced
+            return (self.worker == 0 and synced is not None and not synced.joined[0]
+                    and synced.others_ended)
+        return bool(self.reached_end[0])
 
 
 class SharedKey:

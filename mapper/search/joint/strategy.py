@@ -161,8 +161,8 @@ class Joint:
         fusion's work clock), or with no time limit, everything runs in order (in parts under
         an evaluation budget, the local search across parts from inside the walk, on the
         budget's clock); on a search's work clock (`context.walk_first`) in the order above,
-        every trigger counted and CP-SAT solved in line: either way what is priced never
-        depends on the load."""
+        every trigger counted and CP-SAT's answer taken at a counted point: either way what is
+        priced never depends on the load."""
         setup, incumbent, context = walk.setup, walk.incumbent, walk.context
         space = setup.space
         counted = context.per_evaluation is not None
@@ -234,10 +234,12 @@ class _Cpsat:
             if joint.local_search and incumbent.key != before:
                 improve(space, incumbent, context.budget(joint.tuning.part_polish_seconds), seed=joint.seed,
                         stop=walk.budget.spent)
-        if context.per_evaluation is not None:     # on a counting clock: solved in line, so
-            offer(proposals)                        # the walk never waits on a thread's timing
-        else:
-            walk.offer_when_ready(proposals, offer)
+        # on a counting clock, taken once the walk has counted the solve's deterministic cap
+        # (waiting for it then if need be): solved in line, it held up the walk and the other
+        # workers, which wait for this one at their next exchange (`synced.py`), for seconds
+        # (on h100's GEMMs it finds nothing; docs/RESULTS.md)
+        after = incumbents.cpsat_cap(joint, context) if context.per_evaluation is not None else None
+        walk.offer_when_ready(proposals, offer, after)
 
 
 def _random_draws(space: Mapspace, incumbent: Incumbent) -> None:

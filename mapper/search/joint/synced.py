@@ -5,10 +5,11 @@ loaded or quiet.
 Why: the workers prune against the best mapping any of them holds. Read whenever a worker
 looks (`parallel.SharedKey`), what a worker sees depends on how far the others have got by
 then, so what it prunes, prices and finds (and the count, the events, an unproven result)
-depends on the machine's load. Here every worker publishes its best key once its own count of
-mappings priced passes each multiple of `rows` (an epoch), and takes the others' keys of that
-same epoch, waiting for them if they are behind; a worker that has ended counts with its final
-key for every later epoch. Each worker's count, and so every key it publishes, depends only on
+depends on the machine's load. Here every worker publishes its best key the moment its own
+count of mappings priced passes each multiple of `rows` (an epoch; `SearchContext.watch_count`
+calls it as each pricing is counted), and takes the others' keys of that same epoch, waiting
+for them if they are behind; a worker that has ended counts with its final key for every later
+epoch. Each worker's count, and so every key it publishes, depends only on
 the keys it took before: by induction on the epochs, every worker sees the same keys on every
 run. The cost is the waiting: a worker ahead by an epoch waits for the others (a step that
 prices nothing for long, such as CP-SAT's solve, holds them up to its end).
@@ -43,14 +44,20 @@ class SyncedKey:
         self.epoch_of = np.frombuffer(context.RawArray("q", workers), np.int64)
         self.ended = np.frombuffer(context.RawArray("b", workers), np.int8)
         self.final = np.frombuffer(context.RawArray("d", workers * len(key)), np.float64).reshape(workers, len(key))
+        self.taken = np.frombuffer(context.RawArray("q", workers), np.int64)     # the last epoch each took
+        self.joined = np.frombuffer(context.RawArray("q", 1), np.int64)     # `join`'s epoch (0: none yet)
         self.worker, self.context, self.epoch = 0, None, 0
         self.own: tuple = tuple(key)       # this worker's best key
         self.seen: tuple | None = None     # the others' best, as of the last epoch taken
+        self.zero_walks = False            # worker 0 walks too, as of the last epoch taken
+        self.others_ended = False          # every other worker had ended by then (final keys)
 
     def for_worker(self, worker: int, context) -> "SyncedKey":
-        """Worker `worker`'s view, counting on `context`'s tally (its own process's)."""
+        """Worker `worker`'s view, counting on `context`'s tally (its own process's), which
+        calls it to exchange as soon as a count passes an epoch's mark (until `finish`)."""
         view = copy.copy(self)
         view.worker, view.context = worker, context
+        context.watch_count(view.read)
         return view
 
     def lower_to(self, key: tuple) -> None:
@@ -71,24 +78,44 @@ class SyncedKey:
 
     def finish(self) -> None:
         """This worker's walk has ended: its final key stands for every later epoch."""
+        if self.context is not None:
+            self.context.watch_count(None)
         with self.lock:
             self.final[self.worker] = self.own
             self.ended[self.worker] = 1
 
+    def join(self) -> None:
+        """Worker 0 walks from the next epoch on (before, the others own every unit they reach;
+        `parallel.Claims`). It publishes its key for that epoch now (the others would wait for
+        it there, and it for them) and waits until each other worker has taken that epoch's
+        keys, or ended: what they claimed as theirs alone is then all in the claims table, the
+        same on every run."""
+        epoch = self.epoch + 1
+        with self.lock:
+            self.joined[0] = epoch
+            self.published[self.worker, epoch % 2] = self.own
+            self.epoch_of[self.worker] = epoch
+        while any(self.taken[w] < epoch and not self.ended[w] for w in range(self.workers) if w != self.worker):
+            if self.context.interrupted or self.context.past_deadline():
+                return
+            time.sleep(WAIT_S)
+
     def _exchange(self) -> None:
         epoch, me = self.epoch, self.worker
         with self.lock:
-            self.published[me, epoch % 2] = self.own
-            self.epoch_of[me] = epoch
+            if self.epoch_of[me] < epoch:       # else published ahead (`join`)
+                self.published[me, epoch % 2] = self.own
+                self.epoch_of[me] = epoch
         waiting = [w for w in range(self.workers) if w != me]
-        keys = []
+        keys, finals = [], 0
         while waiting:
             with self.lock:
                 for w in list(waiting):
                     if self.epoch_of[w] >= epoch:       # at most one ahead: its slot is still this epoch's
                         keys.append(tuple(self.published[w, epoch % 2].tolist()))
-                    elif self.ended[w]:
+                    elif self.ended[w]:     # it ended before its count reached this epoch's
                         keys.append(tuple(self.final[w].tolist()))
+                        finals += 1
                     else:
                         continue
                     waiting.remove(w)
@@ -99,3 +126,8 @@ class SyncedKey:
         best = min(keys) if keys else None
         if best is not None and (self.seen is None or best < self.seen):
             self.seen = best
+        with self.lock:
+            self.taken[me] = epoch
+        self.others_ended = finals == self.workers - 1
+        # the others published this epoch's keys after worker 0 joined, if it joined by then
+        self.zero_walks = self.zero_walks or 0 < self.joined[0] <= epoch

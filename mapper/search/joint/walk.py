@@ -72,7 +72,9 @@ class Walk:
         self.part_key = 0                                   # the keep vector of the part walked
         self.open_bounds: list[float] = []
         self.polish = setup.polish
-        self._proposals = None      # (CP-SAT solving meanwhile, what to do with its answer)
+        # (CP-SAT solving meanwhile, what to do with its answer, the clock reading to take it
+        # at: None, as soon as it is ready)
+        self._proposals = None
         # (seconds into the walk on the budget clock, job): each run once by the walk, when it
         # has gone on for that long; `_due` the same with the clock readings, once it started
         self._deferred: list[tuple[float, Callable[[], None]]] = []
@@ -92,9 +94,12 @@ class Walk:
         self.space, self.tree, self.links = part.space, part.tree, part.links
         self.part_key = int(content_hashes(np.array([[len(part.picks)], *[[pick] for pick in part.picks]]))[0][0])
 
-    def offer_when_ready(self, proposals, offer: Callable) -> None:
-        """Between slices, once `proposals` (`cpsat.Proposals`) are ready: `offer(proposals)`."""
-        self._proposals = (proposals, offer)
+    def offer_when_ready(self, proposals, offer: Callable, after: float | None = None) -> None:
+        """Between slices, once `proposals` (`cpsat.Proposals`) are ready: `offer(proposals)`;
+        with `after`, once the budget clock has gone on that long instead, waiting for them
+        then if need be (on a counting clock: the walk goes on while CP-SAT solves, and what it
+        prunes never depends on when the solve ended)."""
+        self._proposals = (proposals, offer, None if after is None else self.context.clock() + after)
 
     def run_later(self, job: Callable[[], None], after: float | None = None) -> None:
         """Run `job` once, between slices, once the walk has gone on for a while
@@ -125,6 +130,7 @@ class Walk:
             return self.search_parts(parts)
         if claims.some_walk_ended():       # the others claimed every unit meanwhile
             return True
+        claims.join()
         complete = self.search_parts(parts)
         if complete:
             claims.end_reached()
@@ -245,9 +251,11 @@ class Walk:
         now = self.context.clock()      # the budget clock: evaluations under an evaluation budget
         if now - self._polished_at < self.setup.tuning.polish_every and not force:
             return
-        started = time.perf_counter()
+        started, start = time.perf_counter(), self.incumbent.score
+        # outdone by another worker before it improved on its start: polishing this one cannot
+        # help the walk (as in `incumbents.local_search`)
         improve(self.setup.space, self.incumbent, self.context.budget(1.0), seed=self.setup.seed,
-                stop=self.budget.spent)
+                stop=lambda: self.budget.spent() or (self.incumbent.outdone() and self.incumbent.score >= start))
         self._polished_at = self.context.clock()
         self.polish_seconds += time.perf_counter() - started
 
@@ -255,10 +263,11 @@ class Walk:
         """What the walk does between slices besides walking: offer CP-SAT's proposals once
         they are ready; run what was deferred once its time has come, leaving the walk's own
         state as it was."""
-        if self._proposals is not None and self._proposals[0].ready():
-            proposals, offer = self._proposals
-            self._proposals = None
-            offer(proposals)
+        if self._proposals is not None:
+            proposals, offer, at = self._proposals
+            if proposals.ready() if at is None else self.context.clock() >= at:
+                self._proposals = None
+                offer(proposals)
         while self._due:
             now = self.context.clock()
             due = next((i for i, (at, _) in enumerate(self._due) if now >= at), None)

@@ -35,16 +35,22 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
     def setup_of(worker: int):      # the parent (worker 0) claims with `claims` itself; its ticker reports
         return replace(setup, worker=worker, workers=workers, claims=claims.for_worker(worker) if worker else claims,
                        progress=ticker.writer(worker))
+    # walked whole, worker 0 joins the walk late (`Claims.follow`); across keep parts a part's
+    # units are claimed when its depth-1 nodes are bounded, long before they are walked, and
+    # the others would have claimed them all before worker 0 joined
+    follow = counted and len(parts) == 1
     # set before the fork, so that a worker never meets the signal with its default action (exit)
     previous = signal.signal(signal.SIGUSR1, lambda signum, frame: setup.context.interrupt())
     for worker in range(1, workers):
         receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=_child, args=(setup_of(worker), incumbent, job, view, events, send,
-                                                     os.getpid()), daemon=True)
+        child = context.Process(target=_child, args=(setup_of(worker), incumbent, job, view, follow, events,
+                                                     send, os.getpid()), daemon=True)
         child.start()
         send.close()
         children.append((worker, child, receive))
     mine = view(0, setup.context)
+    if follow:
+        claims.follow(mine)
     incumbent.share(mine)
     walk = Walk(setup_of(0), incumbent)
     ticker.start()
@@ -96,7 +102,7 @@ def _finish(shared) -> None:
         shared.finish()
 
 
-def _child(setup, incumbent, job, view, events, send, parent_pid: int) -> None:
+def _child(setup, incumbent, job, view, follow: bool, events, send, parent_pid: int) -> None:
     """A worker: its own walk of the shared tree, its best mapping and what it priced sent back.
     It dies with the parent (a SIGKILL of the parent leaves no worker behind)."""
     die_with_parent(parent_pid)
@@ -105,6 +111,8 @@ def _child(setup, incumbent, job, view, events, send, parent_pid: int) -> None:
     # parent; the second aborts, as the parent does; the parent alone says so
     signal.signal(signal.SIGINT, lambda signum, frame: os._exit(130) if context.interrupted else context.interrupt())
     shared = view(setup.worker, context)
+    if follow:
+        setup.claims.follow(shared)
     incumbent.share(shared)
     incumbent.restart_count()       # what this child adds, sent back
     known = len(events)
