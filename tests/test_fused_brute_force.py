@@ -71,6 +71,16 @@ def assert_same_traffic(kernel, truth, names, bytes_of, f):
     assert all(t.level <= f for t in kernel.traffic)
 
 
+def assert_streamed_kernel_is_executed(arch, kernel, choice, truth, names, bytes_of, f):
+    """A streamed kernel (attention, the MLP pair) against its executed loop nest: traffic per
+    level and tensor, energy, and the shared-memory and register bytes its choice holds."""
+    assert_same_traffic(kernel, truth, names, bytes_of, f)
+    want = brute.energy(truth, level_figures(arch), bytes_of, arch.compute.energy_per_mac)
+    assert kernel.energy_pj == pytest.approx(want, rel=1e-12)
+    assert choice.smem_bytes == truth.footprint[f] <= arch.levels[f].capacity
+    assert choice.register_bytes == truth.footprint["registers"]
+
+
 FLASH_CASES = [  # (sizes, shared memory, objective): ragged query and key tiles, tight and roomy buffers
     ({"g": 2, "i": 20, "j": 50, "d": 8}, "8 KiB", "energy"),
     ({"g": 2, "i": 20, "j": 50, "d": 8}, "8 KiB", "cycles"),
@@ -90,11 +100,7 @@ def test_flash_attention_matches_its_loop_nest_executed(sizes, smem, objective):
     bytes_of = {name: graph.tensor(name).bits / 8 for name in "QKVO"}
     truth = brute.flash_attention(sizes["g"], sizes["i"], sizes["j"], sizes["d"], sizes["d"], choice.block_i,
                                   choice.block_j, choice.stages, per_score, bytes_of, f)
-    assert_same_traffic(kernel, truth, {n: n for n in "QKVO"}, bytes_of, f)
-    want = brute.energy(truth, level_figures(arch), bytes_of, arch.compute.energy_per_mac)
-    assert kernel.energy_pj == pytest.approx(want, rel=1e-12)
-    assert choice.smem_bytes == truth.footprint[f] <= arch.levels[f].capacity
-    assert choice.register_bytes == truth.footprint["registers"]
+    assert_streamed_kernel_is_executed(arch, kernel, choice, truth, {n: n for n in "QKVO"}, bytes_of, f)
 
 
 MLP_CASES = [  # (sizes, shared memory, objective): ragged rows, hidden chunks and W1 slices
@@ -116,11 +122,7 @@ def test_the_mlp_pair_matches_its_loop_nest_executed(sizes, smem, objective):
     bytes_of = {name: graph.tensor(name).bits / 8 for name in names}
     truth = brute.mlp_pair(sizes["m"], sizes["e"], sizes["f"], sizes["n"], choice.block_m, choice.block_n,
                            choice.block_f, BK, choice.stages, per_hidden, bytes_of, f)
-    assert_same_traffic(kernel, truth, names, bytes_of, f)
-    want = brute.energy(truth, level_figures(arch), bytes_of, arch.compute.energy_per_mac)
-    assert kernel.energy_pj == pytest.approx(want, rel=1e-12)
-    assert choice.smem_bytes == truth.footprint[f] <= arch.levels[f].capacity
-    assert choice.register_bytes == truth.footprint["registers"]
+    assert_streamed_kernel_is_executed(arch, kernel, choice, truth, names, bytes_of, f)
 
 
 # ---------------------------------------------------------------------------------------------
