@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from .dtypes import DTYPE_BITS, canonical, element_bits, known_names
+from .dtypes import canonical, element_bits, known_names
 from .errors import SpecError, shown
 from .limits import MAX_AREA, MAX_BITS, MAX_BYTES, MAX_CLOCK, MAX_ENERGY, MAX_RATE, MIN_CLOCK
 

@@ -6,7 +6,7 @@ import pytest
 
 from mapper.cost import evaluate
 from mapper.errors import SpecError
-from mapper.load import arch_from_dict, load_arch, load_workload, mapping_from_checked_dict, workload_from_dict
+from mapper.load import arch_from_dict, load_arch, mapping_from_checked_dict, workload_from_dict
 from mapper.mapping import from_table
 from mapper.mapspace import Mapspace
 from mapper.units import Where, parse_dtype

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import flags
 from ..errors import SpecError
-from ..units import DTYPE_BITS
+from ..dtypes import DTYPE_BITS
 
 
 def add_parser(sub) -> None:
