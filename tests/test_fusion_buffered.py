@@ -13,7 +13,8 @@ from mapper.cost import evaluate
 from mapper.fusion.buffered import fused_dims, plan
 from mapper.fusion.cover import all_covers, best_cover
 from mapper.fusion.grouping import all_groupings, best_grouping
-from mapper.fusion.groups import GroupPrice, Grouper, Refusal
+from mapper.fusion.group_price import GroupPrice, Refusal
+from mapper.fusion.groups import Grouper
 from mapper.fusion.kernels import OpSearches, shrunk, signature
 from mapper.fusion.run import settled
 from mapper.load import load_arch, opgraph_from_dict
