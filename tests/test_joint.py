@@ -89,6 +89,16 @@ def test_warm_start_from_outside_is_admitted_and_kept():
     assert any("1 of 1 given incumbent" in note for note in warm.notes)
 
 
+def test_the_coarse_start_runs_the_same_search_on_a_smaller_shape():
+    space, objective, exact = _space_and_optimum()
+    every_space = JointTuning(coarse_min_space=0, coarse_min_seconds=0.0, coarse_reserve_seconds=0.0)
+    found = Joint(warm_start=False, cpsat_seconds=0, local_search=False, dives=0, coarse=True,
+                  tuning=every_space).run(space, objective, SearchContext(time_limit=60.0).counting(1e5))
+    assert found.score == exact.score and found.optimal
+    assert [e for e in found.events if e.kind == "coarse_start" and e.outcome != "failed"], found.notes
+    assert Joint().starts.coarse is None and Joint(coarse=True).starts.coarse.coarse is False
+
+
 def test_a_mapping_outside_the_space_is_not_admitted():
     space, _, exact = _space_and_optimum()
     other = Mapspace(small_arch(capacity="64 B", rf="12 B"), gemm(4, 4, 4), Constraints())
@@ -459,7 +469,7 @@ def test_children_of_a_tied_node_that_rank_after_the_incumbent_are_cut_before_pr
     # the nodes the walk keeps: those whose own decided factors do not already rank after
     nodes = nodes.take(np.flatnonzero(~outranked(objective, tied, tree.table(nodes).factors[:1].reshape(-1, len(nodes)), key)))
     tied = NodeBounds(*(np.full(len(nodes), value) for value in key[:3]))
-    cut = Cut(walk, nodes, tied)
+    cut = Cut(walk.view(), nodes, tied)
     seen = []
 
     def recording(parents, units, groups):

@@ -168,7 +168,7 @@ def test_a_factor_choice_bound_is_below_every_completion_of_it(bypass):
     nodes = tree.children(tree.roots())
     nodes = nodes.take(np.flatnonzero(feasible(space, 1, tree.table(nodes))))
     assert tree.leaf_depth == 2
-    cut = order_free.OrderFreeCut(walk, nodes, np.zeros(len(nodes)))
+    cut = order_free.OrderFreeCut(walk.view(), nodes, np.zeros(len(nodes)))
     found = []
     for _ in fitting_children(tree, nodes, 10**6, cut=lambda parents, units, groups: found.append(
             (parents, groups)) or np.zeros(len(parents), bool)):

@@ -181,7 +181,7 @@ def test_the_local_search_outdone_while_it_improves_goes_on():
     start = incumbent.score
     assert start > key[0]
     incumbent.share(_Better(key, when=lambda: incumbent.score < start))
-    event = incumbents.local_search(Joint(), Walk(_setup(space, objective, context), incumbent))
+    event = incumbents.local_search(Joint().starts, Walk(_setup(space, objective, context), incumbent))
     assert event.rounds >= 1 and incumbent.score <= key[0] and not incumbent.outdone()
     assert _optimum().score <= incumbent.score == event.after
 
@@ -195,5 +195,5 @@ def test_the_local_search_outdone_before_it_improves_stops():
     incumbent.offer(poor)
     start, priced = incumbent.score, context.priced
     incumbent.share(_Better(key))
-    event = incumbents.local_search(Joint(), Walk(_setup(space, objective, context), incumbent))
+    event = incumbents.local_search(Joint().starts, Walk(_setup(space, objective, context), incumbent))
     assert event.rounds == 0 and incumbent.score == start and context.priced == priced

@@ -6,14 +6,10 @@ machine over loop steps, independently.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..spec import Workload
-
-if TYPE_CHECKING:
-    from .vectorised import _Nest
+from .nest import Nest
 
 
 class SlidingMoves:
@@ -35,7 +31,7 @@ class SlidingMoves:
     slots is [slot, N], the slot of level l's i-th loop (outermost first) at l x dims + i.
     """
 
-    def __init__(self, nest: _Nest, workload: Workload, slot_dim, slot_bound, nonunit, prefix):
+    def __init__(self, nest: Nest, workload: Workload, slot_dim, slot_bound, nonunit, prefix):
         """`slot_dim`, `slot_bound`, `nonunit`: each slot's dim, bound and bound > 1, and
         `prefix` the product of the loops before it, over the slots of the levels above the
         last (S, N) (`vectorised._loads`)."""

@@ -11,24 +11,11 @@ not np.where (several times slower on such masks).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..spec import Arch, Workload
 from .multicast import distinct_offsets
-
-if TYPE_CHECKING:
-    from .vectorised import _Nest
-
-
-def product_of(arrays: list[np.ndarray]) -> np.ndarray:
-    """The elementwise product of `arrays` (one multiply per array, no reduction over a
-    stacked copy)."""
-    out = arrays[0]
-    for a in arrays[1:]:
-        out = out * a
-    return out
+from .nest import Nest, product_of
 
 
 def _access_energy(level, word_bytes: float, reads, fills, updates) -> np.ndarray:
@@ -62,7 +49,7 @@ def _unique_rows(rows: np.ndarray):
     return np.unique(rows, axis=0, return_inverse=True)
 
 
-def _distinct_children(arch: Arch, tensor, nest: _Nest, parent: int, child: int) -> np.ndarray:
+def _distinct_children(arch: Arch, tensor, nest: Nest, parent: int, child: int) -> np.ndarray:
     """Distinct tiles of `tensor` among the children of one `parent` instance (instances of
     level `child`, or the compute units): see `multicast.py`. Only rows where two dims of one
     axis are both split spatially need the sumset; the rest is a product of bounds."""
@@ -82,7 +69,7 @@ def _distinct_children(arch: Arch, tensor, nest: _Nest, parent: int, child: int)
     return count * _distinct_over(tensor, nest, levels)
 
 
-def _distinct_over(tensor, nest: _Nest, levels: list[int]) -> np.ndarray:
+def _distinct_over(tensor, nest: Nest, levels: list[int]) -> np.ndarray:
     """Distinct tiles of `tensor` over the spatial loops of `levels` (all sharing)."""
     n = nest.n
     count = np.ones(n, np.int64)
@@ -284,7 +271,7 @@ class _Below:
         self.waits = np.where(kept, waits, self.waits)
 
 
-def _supply(arch: Arch, tensor, nest: _Nest, lv: int, below: _Below) -> np.ndarray:
+def _supply(arch: Arch, tensor, nest: Nest, lv: int, below: _Below) -> np.ndarray:
     """Words one instance of level lv sends down: the keeper below's loads times the distinct
     tiles among its children there (identical tiles are multicast / reduced)."""
     if tensor.has_sliding_axis:      # overlapping windows may coincide: count them
@@ -298,7 +285,7 @@ def _supply(arch: Arch, tensor, nest: _Nest, lv: int, below: _Below) -> np.ndarr
     return below.loads * below.fan
 
 
-def walk_tensor(arch: Arch, workload: Workload, nest: _Nest, t: int, loads, spatial_all, macs_per_unit,
+def walk_tensor(arch: Arch, workload: Workload, nest: Nest, t: int, loads, spatial_all, macs_per_unit,
                  buffered, traffic: Traffic, lat: Latency | None) -> None:
     """Records tensor t's counts at every level into `traffic` (and its latency terms into
     `lat`). Walk up from the compute units: each kept level serves the loads of the next kept

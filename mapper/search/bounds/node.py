@@ -315,7 +315,7 @@ def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | 
     n_levels, n = len(arch.levels), len(table)
     options = [serving_options(space, t, depth, table) for t in range(len(tensors))]
     served = sum(independent_bound(space, t, options[t]) for t in range(len(tensors)))
-    served = served + sum(read_modify_write(space, t, depth, table, links)
+    served = served + sum(read_modify_write(space, t, depth, table, None if links is None else links.units)
                           for t, tensor in enumerate(tensors) if tensor.is_output)
     inner_share = shares.least if may_draw_masked(space, shares, n_levels) else 1.0
     energy = known.energy + served * inner_share

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,9 +24,6 @@ from ...mapping import MappingTable
 from ...mapspace import SPATIAL_X, SPATIAL_Y, Mapspace
 from .energy import cheapest_read_above, fill_energy, read_back_energy, read_energy, serve_energy, sharing_fanout
 from .refetch import keepers, may_be_innermost, refetches
-
-if TYPE_CHECKING:
-    from .link import LinkBounds
 
 
 MAX_VECTORS = 4_096       # split vectors (over all undecided fanouts) enumerated at most
@@ -237,11 +234,12 @@ def independent_bound(space: Mapspace, t: int, options) -> np.ndarray | float:
     return np.where(np.isfinite(best), best, 0.0)
 
 def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
-                      links: "LinkBounds | None" = None) -> np.ndarray:
+                      units: list | None = None) -> np.ndarray:
     """The output's read-modify-write at its innermost keeper: its updates minus what its
     instances hold; the instances holding one element are the spatial splits above it over
     dims that do not index the output (decided ones as chosen, the rest at most what they can
-    reach)."""
+    reach: `units[level]`, the most units a level's splits can use (`LinkBounds.units`), else
+    its whole fanout)."""
     arch, workload = space.arch, space.workload
     tensor = workload.tensors[t]
     n_levels, n = len(arch.levels), len(table)
@@ -256,7 +254,7 @@ def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
             if above < depth:
                 sharing = sharing * table.factors[above, 1:][:, irrelevant].prod(axis=(0, 1))
             else:
-                sharing = sharing * (links.units[above] if links is not None else
+                sharing = sharing * (units[above] if units is not None else
                                      arch.fanout(above)[0] * arch.fanout(above)[1])
         if not may_keep[lv]:
             continue
