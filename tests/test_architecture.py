@@ -156,6 +156,54 @@ def test_no_file_or_function_is_too_long():
     assert not long_files and not long_functions, long_files + long_functions
 
 
+CAPACITY = re.compile(r"\bcapacity(_bytes)?\b")      # a level's capacity, not a traffic bound's name
+# comparisons of a capacity with something other than a used size, with why
+NOT_A_FIT = {"fusion/capacity_report.py": "two capacities: where a grouping was chosen from, against the curve's first"}
+
+
+def _capacity_comparisons(source: str, name: str) -> list[str]:
+    """Each `<`, `<=`, `>`, `>=` in `source` with a capacity on one side and, on the other,
+    neither a constant (a validation) nor another capacity."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops):
+            sides = [node.left, *node.comparators]
+            named = [bool(CAPACITY.search(ast.unparse(side))) for side in sides]
+            if sum(named) == 1 and not any(isinstance(side, ast.Constant) for side in sides):
+                out.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+def test_capacity_is_compared_in_tiles_alone():
+    """Whether bytes fit a level is one rule (`tiles.within`), so that a change to it (a
+    cluster's shared memory, a reserve) is made once."""
+    found = []
+    for module, path in MODULES.items():
+        name = str(path.relative_to(PACKAGE))
+        if module != "mapper.tiles" and name not in NOT_A_FIT:
+            found += _capacity_comparisons(path.read_text(), name)
+    assert not found, found
+    # planted: the check a pruning step once made itself
+    assert _capacity_comparisons("ok &= used * stages <= level.capacity\n", "planted.py")
+
+
+PRICES = re.compile(r"\.(byte_)?energy_(read|write|update)\b")
+# where a level's prices per access may be read: the rule itself, where they are made, and the
+# area report, which prints them
+PRICED_IN = {"mapper.cost.energy", "mapper.spec", "mapper.area"}
+
+
+def test_access_energy_is_one_function():
+    """The cost model, its bounds, CP-SAT's weights and fusion price an access through
+    `cost.energy.access_energy` (block rounding, per-byte energy): nobody else reads a level's
+    prices per access."""
+    readers = sorted(module for module, path in MODULES.items()
+                     if module not in PRICED_IN and not module.startswith("mapper.load")
+                     and PRICES.search(path.read_text()))
+    assert not readers, readers
+    assert PRICES.search("blocks * level.energy_read + count * level.byte_energy_read")    # what it finds
+
+
 # read-only or immutable values a module may hold; anything else at module level is state
 IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, tuple, frozenset, range,
              types.MappingProxyType, re.Pattern, enum.Enum, np.dtype, np.generic)

@@ -187,10 +187,9 @@ def _energy(arch: Arch, level_energy, instances, spatial_all, executed_per_unit,
 
 def _valid(arch: Arch, nest: Nest, footprint: np.ndarray) -> np.ndarray:
     """(N,) tiles fit every level's capacity and spatial loops fit every fanout."""
-    capacity = np.array([level.capacity for level in arch.levels])[:, None]
     fanout = np.array([arch.fanout(lv) for lv in range(nest.n_levels)])[:, :, None]   # (L, 2, 1)
     fits_fanout = (nest.spatial_xy.prod(axis=2) <= fanout).all(axis=(0, 1))
-    return (footprint <= capacity).all(axis=0) & fits_fanout
+    return tiles.fits(arch, footprint) & fits_fanout
 
 
 def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:

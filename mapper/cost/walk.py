@@ -14,25 +14,19 @@ from __future__ import annotations
 import numpy as np
 
 from ..spec import Arch, Workload
+from .energy import access_energy
 from .multicast import distinct_offsets
 from .nest import Nest, product_of
 
 
 def _access_energy(level, word_bytes: float, reads, fills, updates) -> np.ndarray:
-    """Per-instance energy: vector accesses of block_size words, rounded up as Timeloop does,
-    plus any per-byte energy. Terms are added in the same order as the scalar path; a count
-    that is None is zero in every mapping (an input's updates) and adds nothing."""
+    """Per-instance energy of the reads, fills (writes) and updates (`energy.access_energy`),
+    added in the same order as the scalar path; a count that is None is zero in every mapping
+    (an input's updates) and adds nothing."""
     out = 0.0
-    for count, per_access, per_byte in ((reads, level.energy_read, level.byte_energy_read),
-                                        (fills, level.energy_write, level.byte_energy_write),
-                                        (updates, level.energy_update, level.byte_energy_update)):
-        if count is None:
-            continue
-        if per_access:      # zero terms are skipped: adding 0.0 would not change the sum
-            blocks = count if level.block_size == 1 else -(-count // level.block_size)
-            out = out + blocks * per_access
-        if per_byte:
-            out = out + count * (word_bytes * per_byte)
+    for count, kind in ((reads, "read"), (fills, "write"), (updates, "update")):
+        if count is not None:
+            out = out + access_energy(level, count, word_bytes, kind)
     return out
 
 

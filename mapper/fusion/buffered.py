@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass
 
 from ..opgraph import OpGraph
+from ..tiles import within
 from ..spec import Arch
 from .kernels import Mapped, OpSearches
 from .price import KernelPrice, fits_at, merged, scaled, times, without
@@ -171,7 +172,7 @@ def plan(arch: Arch, graph: OpGraph, ops: tuple[int, ...], level: int) -> SliceP
         live = {k: sum(b for t, b in sb.items() if span[t][0] <= k <= span[t][1]) for k in ops}
         peak = max(live.values(), default=0.0)
         smallest = peak if smallest is None else min(smallest, peak)
-        if peak > LIVE_SHARE * capacity:
+        if not within(peak, LIVE_SHARE * capacity):
             continue
         counts = {d: d.size // tile for d, tile in zip(dims, tiles)}
         again = {}

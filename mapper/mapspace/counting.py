@@ -8,6 +8,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .. import tiles
 from .common import STEPS, _bits, _chunks
 
 MAX_EXACT_TERMS = 1_000_000     # most terms one dim may combine when a size is summed exactly
@@ -214,7 +215,7 @@ class CountingMixin:
         footprints = self._footprints(factors)
         capacity_ok = []
         for lv, (level, choice) in enumerate(zip(self.arch.levels, self.choices)):
-            per_stage = [footprints[lv] * s <= level.capacity for s in choice.stages]
+            per_stage = [tiles.fits_level(level, footprints[lv] * s) for s in choice.stages]
             capacity_ok.append(np.array(per_stage))                  # (S, K, N)
         cap_counts = [c.sum(axis=(0, 1)) for c in capacity_ok]       # per level: options fitting
         after_fanout = fits * orders * math.prod(len(c.keeps) * len(c.stages) for c in self.choices)

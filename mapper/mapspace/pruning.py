@@ -126,7 +126,7 @@ class PruningMixin:
         for lv, level in enumerate(self.arch.levels):
             used = tiles.level_bytes(level, self.workload, [w[lv] for w in words], table.keep[lv], table.stages[lv])
             footprint.append(used)
-            ok &= used <= level.capacity
+            ok &= tiles.fits_level(level, used)
         if self.gpu_levels is not None and self.constraints.min_occupancy > 1:
             smem_lv, rf_lv = self.gpu_levels
             ok &= self.blocks_per_sm(footprint[smem_lv], footprint[rf_lv]) >= self.constraints.min_occupancy
@@ -176,7 +176,7 @@ class PruningMixin:
         lines = []
         for lv, (level, choice) in enumerate(zip(self.arch.levels, self.choices)):
             smallest = self.smallest_footprint(lv)
-            if smallest > level.capacity:
+            if not tiles.fits_level(level, smallest):
                 lines.append(f"level {level.name}: its smallest possible tiles take {smallest:,.0f} B "
                              f"x {min(choice.stages)} stage(s), above its capacity of {level.capacity:,.0f} B")
         if step == "capacity":

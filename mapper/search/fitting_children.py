@@ -21,6 +21,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
+from .. import tiles
 from ..mapping import along_last
 from .tree import LevelTree, Nodes, in_pieces
 
@@ -143,7 +144,7 @@ def _may_fit(tree: LevelTree, k: int, units: np.ndarray, spans: np.ndarray) -> n
         choice = space.choices[k + 1]
         if all(choice.keeps):
             least = tree._footprints(k + 1, spans, choice.keeps).min(axis=0) * min(choice.stages)
-            ok &= least <= space.arch.levels[k + 1].capacity
+            ok &= tiles.fits_level(space.arch.levels[k + 1], least)
     return ok
 
 

@@ -184,7 +184,7 @@ class LevelTree:
             choice = space.choices[lv]
             footprint = self._footprints(lv, self.spans(nodes), choice.keeps)
             capacity = space.arch.levels[lv].capacity
-            fits = np.stack([footprint * s <= capacity for s in choice.stages])        # (S, K, N)
+            fits = np.stack([tiles.within(footprint * s, capacity) for s in choice.stages])        # (S, K, N)
             fits = fits.reshape(-1, len(nodes)).T & (fits_fanout & self._deeper_levels_can_fit(nodes))[:, None]
         # judged apart only where a choice may take many orders: else pricing judges it as cheaply
         return self._judged(nodes, fits) if self.expansion(lv - 1) >= JUDGED_ABOVE * max(fits.shape[1], 1) else fits
@@ -223,7 +223,7 @@ class LevelTree:
             spans = np.stack([self._smallest_extents(d, nodes.depth, lv)[nodes.groups[:, d]]
                               for d in range(self.n_dims)])
             least = self._footprints(lv, spans, choice.keeps).min(axis=0) * min(choice.stages)
-            ok &= least <= self.space.arch.levels[lv].capacity
+            ok &= tiles.fits_level(self.space.arch.levels[lv], least)
         return ok
 
     def _smallest_extents(self, d: int, depth: int, level: int) -> np.ndarray:
@@ -385,6 +385,6 @@ def feasible(space: Mapspace, depth: int, table) -> np.ndarray:
     words = space.tile_words(table.factors)
     for lv in range(depth + 1):
         level = space.arch.levels[lv]
-        ok &= tiles.level_bytes(level, space.workload, [w[lv] for w in words], table.keep[lv],
-                                table.stages[lv]) <= level.capacity
+        ok &= tiles.fits_level(level, tiles.level_bytes(level, space.workload, [w[lv] for w in words],
+                                                        table.keep[lv], table.stages[lv]))
     return ok

@@ -417,7 +417,7 @@ class InnermostBound:
         fills = fills if own else c.fills
         for k, keep in enumerate(choice.keeps):
             footprint = tiles.option_bytes(level, workload, [w[cells] for w in self.words], [keep], len(cells))[0]
-            at = np.flatnonzero(footprint * min(choice.stages) <= level.capacity)
+            at = np.flatnonzero(tiles.fits_level(level, footprint * min(choice.stages)))
             fits = cells[at]
             for o in range(len(self.orders)):
                 total = np.zeros(len(fits))

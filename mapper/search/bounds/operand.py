@@ -205,10 +205,7 @@ def serving_options(space: Mapspace, t: int, depth: int, table: MappingTable) ->
     # (where an undecided level must keep t, `LinkBounds` already charges the parent's reads)
     for lv in range(min(depth, n_levels - 1) + 1 if not deeper_must else 0):
         level = arch.levels[lv]
-        per_word = level.energy_read if not tensor.is_output else level.energy_update
-        per_byte = level.byte_energy_read if not tensor.is_output else level.byte_energy_update
-        compulsory = np.where(deepest == lv, words * (per_word / level.block_size
-                                                      + level.word_bytes(tensor) * per_byte), compulsory)
+        compulsory = np.where(deepest == lv, words * serve_energy(level, tensor), compulsory)
     out = []
     for lv in range(n_levels):
         if may_keep[lv]:

@@ -226,7 +226,7 @@ class _Model:
         bits = sum(terms) * min(space.choices[lv].stages) if terms else 0
         capacity = arch.levels[lv].capacity
         if terms and not math.isinf(capacity):
-            model.add(bits <= int(capacity * 8))
+            model.add(tiles.within(bits, int(capacity * 8)))
         return bits
 
     def occupancy(self, footprint_bits: list) -> None:
