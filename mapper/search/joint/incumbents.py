@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, pruning
 from ..context import SearchContext
 from ..events import CoarseStart, CpsatProposed, CpsatSkipped, Dives, Event, GivenIncumbents, LocalSearch
 from ..objective import Objective
@@ -32,7 +32,7 @@ def given(joint: "Joint", space: Mapspace, incumbent: Incumbent) -> GivenIncumbe
     admitted = [m for m in (admit(space, mapping) for mapping in joint.incumbents) if m is not None]
     before = incumbent.score
     for table in admitted:
-        incumbent.offer(table, mask=space.valid_mask(table))
+        incumbent.offer(table, mask=pruning.valid_mask(space, table))
     return GivenIncumbents(len(joint.incumbents), len(admitted), incumbent.score if incumbent.score < before else None)
 
 
@@ -182,7 +182,7 @@ def coarse_start(joint: "Joint", space: Mapspace, objective: Objective, incumben
     if table is None:
         return event
     before = incumbent.score
-    incumbent.offer(table, mask=space.valid_mask(table))
+    incumbent.offer(table, mask=pruning.valid_mask(space, table))
     return replace(event, carried=incumbent.score if incumbent.score < before else None)
 
 
