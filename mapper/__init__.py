@@ -2,7 +2,8 @@
 
 Public API (docs/API.md): load specs with `load_arch`, `load_workload`, `load_constraints`
 (a mapspace), `load_mapping` (each from a preset name, a file's path or a dict); build a
-`Mapspace` (a frozen value: count it with `funnel`, draw from it with `sample_mappings`); price one mapping with `evaluate` (full breakdown) or many with `evaluate_many`
+`Mapspace` (a frozen value: count it with `funnel`, draw from it with `sample_mappings`);
+price one mapping with `evaluate` (full breakdown) or many with `evaluate_many`
 (numpy, vectorised); search with `run_search` (a time limit or an evaluation budget), trace the least traffic
 over a level's capacities with `run_capacity_curve` (an op graph's, fused and unfused, with
 `run_fused_capacity_curve`), sweep

@@ -104,8 +104,8 @@ def _admits(ms, perms, keeps, stages):
     for lv, choice in enumerate(ms.choices):
         if keeps[lv] not in choice.keeps or stages[lv] not in choice.stages:
             return False
-        if perms[lv] not in order_tables.orders_for(ms, lv, frozenset(perms[lv])) and not any(
-                signature(wl, perms[lv]) == signature(wl, o) for o in order_tables.orders_for(ms, lv, frozenset(perms[lv]))):
+        allowed = order_tables.orders_for(ms, lv, frozenset(perms[lv]))
+        if perms[lv] not in allowed and not any(signature(wl, perms[lv]) == signature(wl, o) for o in allowed):
             return False
     return True
 

@@ -23,7 +23,8 @@ def _rows(tree: LevelTree, nodes: Nodes) -> set:
 def _kept(space: Mapspace, tree: LevelTree, children: Nodes) -> Nodes:
     """The children a pricing would keep: valid if complete, else feasible."""
     table = tree.table(children)
-    ok = pruning.valid_mask(space, table) if children.depth >= tree.leaf_depth else feasible(space, children.depth, table)
+    complete = children.depth >= tree.leaf_depth
+    ok = pruning.valid_mask(space, table) if complete else feasible(space, children.depth, table)
     return children.take(np.flatnonzero(ok))
 
 

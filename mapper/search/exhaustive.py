@@ -35,7 +35,8 @@ class Exhaustive:
                 f"exhaustive search refuses {size:,} mappings (limit {self.limit:,}): use --strategy "
                 "joint, random or greedy, a tighter --mapspace, or raise the limit")
         incumbent, budget = Incumbent(space, objective, context), context.budget(context.time_limit)
-        for table in sampling.all_tables(space, max(1_000, self.batch // sampling.expansion_bound(space)), stop=budget.spent):
+        batch = max(1_000, self.batch // sampling.expansion_bound(space))
+        for table in sampling.all_tables(space, batch, stop=budget.spent):
             incumbent.offer(table)
             if progress:
                 progress(incumbent.evaluated)
