@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
+import pytest
 from mapper.load import load_arch, load_constraints, load_workload
 from mapper.mapspace import Mapspace, counting
 from mapper.search import Greedy, Joint, JointTuning, SearchContext, parse_objective
@@ -108,6 +109,21 @@ def test_a_funnel_cut_short_by_the_stop_is_not_kept():
     cut = counting.funnel(space, stop=lambda: True)    # out of time: the coupled steps are estimated
     full = counting.funnel(space)
     assert "fanout" in cut.estimated and "fanout" not in full.estimated
+
+
+@pytest.mark.parametrize("strategy", ["random", "exhaustive", "greedy", "joint"])
+def test_a_search_counts_the_funnel_under_its_own_contexts_stop(strategy):
+    """The stop comes from the search's context, not from the space: a context already
+    stopped leaves the coupled steps estimated, and a fresh one on the same space counts them."""
+    from mapper.search import make_strategy
+    small = replace(load_workload("gemm-256"), sizes=(16, 16, 16))
+    space = Mapspace(load_arch("toy"), small, load_constraints(None))
+    objective = parse_objective("energy", space.arch)
+    stopped = SearchContext()
+    stopped.interrupt()
+    cut = make_strategy(strategy, {}).run(space, objective, stopped).funnel
+    full = make_strategy(strategy, {}).run(space, objective, SearchContext(max_evaluations=200)).funnel
+    assert "fanout" in cut.estimated and full.exact
 
 
 def test_the_coarse_answer_is_not_carried_once_time_is_up():
