@@ -9,7 +9,7 @@ from mapper.constraints import Constraints
 from mapper.cost import evaluate_many
 from mapper.load import arch_from_dict, workload_from_dict
 from mapper.mapping import MappingTable, along_last
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, pruning, sampling
 from mapper.search import Exhaustive, Joint, parse_objective
 from mapper.search.bounds import LinkBounds, lower_bounds
 from mapper.search.bounds import window
@@ -61,7 +61,7 @@ def _completions(tree: LevelTree, space: Mapspace, nodes: Nodes):
             parent.append(np.full(len(kids), origin[i]))
         nodes, origin = Nodes.concat(children), np.concatenate(parent)
     table = tree.table(nodes)
-    valid = np.flatnonzero(space.valid_mask(table))
+    valid = np.flatnonzero(pruning.valid_mask(space, table))
     return table.take(valid), origin[valid]
 
 
@@ -87,7 +87,7 @@ def test_node_bounds_with_their_split_stay_below_every_mapping_under_them(worklo
     space = Mapspace(arch, workload, Constraints())
     links = LinkBounds(space)
     assert links.innermost.takes_split_at(1)
-    sample = space.sample(3000, np.random.default_rng(0))
+    sample = sampling.sample(space, 3000, np.random.default_rng(0))
     costs = evaluate_many(arch, workload, sample)
     objective = parse_objective("edp", arch)
     raised = 0

@@ -11,7 +11,7 @@ from mapper.constraints import Constraints, LevelConstraints
 from mapper.cost import evaluate_many
 from mapper.load import workload_from_dict
 from mapper.mapping import LevelMapping, Mapping, along_last, to_table
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, pruning
 from mapper.orders import tensor_best_orders
 from mapper.search import Exhaustive, Joint, parse_objective
 from mapper.search.joint import order_free
@@ -180,7 +180,7 @@ def test_a_factor_choice_bound_is_below_every_completion_of_it(bypass):
         energy, cycles = cut.bounds(choices, allowed, parents)
         rows, choice_of = tree.expand(choices, 1, allowed=allowed)
         table = tree.table(rows)
-        valid = space.valid_mask(table)
+        valid = pruning.valid_mask(space, table)
         costs = evaluate_many(arch, space.workload, table)
         least_energy, fewest_cycles = np.full(len(parents), np.inf), np.full(len(parents), np.inf)
         np.minimum.at(least_energy, choice_of[valid], costs.energy_pj[valid])

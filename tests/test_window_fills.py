@@ -12,7 +12,7 @@ from mapper.constraints import Constraints
 from mapper.cost import evaluate_many
 from mapper.load import arch_from_dict, workload_from_dict
 from mapper.mapping import MappingTable
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, pruning, sampling
 from mapper.search import parse_objective
 from mapper.search.bounds import LinkBounds, lower_bounds
 from mapper.search.bounds import operand, window
@@ -83,10 +83,10 @@ def test_a_windowed_tensors_fills_stay_below_every_mapping_of_their_cell(einsum,
     touched = bound.instances * np.maximum(bound.words[t], window.touched(space.workload.tensors[t], bound.tile, bound.trips))
     assert (least >= touched * (1 - 1e-9)).all()
     assert (least > touched * (1 + 1e-9)).any()
-    sample = space.sample(20000, np.random.default_rng(5))
+    sample = sampling.sample(space, 20000, np.random.default_rng(5))
     costs = evaluate_many(space.arch, workload, sample)
     j = bound.level
-    rows = np.flatnonzero(space.valid_mask(sample) & sample.keep[j, t].astype(bool))
+    rows = np.flatnonzero(pruning.valid_mask(space, sample) & sample.keep[j, t].astype(bool))
     tile = sample.factors[j:].prod(axis=(0, 1))
     split = sample.factors[1, 1:].prod(axis=0)
     ratios = []
@@ -111,8 +111,8 @@ def test_node_bounds_on_windows_stay_below_every_mapping(monkeypatch, einsum, si
     assert links.innermost.cell_vectors is not None and len(links.innermost.cell_vectors) > 8
     assert operand.SplitVectors(space).at_depth[0] is None
     arch, workload = space.arch, space.workload
-    sample = space.sample(6000, np.random.default_rng(2))
-    sample = sample.take(np.flatnonzero(space.valid_mask(sample)))
+    sample = sampling.sample(space, 6000, np.random.default_rng(2))
+    sample = sample.take(np.flatnonzero(pruning.valid_mask(space, sample)))
     costs = evaluate_many(arch, workload, sample)
     objective = parse_objective("edp", arch)
     for depth in range(space.n_levels + 1):

@@ -10,7 +10,6 @@ the space and every mapping is one leaf, so a search over the tree covers the sp
 """
 from __future__ import annotations
 
-import copy
 import itertools
 from dataclasses import dataclass
 
@@ -18,7 +17,7 @@ import numpy as np
 
 from .. import tiles
 from ..mapping import MappingTable, along_last
-from ..mapspace import TEMPORAL, Mapspace
+from ..mapspace import TEMPORAL, Mapspace, order_tables, pruning, sampling
 
 
 JUDGED_ABOVE = 8        # loop orders a choice may take, at most, before it is judged on one (`_judged`)
@@ -51,9 +50,17 @@ class Nodes:
 
 
 class LevelTree:
-    def __init__(self, space: Mapspace):
+    def __init__(self, space: Mapspace, whole: "LevelTree | None" = None):
+        """The tree of `space`; with `whole`, the tree of a part of whole's space
+        (`Mapspace.part`): the same sorted factor rows, which do not depend on keeps, shared,
+        under the part's keep and stage choices."""
         self.space = space
         self.n_levels, self.n_dims = space.n_levels, space.n_dims
+        if whole is not None:
+            self.columns, self.column_level = whole.columns, whole.column_level
+            self.rows, self.cols, self.starts = whole.rows, whole.cols, whole.starts
+            self._smallest, self._order_rows, self.memo = whole._smallest, whole._order_rows, whole.memo
+            return
         self.columns = sorted(range(len(space.slots)), key=lambda k: space.slots[k])
         self.column_level = np.array([space.slots[k][0] for k in self.columns])
         self.rows, self.cols, self.starts = [], [], []
@@ -73,11 +80,8 @@ class LevelTree:
             self.starts.append(starts)
 
     def for_space(self, part: Mapspace) -> "LevelTree":
-        """The tree of a part of this space (`Mapspace.with_keeps`): the same sorted factor
-        rows, which do not depend on keeps, with the part's keep and stage choices."""
-        tree = copy.copy(self)
-        tree.space = part
-        return tree
+        """The tree of a part of this space (`Mapspace.part`), sharing its sorted rows."""
+        return LevelTree(part, whole=self)
 
     def roots(self) -> Nodes:
         """Depth-0 nodes: every combination of padded extents, with level 0's stages and keeps."""
@@ -123,7 +127,7 @@ class LevelTree:
         if depth == self.n_levels - 1 or first_order_only:
             orders = 1
         else:
-            orders = max(len(self.space.orders_for(depth, self.space.looping_dims(depth))), 1)
+            orders = max(len(order_tables.orders_for(self.space, depth, sampling.looping_dims(self.space, depth))), 1)
         if depth + 1 < self.n_levels:
             choice = self.space.choices[depth + 1]
             return orders * len(choice.stages) * len(choice.keeps)
@@ -191,7 +195,7 @@ class LevelTree:
 
     def _judged(self, nodes: Nodes, fits: np.ndarray) -> np.ndarray:
         """`fits` ((N, stages x keeps), of nodes whose last loop order is still to come) where
-        the node is valid (`Mapspace.valid_mask`: fragments, occupancy, every capacity) if
+        the node is valid (`pruning.valid_mask`: fragments, occupancy, every capacity) if
         complete, else `feasible`, judged on one order: no loop order changes either, and a
         convolution's children, crossed with up to 720 orders each, were mostly ruled out
         there, row by row (on h100's res2-3x3, most of the walk's time)."""
@@ -199,7 +203,7 @@ class LevelTree:
         rows, _ = self.expand(nodes, nodes.depth - 1, allowed=fits, order_rows=lambda level, mask: natural)
         table = self.table(rows)
         out = np.zeros_like(fits)
-        out[np.nonzero(fits)] = (self.space.valid_mask(table) if nodes.depth >= self.leaf_depth
+        out[np.nonzero(fits)] = (pruning.valid_mask(self.space, table) if nodes.depth >= self.leaf_depth
                                  else feasible(self.space, nodes.depth, table))
         return out
 
@@ -308,7 +312,7 @@ class LevelTree:
         parts share them, as orders do not depend on keeps)."""
         key = (level, mask)
         if key not in self._order_rows:
-            self._order_rows[key] = _sorted_rows(self.space.order_array(level, mask))
+            self._order_rows[key] = _sorted_rows(order_tables.order_array(self.space, level, mask))
         rows = self._order_rows[key]
         return rows[:1] if first_only else rows
 
@@ -378,11 +382,11 @@ def feasible(space: Mapspace, depth: int, table) -> np.ndarray:
     """What can already be ruled out: the decided levels' fanout and capacity, and a tile at
     level `depth` in which no innermost tile can meet the fragments of a fused role."""
     level = min(depth, space.n_levels - 1)
-    ok = space.fragments_possible(table.factors[level:].prod(axis=(0, 1)), table.factors.prod(axis=(0, 1)))
+    ok = pruning.fragments_possible(space, table.factors[level:].prod(axis=(0, 1)), table.factors.prod(axis=(0, 1)))
     fanout = np.array([space.arch.fanout(lv) for lv in range(depth)]).reshape(depth, 2, 1)
     if depth:
         ok &= (table.factors[:depth, 1:].prod(axis=2) <= fanout).all(axis=(0, 1))
-    words = space.tile_words(table.factors)
+    words = pruning.tile_words(space, table.factors)
     for lv in range(depth + 1):
         level = space.arch.levels[lv]
         ok &= tiles.fits_level(level, tiles.level_bytes(level, space.workload, [w[lv] for w in words],

@@ -9,7 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import tiles
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, tables
 from .energy import fill_energy, serve_energy, sharing_fanout
 from .refetch import merged_orders
 
@@ -33,7 +33,7 @@ def tile_grid(space: Mapspace, j: int, max_combinations: int, stages: int | None
     must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[j].keeps)]
     if not must:
         return None
-    values = [np.unique(space.level_view(rows)[2][:, j]) for rows in space.dim_tables]
+    values = [np.unique(tables.level_view(space, rows)[2][:, j]) for rows in space.dim_tables]
     if math.prod(len(v) for v in values) > max_combinations:
         return None
     grid = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")])        # (D, M)

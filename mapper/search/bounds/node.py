@@ -30,7 +30,7 @@ import numpy as np
 from ...cost import Costs, access_energy
 from ...cost.timing import level_time, total_rate
 from ...mapping import MappingTable
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, pruning
 from ..objective import SLACK, TIE, Objective, beaten, cost_bound
 from .energy import ValidShares, may_draw_masked, valid_shares
 from .latency import decided_latency_bound, feeder_wait
@@ -52,9 +52,9 @@ def least_macs(space: Mapspace, table: MappingTable | None = None, depth: int | 
     macs = space.workload.macs if table is None else table.factors.prod(axis=(0, 1, 2))
     if table is not None and depth is not None:
         spans = table.factors[min(depth, space.n_levels - 1):].prod(axis=(0, 1))
-        padding = space.fragment_padding_within(spans)
+        padding = pruning.fragment_padding_within(space, spans)
         return macs * np.where(padding > 1, padding * (1 - 1e-12), 1.0)
-    padding = space.fragment_padding
+    padding = pruning.fragment_padding(space)
     # a rounding error must not lift a ceil above the MACs' true cycles
     return macs * (padding * (1 - 1e-12)) if padding > 1 else macs
 

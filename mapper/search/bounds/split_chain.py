@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...cost.timing import total_rate
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, pruning, tables
 from .latency import feeder_wait
 from .grid import LinkCost
 from .split_floor import distinct_rows, joined, split_traffic
@@ -86,10 +86,10 @@ def split_chain(space: Mapspace, links, macs: float) -> SplitChain | None:
     splits, extents = combos
     below = np.cumprod(splits, axis=0)                        # (F, D, C) splits above each fanout's child
     # the fragments are met by the innermost level's tile, its own split among the compute
-    # units included (`Mapspace.fragment_mask`): the region it holds is split by the fanouts above it
+    # units included (`pruning.fragment_mask`): the region it holds is split by the fanouts above it
     above = [f for f, lv in enumerate(fanouts) if lv < space.n_levels - 1]
     regions = extents // below[above[-1]] if above else extents
-    keep = space.fragments_possible(regions, extents)
+    keep = pruning.fragments_possible(space, regions, extents)
     splits, below = splits[..., keep], below[..., keep]
     if splits.shape[-1] == 0:
         return None
@@ -163,7 +163,7 @@ def _combinations(space: Mapspace, fanouts):
     limits = np.array([math.prod(arch.fanout(lv)) for lv in fanouts])
     options = []
     for rows in space.dim_tables:
-        _, spatial, tile = space.level_view(rows)
+        _, spatial, tile = tables.level_view(space, rows)
         spatial = spatial[:, list(fanouts)]
         fits = (spatial <= limits).all(axis=1)      # the others `joined` drops: too wide alone
         options.append(distinct_rows(np.column_stack([spatial[fits], tile[fits, 0]])))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, pruning
 from ..context import SearchContext
 from ..events import CoarseStart, CpsatProposed, CpsatSkipped, Dives, Event, GivenIncumbents, LocalSearch
 from ..objective import Objective
@@ -42,7 +42,7 @@ def given(mappings, space: Mapspace, incumbent: Incumbent) -> GivenIncumbents:
     admitted = [m for m in (admit(space, mapping) for mapping in mappings) if m is not None]
     before = incumbent.score
     for table in admitted:
-        incumbent.offer(table, mask=space.valid_mask(table))
+        incumbent.offer(table, mask=pruning.valid_mask(space, table))
     return GivenIncumbents(len(mappings), len(admitted), incumbent.score if incumbent.score < before else None)
 
 
@@ -190,7 +190,7 @@ def coarse_start(starts: Starts, space: Mapspace, objective: Objective, incumben
     if table is None:
         return event
     before = incumbent.score
-    incumbent.offer(table, mask=space.valid_mask(table))
+    incumbent.offer(table, mask=pruning.valid_mask(space, table))
     return replace(event, carried=incumbent.score if incumbent.score < before else None)
 
 

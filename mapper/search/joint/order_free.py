@@ -28,6 +28,7 @@ import numpy as np
 
 from ...cost.timing import level_time
 from ...mapping import along_last
+from ...mapspace import pruning
 from ...orders import tensor_best_orders
 from ..bounds.node import leak_per_cycle, order_free_parts
 from ..objective import beaten, cost_bound
@@ -102,7 +103,7 @@ class OrderFreeCut:
         view, space, tree = self.view, self.view.space, self.view.tree
         rows, choice_of = tree.expand(choices, self.nodes.depth, allowed=allowed, order_rows=self._order_rows)
         table = tree.table(rows)
-        valid = np.flatnonzero(space.valid_mask(table))
+        valid = np.flatnonzero(pruning.valid_mask(space, table))
         out = np.full(len(parents), np.inf), np.full(len(parents), np.inf)
         if not len(valid):
             return out

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ...mapping import to_table
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, counting, infeasible, sampling
 from ..bounds import LinkBounds
 from ..context import SearchContext
 from ..events import CpsatSkipped, Event, InParts, NoWarmStart, RandomFallback, StoppedEarly, WarmStart
@@ -85,8 +85,8 @@ class Joint:
         context = context or SearchContext()
         budget = context.budget(context.time_limit)      # covers the warm start and the proposals too
         context.require_setup(space)
-        funnel = space.funnel()
-        space.require_nonempty(funnel)
+        funnel = counting.funnel(space, stop=context.stopped)     # out of time: estimated
+        infeasible.require_nonempty(space, funnel)
         tree = LevelTree(space)
         incumbent = Incumbent(space, objective, context)
         events: list[Event] = []
@@ -253,7 +253,7 @@ def _random_draws(space: Mapspace, incumbent: Incumbent) -> None:
     """Random members of the space offered until one is valid (at most ten draws)."""
     rng = np.random.default_rng(0)
     for _ in range(10):
-        sample = space.sample(20_000, rng)
+        sample = sampling.sample(space, 20_000, rng)
         if len(sample):
             incumbent.offer(sample)
         if incumbent.table is not None:

@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, pruning
 from ..bounds import LinkBounds, NodeBounds, lower_bounds
 from ..context import Budget, SearchContext
 from ..fitting_children import fitting_children
@@ -174,7 +174,7 @@ class Walk:
         # priced a part at a time, so that memory stays bounded (docs/RESULTS.md)
         step = max(1, self.setup.tuning.priced_cells // math.prod(table.factors.shape[:-1]))
         if children.depth >= tree.leaf_depth:
-            rows = np.flatnonzero(space.valid_mask(table))
+            rows = np.flatnonzero(pruning.valid_mask(space, table))
             before = self.incumbent.key
             for start in range(0, len(rows), step):
                 self.incumbent.offer(table.take(rows[start:start + step]))
