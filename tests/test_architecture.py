@@ -36,7 +36,7 @@ LAYERS = [
     ["mapper.mapspace"],
     # the search, in the order of search/__init__.py's docstring
     ["mapper.search.context"], ["mapper.search.objective"], ["mapper.search.events"], ["mapper.search.result"],
-    ["mapper.search.tree"], ["mapper.search.fitting_children"], ["mapper.search.warm"],
+    ["mapper.search.factor_rows"], ["mapper.search.tree"], ["mapper.search.fitting_children"], ["mapper.search.warm"],
     ["mapper.search.bounds.energy"], ["mapper.search.bounds.refetch"], ["mapper.search.bounds.operand"],
     ["mapper.search.bounds.window"], ["mapper.search.bounds.cells"], ["mapper.search.bounds.innermost"], ["mapper.search.bounds.latency"], ["mapper.search.bounds.grid"],
     ["mapper.search.bounds.spread"], ["mapper.search.bounds.split_floor"], ["mapper.search.bounds.split_chain"],

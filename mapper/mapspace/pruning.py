@@ -38,6 +38,13 @@ def footprints(space: Mapspace, factors: np.ndarray) -> list[np.ndarray]:
             for lv, (level, choice) in enumerate(zip(space.arch.levels, space.choices))]
 
 
+def option_footprints(space: Mapspace, lv: int, spans: np.ndarray, keeps) -> np.ndarray:
+    """(keep options, N) bytes of one stage of each of `keeps`, level lv's options, given the
+    dims' spans ((D, N)) in its tile."""
+    words = [tiles.words(tensor, spans) for tensor in space.workload.tensors]
+    return tiles.option_bytes(space.arch.levels[lv], space.workload, words, keeps, spans.shape[1])
+
+
 def blocks_per_sm(space: Mapspace, smem_bytes: np.ndarray, rf_bytes: np.ndarray) -> np.ndarray:
     """Resident thread blocks per SM given one block's shared-memory and register bytes."""
     return occupancy.blocks_per_sm(space.arch, smem_bytes, rf_bytes)

@@ -136,10 +136,7 @@ def _build(space: Mapspace, factors, keep_idx, stage_idx, rng) -> MappingTable:
     keep = np.zeros((space.n_levels, len(space.workload.tensors), n), bool)
     stages = np.ones((space.n_levels, n), np.int64)
     for lv, choice in enumerate(space.choices):
-        keep_table = np.zeros((len(choice.keeps), len(space.workload.tensors)), bool)
-        for i, k in enumerate(choice.keeps):
-            keep_table[i, list(k)] = True
-        keep[lv] = keep_table[keep_idx[lv]].T
+        keep[lv] = choice.keep_table(len(space.workload.tensors))[keep_idx[lv]].T
         stages[lv] = np.array(choice.stages)[stage_idx[lv]]
     masks = pruning.nonunit_masks(space, factors)
     if rng is not None:

@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import tiles
 from ..mapping import along_last
+from ..mapspace import pruning
 from .tree import LevelTree, Nodes, in_pieces
 
 EXAMINED_PER_SLICE = 16     # partial choices examined per slice asked for, at most, between slices
@@ -59,9 +60,9 @@ def fitting_children(tree: LevelTree, nodes: Nodes, limit, first_order_only: boo
     slice whose choices expand to more children than it says comes out in several pieces."""
     limit = limit if callable(limit) else (lambda rows=limit: rows)
     k, n_dims = nodes.depth, tree.n_dims
-    lo, count = tree._child_ranges(nodes)
+    lo, count = tree.factor_rows.child_ranges(nodes.depth, nodes.groups)
     values = [_child_values(tree, d, k) for d in range(n_dims)]
-    least = np.stack([tree._smallest_extents(d, k, k + 1)[nodes.groups[:, d]] for d in range(n_dims)])
+    least = np.stack([tree.factor_rows.smallest_extents(d, k, k + 1)[nodes.groups[:, d]] for d in range(n_dims)])
     n = len(nodes)
     start = _Partial(np.arange(n), np.zeros((n, 0), np.int64), np.ones((2, n), np.int64), least)
     pending, size, examined = [], 0, 0
@@ -83,18 +84,19 @@ def _child_values(tree: LevelTree, d: int, k: int) -> tuple[np.ndarray, np.ndarr
     """Per child group of dim d at depth k+1: level k's spatial factors on each mesh axis, and
     the extent of the tile level k+1 holds (memoised on the tree: the keep parts share it)."""
     key = ("child values", d, k)
-    if key not in tree.memo:
-        cols, rows = tree.cols[d], tree.starts[d][k + 1]
+    rows_of = tree.factor_rows
+    if key not in rows_of.memo:
+        cols, rows = rows_of.cols[d], rows_of.starts[d][k + 1]
         units = [np.ones(len(rows), np.int64) for _ in range(2)]
         extent = cols[0][rows].copy()
-        for c, slot in enumerate(tree.columns):
+        for c, slot in enumerate(rows_of.columns):
             level, kind = tree.space.slots[slot]
             if level <= k:
                 extent //= cols[1 + c][rows]
             if level == k and kind > 0:
                 units[kind - 1] *= cols[1 + c][rows]
-        tree.memo[key] = (units[0], units[1], extent)
-    return tree.memo[key]
+        rows_of.memo[key] = (units[0], units[1], extent)
+    return rows_of.memo[key]
 
 
 def _join(tree, k, lo, count, values, partial: _Partial, d: int,
@@ -143,7 +145,7 @@ def _may_fit(tree: LevelTree, k: int, units: np.ndarray, spans: np.ndarray) -> n
     if k + 1 < tree.n_levels:
         choice = space.choices[k + 1]
         if all(choice.keeps):
-            least = tree._footprints(k + 1, spans, choice.keeps).min(axis=0) * min(choice.stages)
+            least = pruning.option_footprints(tree.space, k + 1, spans, choice.keeps).min(axis=0) * min(choice.stages)
             ok &= tiles.fits_level(space.arch.levels[k + 1], least)
     return ok
 

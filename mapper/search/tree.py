@@ -18,6 +18,7 @@ import numpy as np
 from .. import tiles
 from ..mapping import MappingTable, along_last
 from ..mapspace import TEMPORAL, Mapspace, order_tables, pruning, sampling
+from .factor_rows import FactorRows
 
 
 JUDGED_ABOVE = 8        # loop orders a choice may take, at most, before it is judged on one (`_judged`)
@@ -56,28 +57,8 @@ class LevelTree:
         under the part's keep and stage choices."""
         self.space = space
         self.n_levels, self.n_dims = space.n_levels, space.n_dims
-        if whole is not None:
-            self.columns, self.column_level = whole.columns, whole.column_level
-            self.rows, self.cols, self.starts = whole.rows, whole.cols, whole.starts
-            self._smallest, self._order_rows, self.memo = whole._smallest, whole._order_rows, whole.memo
-            return
-        self.columns = sorted(range(len(space.slots)), key=lambda k: space.slots[k])
-        self.column_level = np.array([space.slots[k][0] for k in self.columns])
-        self.rows, self.cols, self.starts = [], [], []
-        self._smallest: dict[tuple[int, int, int], np.ndarray] = {}
-        self._order_rows: dict[tuple[int, int], np.ndarray] = {}
-        self.memo: dict = {}        # other modules' tables derived from the rows (shared by parts)
-        for table in space.dim_tables:
-            data = np.concatenate([table.prod(axis=1, keepdims=True), table[:, self.columns]], axis=1)
-            data = data[np.lexsort(data.T[::-1])]
-            self.rows.append(data)
-            self.cols.append(np.ascontiguousarray(data.T))     # one column gathered at a time
-            starts = []
-            for depth in range(self.n_levels + 1):
-                width = 1 + int((self.column_level < depth).sum())
-                change = np.any(data[1:, :width] != data[:-1, :width], axis=1)
-                starts.append(np.concatenate([[0], np.flatnonzero(change) + 1]))
-            self.starts.append(starts)
+        self.factor_rows = whole.factor_rows if whole is not None else FactorRows(space)
+        self.column_level = self.factor_rows.column_level
 
     def for_space(self, part: Mapspace) -> "LevelTree":
         """The tree of a part of this space (`Mapspace.part`), sharing its sorted rows."""
@@ -86,31 +67,13 @@ class LevelTree:
     def roots(self) -> Nodes:
         """Depth-0 nodes: every combination of padded extents, with level 0's stages and keeps."""
         choice = self.space.choices[0]
-        per_dim = [np.arange(len(s[0])) for s in self.starts]
+        per_dim = [np.arange(len(s[0])) for s in self.factor_rows.starts]
         combos = [np.array(c) for c in itertools.product(*per_dim, range(len(choice.stages)),
                                                          range(len(choice.keeps)))]
         combos = np.array(combos).reshape(-1, self.n_dims + 2)
         n = len(combos)
         return Nodes(0, combos[:, :self.n_dims], np.zeros((0, self.n_dims, n), np.int64),
                      np.array(choice.stages)[combos[:, self.n_dims]][None], combos[:, self.n_dims + 1][None])
-
-    def _prefix_columns(self, depth: int, groups: np.ndarray, columns) -> list[list[np.ndarray]]:
-        """Per dim, the given columns (0: extent, 1 + c: slot `self.columns[c]`) of a
-        representative row of each node's group."""
-        index = [self.starts[d][depth][groups[:, d]] for d in range(self.n_dims)]
-        return [[self.cols[d][c][index[d]] for c in columns] for d in range(self.n_dims)]
-
-    def _child_ranges(self, nodes: Nodes):
-        """Per node and dim, the first child group and the number of child groups."""
-        k = nodes.depth
-        lo, count = [], []
-        for d in range(self.n_dims):
-            starts, below = self.starts[d][k], self.starts[d][k + 1]
-            ends = np.append(starts[1:], len(self.rows[d]))
-            first = np.searchsorted(below, starts[nodes.groups[:, d]])
-            lo.append(first)
-            count.append(np.searchsorted(below, ends[nodes.groups[:, d]]) - first)
-        return np.stack(lo, axis=1), np.stack(count, axis=1)
 
     @property
     def leaf_depth(self) -> int:
@@ -135,7 +98,7 @@ class LevelTree:
 
     def factor_children(self, nodes: Nodes) -> np.ndarray:
         """Per node, how many ways level k's factors can be chosen (before orders and choices)."""
-        return self._child_ranges(nodes)[1].prod(axis=1)
+        return self.factor_rows.child_ranges(nodes.depth, nodes.groups)[1].prod(axis=1)
 
     def children(self, nodes: Nodes, start: int = 0, stop: int | None = None,
                  first_order_only: bool = False) -> Nodes:
@@ -149,7 +112,7 @@ class LevelTree:
     def children_at(self, nodes: Nodes, flat: np.ndarray, first_order_only: bool = False) -> Nodes:
         """The children of the factor choices numbered `flat` (ascending), as `children` numbers them."""
         k, n_dims = nodes.depth, self.n_dims
-        lo, count = self._child_ranges(nodes)
+        lo, count = self.factor_rows.child_ranges(k, nodes.groups)
         per_node = count.prod(axis=1)
         ends = np.cumsum(per_node)
         parent = np.searchsorted(ends, flat, side="right")
@@ -166,13 +129,7 @@ class LevelTree:
 
     def spans(self, nodes: Nodes) -> np.ndarray:
         """(D, N) extent of every dim in the tile level `nodes.depth` holds."""
-        decided = 1 + np.flatnonzero(self.column_level < nodes.depth)
-        spans = []
-        for extent, *factors in self._prefix_columns(nodes.depth, nodes.groups, [0, *decided]):
-            for f in factors:
-                extent = extent // f
-            spans.append(extent)
-        return np.stack(spans)
+        return self.factor_rows.spans(nodes.depth, nodes.groups)
 
     def _fitting_choices(self, nodes: Nodes) -> np.ndarray:
         """(N, stages x keeps) which of level `depth`'s stage and keep options fit its capacity
@@ -186,7 +143,7 @@ class LevelTree:
             fits = fits_fanout[:, None]
         else:
             choice = space.choices[lv]
-            footprint = self._footprints(lv, self.spans(nodes), choice.keeps)
+            footprint = pruning.option_footprints(self.space, lv, self.spans(nodes), choice.keeps)
             capacity = space.arch.levels[lv].capacity
             fits = np.stack([tiles.within(footprint * s, capacity) for s in choice.stages])        # (S, K, N)
             fits = fits.reshape(-1, len(nodes)).T & (fits_fanout & self._deeper_levels_can_fit(nodes))[:, None]
@@ -207,12 +164,6 @@ class LevelTree:
                                  else feasible(self.space, nodes.depth, table))
         return out
 
-    def _footprints(self, lv: int, spans: np.ndarray, keeps) -> np.ndarray:
-        """(keep options, N) bytes each keep option of level `lv` holds, given the dims' spans."""
-        workload = self.space.workload
-        words = [tiles.words(tensor, spans) for tensor in workload.tensors]
-        return tiles.option_bytes(self.space.arch.levels[lv], workload, words, keeps, spans.shape[1])
-
     def _deeper_levels_can_fit(self, nodes: Nodes) -> np.ndarray:
         """(N,) False where some level below `nodes.depth` cannot hold even the smallest tile any
         completion of the node leaves it (per dim the smallest extent among the node's factor
@@ -224,21 +175,11 @@ class LevelTree:
             choice = self.space.choices[lv]
             if any(not keep for keep in choice.keeps):
                 continue
-            spans = np.stack([self._smallest_extents(d, nodes.depth, lv)[nodes.groups[:, d]]
+            spans = np.stack([self.factor_rows.smallest_extents(d, nodes.depth, lv)[nodes.groups[:, d]]
                               for d in range(self.n_dims)])
-            least = self._footprints(lv, spans, choice.keeps).min(axis=0) * min(choice.stages)
+            least = pruning.option_footprints(self.space, lv, spans, choice.keeps).min(axis=0) * min(choice.stages)
             ok &= tiles.fits_level(self.space.arch.levels[lv], least)
         return ok
-
-    def _smallest_extents(self, d: int, depth: int, level: int) -> np.ndarray:
-        """Per group of dim d at `depth`, the smallest extent level `level` holds among its rows."""
-        key = (d, depth, level)
-        if key not in self._smallest:
-            rows = self.rows[d]
-            outer = 1 + np.flatnonzero(self.column_level < level)
-            extent = rows[:, 0] // rows[:, outer].prod(axis=1)
-            self._smallest[key] = np.minimum.reduceat(extent, self.starts[d][depth])
-        return self._smallest[key]
 
     def reorder(self, nodes: Nodes) -> Nodes:
         """The same nodes with every order class of their last decided level."""
@@ -311,34 +252,29 @@ class LevelTree:
         """Level `level`'s order classes for the loops in `mask`, sorted (memoised: the keep
         parts share them, as orders do not depend on keeps)."""
         key = (level, mask)
-        if key not in self._order_rows:
-            self._order_rows[key] = _sorted_rows(order_tables.order_array(self.space, level, mask))
-        rows = self._order_rows[key]
+        memo = self.factor_rows.order_rows
+        if key not in memo:
+            memo[key] = _sorted_rows(order_tables.order_array(self.space, level, mask))
+        rows = memo[key]
         return rows[:1] if first_only else rows
 
     def level_factors(self, nodes: Nodes, level: int) -> np.ndarray:
         """(3, D, N) factors of `level` (decided: level < nodes.depth)."""
-        out = np.ones((3, self.n_dims, len(nodes)), np.int64)
-        mine = [c for c, k in enumerate(self.columns) if self.space.slots[k][0] == level]
-        values = self._prefix_columns(nodes.depth, nodes.groups, [1 + c for c in mine])
-        for i, c in enumerate(mine):
-            kind = self.space.slots[self.columns[c]][1]
-            for d in range(self.n_dims):
-                out[kind, d] *= values[d][i]
-        return out
+        return self.factor_rows.level_factors(nodes.depth, nodes.groups, level)
 
     def table(self, nodes: Nodes) -> MappingTable:
         """Each node as a mapping: decided levels as chosen, the remaining tile of every dim as
         temporal loops of level `depth`, deeper levels empty (unit loops, first keep option)."""
         k, n = nodes.depth, len(nodes)
         factors = np.ones((self.n_levels, 3, self.n_dims, n), np.int64)
-        chosen = [c for c, col in enumerate(self.columns) if self.space.slots[col][0] < k]
-        values = self._prefix_columns(k, nodes.groups, [0] + [1 + c for c in chosen])
+        columns = self.factor_rows.columns
+        chosen = [c for c, col in enumerate(columns) if self.space.slots[col][0] < k]
+        values = self.factor_rows.prefix_columns(k, nodes.groups, [0] + [1 + c for c in chosen])
         for d in range(self.n_dims):
             extent, *slots = values[d]
             decided = np.ones(n, np.int64)
             for c, value in zip(chosen, slots):
-                lv, kind = self.space.slots[self.columns[c]]
+                lv, kind = self.space.slots[columns[c]]
                 factors[lv, kind, d] = value
                 decided *= value
             if k < self.n_levels:
@@ -360,10 +296,7 @@ class LevelTree:
         keep = np.zeros((self.n_levels, len(self.space.workload.tensors), n), bool)
         for lv, choice in enumerate(self.space.choices):
             index = nodes.keeps[lv] if lv <= k else np.zeros(n, np.int64)
-            table = np.zeros((len(choice.keeps), keep.shape[1]), bool)
-            for i, option in enumerate(choice.keeps):
-                table[i, list(option)] = True
-            keep[lv] = table[index].T
+            keep[lv] = choice.keep_table(keep.shape[1])[index].T
         return MappingTable(factors, order, keep, stages)
 
 
