@@ -81,11 +81,7 @@ def sample(space: Mapspace, count: int, rng: np.random.Generator) -> MappingTabl
     (fanout, capacity, occupancy) are dropped, not redrawn."""
     factors = sample_factors(space, count, rng)
     factors = along_last(factors, pruning.orders_allowed(space, factors))     # loops with no allowed order: not drawn
-    count = factors.shape[-1]
-    keep_idx = [rng.integers(0, len(c.keeps), size=count) for c in space.choices]
-    stage_idx = [rng.integers(0, len(c.stages), size=count) for c in space.choices]
-    table = _build(space, factors, keep_idx, stage_idx, rng)
-    return table.take(pruning.valid_mask(space, table))
+    return _with_drawn_choices(space, factors, rng)
 
 
 def expanded_rows(space: Mapspace, factors: np.ndarray) -> int:
@@ -103,6 +99,12 @@ def draw_choices(space: Mapspace, factors: np.ndarray, per_row: int, rng: np.ran
     """`per_row` draws of keep/stage/order choices for each factor combination (uniform per
     level, as `sample` draws them), pruned by capacity: `expand` where it would build too many."""
     factors = along_last(factors, np.repeat(np.arange(factors.shape[-1]), per_row))
+    return _with_drawn_choices(space, factors, rng)
+
+
+def _with_drawn_choices(space: Mapspace, factors: np.ndarray, rng: np.random.Generator) -> MappingTable:
+    """Each factor row with a uniform keep set, stage count and order class per level, the
+    invalid rows dropped."""
     count = factors.shape[-1]
     keep_idx = [rng.integers(0, len(c.keeps), size=count) for c in space.choices]
     stage_idx = [rng.integers(0, len(c.stages), size=count) for c in space.choices]
