@@ -154,8 +154,12 @@ def kept_flag(keep: np.ndarray):
 
 
 def _wherekept_flag(kept, values: np.ndarray) -> np.ndarray:
-    """`values` where the tensor is kept, else 0 (`kept` from `kept_flag`, never False here)."""
-    return values if kept is True else np.where(kept, values, 0)
+    """`values` where the tensor is kept, else 0 (`kept` from `kept_flag`, never False here):
+    integer counts by a product with the mask (np.where is several times slower on a mask that
+    varies row by row), exact for integers."""
+    if kept is True:
+        return values
+    return values * kept if values.dtype.kind in "iu" else np.where(kept, values, 0)
 
 
 def _unless(flag, values):
