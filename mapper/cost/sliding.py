@@ -42,12 +42,15 @@ class SlidingMoves:
         widest = max((sum(abs(c) * int(sizes[d]) for d, c in axis)
                       for t in workload.tensors if t.has_sliding_axis for axis in t.axes), default=0)
         self.itype = np.int32 if widest < 2**31 else np.int64
-        stride = (nest.span[1:] * nest.spatial[:above]).astype(self.itype)             # (l, d, N)
+        # (products of values that fit in itype, formed in it: no 64-bit temporary to narrow)
+        stride = np.multiply(nest.span[1:], nest.spatial[:above], dtype=self.itype, casting="unsafe")
         self.stride = nest.by_slot(stride)                                             # (l, i, N)
+        last_step = slot_bound - 1
         # how far a loop's last step is from its first
-        self.wrap = (slot_bound - 1).astype(self.itype).reshape(self.stride.shape) * self.stride
+        self.wrap = np.multiply(last_step.reshape(self.stride.shape), self.stride, dtype=self.itype,
+                                casting="unsafe")
         self.order = slot_dim.reshape(above, nest.n_dims, nest.n)
-        self.steps = prefix[:-1] * (slot_bound - 1)                                    # (S, N)
+        self.steps = prefix[:-1] * last_step                                           # (S, N)
         # the innermost non-unit loop above each level, per mapping: its slot, -1 where none
         position = (nonunit * np.arange(1, len(nonunit) + 1, dtype=np.int32)[:, None])
         self.innermost = np.maximum.accumulate(position.reshape(above, nest.n_dims, nest.n).max(axis=1),
