@@ -58,11 +58,14 @@ class Nest:
         self.partition = [tiles.words(t, partition_spans) if t.is_output else None for t in workload.tensors]
         # where slot (l, i) of each mapping finds its loop's dim in an (L, D, N) array, flattened:
         # np.take with it is several times faster than take_along_axis over the dims
-        self.slot_index = self.order * self.n
-        self.slot_index += (np.arange(self.n_levels) * (self.n_dims * self.n))[:, None, None]
-        self.slot_index += np.arange(self.n)
+        # (only the levels above the last: no rule reads the last level's loops by slot), with
+        # the offsets of level and row added in one pass
+        above = self.n_levels - 1
+        offset = np.arange(above)[:, None] * (self.n_dims * self.n) + np.arange(self.n)
+        self.slot_index = self.order[:above] * self.n
+        self.slot_index += offset[:, None, :]
 
     def by_slot(self, per_dim: np.ndarray) -> np.ndarray:
         """(l, D, N) values of each level's dims -> the same of each level's loops, outermost first;
-        `per_dim` a contiguous array of the first l levels."""
+        `per_dim` a contiguous array of the first l levels, l below the number of levels."""
         return np.take(per_dim.reshape(-1), self.slot_index[:len(per_dim)])

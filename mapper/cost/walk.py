@@ -23,11 +23,12 @@ def _access_energy(level, word_bytes: float, reads, fills, updates) -> np.ndarra
     """Per-instance energy of the reads, fills (writes) and updates (`energy.access_energy`),
     added in the same order as the scalar path; a count that is None is zero in every mapping
     (an input's updates) and adds nothing."""
-    out = 0.0
+    out = None                # not 0.0: access_energy's figure is never -0.0, so 0.0 + it copied it
     for count, kind in ((reads, "read"), (fills, "write"), (updates, "update")):
         if count is not None:
-            out = out + access_energy(level, count, word_bytes, kind)
-    return out
+            energy = access_energy(level, count, word_bytes, kind)
+            out = energy if out is None else out + energy
+    return 0.0 if out is None else out
 
 
 def _unique_rows(rows: np.ndarray):
@@ -66,25 +67,24 @@ def _distinct_children(arch: Arch, tensor, nest: Nest, parent: int, child: int) 
 def _distinct_over(tensor, nest: Nest, levels: list[int]) -> np.ndarray:
     """Distinct tiles of `tensor` over the spatial loops of `levels` (all sharing)."""
     n = nest.n
-    count = np.ones(n, np.int64)
+    if not levels:                                 # no spatial loop in between: one tile
+        return np.ones(n, np.int64)
     inner = [nest.span[lv + 1] if lv + 1 < nest.n_levels else np.ones_like(nest.span[0]) for lv in levels]
+    per_axis = []
     for axis in tensor.axes:
-        product = np.ones(n, np.int64)
-        split_dims = 0
-        for d, _ in axis:
-            bounds = product_of([nest.spatial[lv, d] for lv in levels]) if levels else np.ones(n, np.int64)
-            product = product * bounds
-            split_dims = split_dims + (bounds > 1)
-        collide = np.flatnonzero(split_dims > 1)
-        if len(collide):
-            params = np.stack([p for i, lv in enumerate(levels) for d, c in axis
-                               for p in (c * inner[i][d][collide], nest.spatial[lv, d][collide])], axis=1)
-            unique, inverse = _unique_rows(params)
-            sizes = np.array([distinct_offsets(tuple(zip(row[0::2].tolist(), row[1::2].tolist())))
-                              for row in unique])
-            product[collide] = sizes[inverse.reshape(-1)]
-        count = count * product
-    return count
+        bounds = [product_of([nest.spatial[lv, d] for lv in levels]) for d, _ in axis]
+        product = product_of(bounds)
+        if len(axis) > 1:                          # only an axis over several dims can collide
+            collide = np.flatnonzero(sum(b > 1 for b in bounds) > 1)
+            if len(collide):
+                params = np.stack([p for i, lv in enumerate(levels) for d, c in axis
+                                   for p in (c * inner[i][d][collide], nest.spatial[lv, d][collide])], axis=1)
+                unique, inverse = _unique_rows(params)
+                sizes = np.array([distinct_offsets(tuple(zip(row[0::2].tolist(), row[1::2].tolist())))
+                                  for row in unique])
+                product[collide] = sizes[inverse.reshape(-1)]    # a new array: a product of two or more
+        per_axis.append(product)
+    return product_of(per_axis)     # may be a view of the nest's spatial factors: never written
 
 
 class Traffic:
@@ -154,8 +154,12 @@ def kept_flag(keep: np.ndarray):
 
 
 def _wherekept_flag(kept, values: np.ndarray) -> np.ndarray:
-    """`values` where the tensor is kept, else 0 (`kept` from `kept_flag`, never False here)."""
-    return values if kept is True else np.where(kept, values, 0)
+    """`values` where the tensor is kept, else 0 (`kept` from `kept_flag`, never False here):
+    integer counts by a product with the mask (np.where is several times slower on a mask that
+    varies row by row), exact for integers."""
+    if kept is True:
+        return values
+    return values * kept if values.dtype.kind in "iu" else np.where(kept, values, 0)
 
 
 def _unless(flag, values):
