@@ -44,6 +44,8 @@ class Cut:
             self.splits = np.stack([walk.tree.level_factors(nodes, level)[1:].prod(axis=0)
                                     for level in range(nodes.depth)] or [np.ones((walk.space.n_dims, len(nodes)), np.int64)])
         self.chain = walk.links.chain(least_macs(walk.space)) if self.splits is not None else None
+        # asked of partial factor choices as their dims are crossed in (`fitting_children`)
+        self.reaching = self._reaching if self.splits is not None else None
         self.bar, self.dead, self.prefix = walk.incumbent.bar, np.zeros(len(nodes), bool), None
         self.tied = None                    # nodes whose bounds tie the incumbent's key so far
         self.seen = self.kept = 0
@@ -146,6 +148,37 @@ class Cut:
                 self.allowed[rows] = self.order_free.allowed
         self.seen += len(out)
         self.kept += len(out) - int(out.sum())
+        return out
+
+    def _units_beaten(self, parents: np.ndarray, units: np.ndarray) -> np.ndarray:
+        """(M,) whether the parents' bounds, with the compute time on the units the choices'
+        split of the nodes' level reaches (`units`: its factor per mesh axis, (2, M)), are
+        beaten by the incumbent."""
+        walk = self.walk
+        time = compute_bound(walk.space, self.nodes.depth + 1,
+                             self.splits[:, :, parents].prod(axis=(0, 1)) * units.prod(axis=0), walk.links)
+        return beaten(walk.objective, cost_bound(walk.objective, self.known.energy[parents],
+                                                 np.maximum(self.known.cycles[parents], time)), walk.incumbent.bar)
+
+    def _reaching(self, parents: np.ndarray, most: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """(M,) False where a partial factor choice is beaten even with the most units its
+        later dims can reach (`most`, (2, M), per mesh axis), or by the least time of every
+        level over the splits that agree with its first dims' (`first`, (d, M);
+        `SplitChain.prefix_bound`): the compute time only falls as units are added, and the
+        chain's least over more combinations is no higher, so every choice it completes to
+        is beaten too, and the cut (`__call__`) would drop it."""
+        walk, k = self.walk, self.nodes.depth
+        bar = walk.incumbent.bar
+        if bar is None:
+            return np.ones(len(parents), bool)
+        out = ~self._units_beaten(parents, most)
+        if self.chain is not None and k in self.chain.fanouts and out.any():
+            rows = np.flatnonzero(out)
+            above = [self.splits[lv][:, parents[rows]] for lv in self.chain.fanouts if lv < k]
+            decided = np.stack(above) if above else np.zeros((0, walk.space.n_dims, len(rows)), np.int64)
+            time = self.chain.prefix_bound(k, decided, first[:, rows])
+            out[rows] = ~beaten(walk.objective, cost_bound(walk.objective, self.known.energy[parents[rows]],
+                                                           np.maximum(self.known.cycles[parents[rows]], time)), bar)
         return out
 
     def _chain_bound(self, parents: np.ndarray, groups: np.ndarray) -> np.ndarray | float:
