@@ -31,7 +31,9 @@ class Cut:
       with the parent's energy bound. Children with too few units are most of what a walk
       on a GPU would price otherwise. Likewise the least time of every level under the
       splits the choice decides (`bounds.split_chain`): on a convolution's seven dims a
-      level's orders and stages multiply each factor choice by dozens.
+      level's orders and stages multiply each factor choice by dozens. Both are also asked
+      of partial choices as their dims are crossed in (`reaching`), with the most units and
+      the least chain time the dims still to come leave them.
     It counts what it sees, so that the walk times its slices per row generated: sized per
     row priced, they shrank to a few hundred rows where the cut drops most (docs/RESULTS.md)."""
 
