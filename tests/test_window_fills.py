@@ -155,3 +155,17 @@ def test_coinciding_windows_share_a_transfer_in_the_bound():
     assert len(cells)
     spread = window.multicast(space.arch, space.workload.tensors[t], bound.cell_vectors, bound.tile, bound.level, [1])[cells]
     assert np.allclose(spread, 4 / 3)
+
+
+def test_window_steps_counted_once_per_distinct_trips_are_the_direct_counts():
+    """`InnermostBound._window_steps` (each distinct column of trips counted once per space)
+    gives what `window.steps` gives cell by cell, on columns repeated and asked twice."""
+    space = _space(*CASES[0])
+    bound = LinkBounds(space).innermost
+    t = next(i for i, tensor in enumerate(space.workload.tensors) if tensor.has_sliding_axis)
+    some = bound.trips[:, ::max(1, bound.trips.shape[1] // 40)]
+    trips = np.concatenate([some, some[:, ::-1], some[:, :5]], axis=1)
+    direct = window.steps(space.workload.tensors[t], trips, bound.way_orders, {})
+    assert (direct > 1).any()
+    for _ in range(2):
+        assert np.array_equal(bound._window_steps(t, trips), direct)
