@@ -130,12 +130,10 @@ class Cut:
         walk, bar = self.walk, self.walk.incumbent.bar
         out = ~self.alive(parents) | self._outranked_children(parents, groups)
         if self.splits is not None:
-            time = compute_bound(walk.space, self.nodes.depth + 1,
-                                 self.splits[:, :, parents].prod(axis=(0, 1)) * units.prod(axis=0), walk.links)
+            time = self._compute_time(parents, units)
             if self.chain is not None:
                 time = np.maximum(time, self._chain_bound(parents, groups))
-            out |= beaten(walk.objective, cost_bound(walk.objective, self.known.energy[parents],
-                                                     np.maximum(self.known.cycles[parents], time)), bar)
+            out |= self._beaten_in(parents, time)
         for cut in (self.copies, self.cells):
             rows = np.flatnonzero(~out) if cut is not None and bar is not None else ()
             if len(rows):
@@ -152,36 +150,37 @@ class Cut:
         self.kept += len(out) - int(out.sum())
         return out
 
-    def _units_beaten(self, parents: np.ndarray, units: np.ndarray) -> np.ndarray:
-        """(M,) whether the parents' bounds, with the compute time on the units the choices'
-        split of the nodes' level reaches (`units`: its factor per mesh axis, (2, M)), are
+    def _compute_time(self, parents: np.ndarray, units: np.ndarray) -> np.ndarray:
+        """(M,) the fewest cycles of the MACs on the units the choices reach, their split of
+        the nodes' level being `units` (its factor per mesh axis, (2, M))."""
+        walk = self.walk
+        return compute_bound(walk.space, self.nodes.depth + 1,
+                             self.splits[:, :, parents].prod(axis=(0, 1)) * units.prod(axis=0), walk.links)
+
+    def _beaten_in(self, parents: np.ndarray, time: np.ndarray) -> np.ndarray:
+        """(M,) whether the parents' bounds, with `time` as their least cycles where more, are
         beaten by the incumbent."""
         walk = self.walk
-        time = compute_bound(walk.space, self.nodes.depth + 1,
-                             self.splits[:, :, parents].prod(axis=(0, 1)) * units.prod(axis=0), walk.links)
         return beaten(walk.objective, cost_bound(walk.objective, self.known.energy[parents],
                                                  np.maximum(self.known.cycles[parents], time)), walk.incumbent.bar)
 
     def _reaching(self, parents: np.ndarray, most: np.ndarray, first: np.ndarray) -> np.ndarray:
-        """(M,) False where a partial factor choice is beaten even with the most units its
-        later dims can reach (`most`, (2, M), per mesh axis), or by the least time of every
-        level over the splits that agree with its first dims' (`first`, (d, M);
-        `SplitChain.prefix_bound`): the compute time only falls as units are added, and the
-        chain's least over more combinations is no higher, so every choice it completes to
-        is beaten too, and the cut (`__call__`) would drop it."""
-        walk, k = self.walk, self.nodes.depth
-        bar = walk.incumbent.bar
-        if bar is None:
+        """(M,) False where a partial factor choice is beaten with the fewest cycles it can
+        still reach: the compute time on the most units its later dims can add (`most`,
+        (2, M), per mesh axis), or the least time of every level over the splits that agree
+        with its first dims' (`first`, (d, M); `SplitChain.prefix_bound`). The compute time
+        only falls as units are added, and the chain's least over more combinations is no
+        higher, so every choice it completes to is beaten too: the cut (`__call__`) would
+        drop it."""
+        if self.walk.incumbent.bar is None:
             return np.ones(len(parents), bool)
-        out = ~self._units_beaten(parents, most)
-        if self.chain is not None and k in self.chain.fanouts and out.any():
-            rows = np.flatnonzero(out)
-            above = [self.splits[lv][:, parents[rows]] for lv in self.chain.fanouts if lv < k]
-            decided = np.stack(above) if above else np.zeros((0, walk.space.n_dims, len(rows)), np.int64)
-            time = self.chain.prefix_bound(k, decided, first[:, rows])
-            out[rows] = ~beaten(walk.objective, cost_bound(walk.objective, self.known.energy[parents[rows]],
-                                                           np.maximum(self.known.cycles[parents[rows]], time)), bar)
-        return out
+        time = self._compute_time(parents, most)
+        k = self.nodes.depth
+        if self.chain is not None and k in self.chain.fanouts:
+            above = [self.splits[lv][:, parents] for lv in self.chain.fanouts if lv < k]
+            decided = np.stack(above) if above else np.zeros((0, self.walk.space.n_dims, len(parents)), np.int64)
+            time = np.maximum(time, self.chain.prefix_bound(k, decided, first))
+        return ~self._beaten_in(parents, time)
 
     def _chain_bound(self, parents: np.ndarray, groups: np.ndarray) -> np.ndarray | float:
         """Per factor choice, the chain's bound (`bounds.split_chain`) under the splits it and
