@@ -134,7 +134,7 @@ def test_a_factor_choice_above_the_leaves_is_bounded_below_every_completion_of_i
     partial = order_free.PartialOrderFreeCut(walk.view(), nodes, np.zeros(len(nodes)))
     copies = copies_cut.CopiesCut(walk.view(), nodes, np.zeros(len(nodes)))
     parents, groups, choices = factor_choices(tree, nodes)
-    allowed = tree._fitting_choices(choices)
+    allowed = tree.fitting_choices(choices)
     priced = partial._priced_options(allowed)
     assert priced.sum() < allowed.sum() and not (priced & ~allowed).any()
     energy, cycles = partial.bounds(choices, priced, parents)

@@ -178,7 +178,7 @@ def test_a_factor_choice_bound_is_below_every_completion_of_it(bypass):
     checked = 0
     for parents, groups in found:
         choices = Nodes(2, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages, nodes.keeps)))
-        allowed = tree._fitting_choices(choices)
+        allowed = tree.fitting_choices(choices)
         energy, cycles = cut.bounds(choices, allowed, parents)
         rows, choice_of = tree.expand(choices, 1, allowed=allowed)
         table = tree.table(rows)

@@ -155,3 +155,19 @@ def test_coinciding_windows_share_a_transfer_in_the_bound():
     assert len(cells)
     spread = window.multicast(space.arch, space.workload.tensors[t], bound.cell_vectors, bound.tile, bound.level, [1])[cells]
     assert np.allclose(spread, 4 / 3)
+
+
+def test_window_steps_counted_once_per_distinct_trips_are_the_direct_counts():
+    """`window.steps_once` (each distinct column of trips counted once into a memo kept per
+    space) gives what `window.steps` gives cell by cell, on columns repeated and asked twice."""
+    space = _space(*CASES[0])
+    bound = LinkBounds(space).innermost
+    t = next(i for i, tensor in enumerate(space.workload.tensors) if tensor.has_sliding_axis)
+    some = bound.trips[:, ::max(1, bound.trips.shape[1] // 40)]
+    trips = np.concatenate([some, some[:, ::-1], some[:, :5]], axis=1)
+    direct = window.steps(space.workload.tensors[t], trips, bound.way_orders, {})
+    assert (direct > 1).any()
+    known, tensor = {}, space.workload.tensors[t]
+    for _ in range(2):
+        assert np.array_equal(window.steps_once(tensor, trips, bound.way_orders, known, {}), direct)
+    assert len(known) < trips.shape[1]

@@ -125,13 +125,13 @@ class LevelTree:
         factor_nodes = Nodes(k + 1, groups, along_last(nodes.orders, parent),
                              along_last(nodes.stages, parent), along_last(nodes.keeps, parent))
         return self._with_orders_and_choices(factor_nodes, k, first_order_only,
-                                             self._fitting_choices(factor_nodes))
+                                             self.fitting_choices(factor_nodes))
 
     def spans(self, nodes: Nodes) -> np.ndarray:
         """(D, N) extent of every dim in the tile level `nodes.depth` holds."""
         return self.factor_rows.spans(nodes.depth, nodes.groups)
 
-    def _fitting_choices(self, nodes: Nodes) -> np.ndarray:
+    def fitting_choices(self, nodes: Nodes) -> np.ndarray:
         """(N, stages x keeps) which of level `depth`'s stage and keep options fit its capacity
         with the tile the node gives it, all False where level depth-1's split exceeds its
         fanout: what is ruled out here is never crossed with loop orders."""

@@ -46,7 +46,6 @@ from .refetch import orders_by_way
 
 
 MAX_TILES = 200_000        # tile vectors of the innermost level (else no bound from here)
-
 MAX_CANDIDATES = 2_000_000  # (order, keep set, cell) triples kept sorted per set of parents
 
 class _GaveUp(Exception):
@@ -493,8 +492,7 @@ class InnermostBound:
         out = np.repeat(least[None], len(self.orders), axis=0)
         unit = np.flatnonzero((tile[window.sliding_dims(tensor)] == 1).all(axis=0))
         if len(unit):
-            cutoffs = self.keep_free.setdefault(("window cutoffs", t), {})
-            steps = window.steps(tensor, trips[:, unit], self.way_orders, cutoffs, self.give_up)
-            out[:, unit] = np.maximum(out[:, unit], once[unit] * steps)
+            out[:, unit] = np.maximum(out[:, unit], once[unit] * window.steps_once(
+                tensor, trips[:, unit], self.way_orders, self.keep_free.setdefault(("window steps", t), {}),
+                self.keep_free.setdefault(("window cutoffs", t), {}), self.give_up))
         return out
-

@@ -56,14 +56,31 @@ class SplitChain(NamedTuple):
         at = np.minimum(np.searchsorted(keys, theirs), len(keys) - 1)
         return np.where(keys[at] == theirs, least[at], np.inf)
 
-    def _lookup(self, known: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-        found = self.lookups.get(known)
+    def prefix_bound(self, level: int, decided: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """Per partial factor choice of `level` (a fanout) whose fanouts above it have split as
+        `decided` ((F', D, N), the fanouts < level) and whose own split of the first dims is
+        `first` ((d, N)), the least cycles over the combinations that agree on those (inf:
+        none): below `bound` of every choice it completes to, which agrees on more."""
+        i = self.fanouts.index(level)
+        rows = np.concatenate([decided.reshape(-1, decided.shape[-1]), first])
+        keys, least = self._lookup(tuple(range(i)), (i, len(first)))
+        theirs = _row_keys(rows.T)
+        at = np.minimum(np.searchsorted(keys, theirs), len(keys) - 1)
+        return np.where(keys[at] == theirs, least[at], np.inf)
+
+    def _lookup(self, known: tuple[int, ...], prefix: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct splits of the fanouts `known` (and, with `prefix` (fanout, d), that
+        fanout's first d dims) as sorted row keys, and the least cycles of each."""
+        found = self.lookups.get((known, prefix))
         if found is None:
-            ours = _row_keys(self.splits[list(known)].reshape(-1, self.splits.shape[-1]).T)
-            keys, inverse = np.unique(ours, return_inverse=True)
+            n = self.splits.shape[-1]
+            columns = [self.splits[list(known)].reshape(-1, n)]
+            if prefix is not None:
+                columns.append(self.splits[prefix[0], :prefix[1]])
+            keys, inverse = np.unique(_row_keys(np.concatenate(columns).T), return_inverse=True)
             least = np.full(len(keys), np.inf)
             np.minimum.at(least, inverse.ravel(), self.cycles)
-            found = self.lookups[known] = (keys, least)
+            found = self.lookups[known, prefix] = (keys, least)
         return found
 
 

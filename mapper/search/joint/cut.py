@@ -29,7 +29,9 @@ class Cut:
       with the parent's energy bound. Children with too few units are most of what a walk
       on a GPU would price otherwise. Likewise the least time of every level under the
       splits the choice decides (`bounds.split_chain`): on a convolution's seven dims a
-      level's orders and stages multiply each factor choice by dozens.
+      level's orders and stages multiply each factor choice by dozens. Both are also asked
+      of partial choices as their dims are crossed in (`reaching`), with the most units and
+      the least chain time the dims still to come leave them.
     It counts what it sees, so that the walk times its slices per row generated: sized per
     row priced, they shrank to a few hundred rows where the cut drops most (docs/RESULTS.md)."""
 
@@ -42,6 +44,8 @@ class Cut:
             self.splits = np.stack([view.tree.level_factors(nodes, level)[1:].prod(axis=0)
                                     for level in range(nodes.depth)] or [np.ones((view.space.n_dims, len(nodes)), np.int64)])
         self.chain = view.links.chain(least_macs(view.space)) if self.splits is not None else None
+        # asked of partial factor choices as their dims are crossed in (`fitting_children`)
+        self.reaching = self._reaching if self.splits is not None else None
         self.bar, self.dead, self.prefix = view.incumbent.bar, np.zeros(len(nodes), bool), None
         self.tied = None                    # nodes whose bounds tie the incumbent's key so far
         self.seen = self.kept = 0
@@ -121,15 +125,13 @@ class Cut:
         return out
 
     def __call__(self, parents: np.ndarray, units: np.ndarray, groups: np.ndarray) -> np.ndarray:
-        view, bar = self.view, self.view.incumbent.bar
+        bar = self.view.incumbent.bar
         out = ~self.alive(parents) | self._outranked_children(parents, groups)
         if self.splits is not None:
-            time = compute_bound(view.space, self.nodes.depth + 1,
-                                 self.splits[:, :, parents].prod(axis=(0, 1)) * units.prod(axis=0), view.links)
+            time = self._compute_time(parents, units)
             if self.chain is not None:
                 time = np.maximum(time, self._chain_bound(parents, groups))
-            out |= beaten(view.objective, cost_bound(view.objective, self.known.energy[parents],
-                                                     np.maximum(self.known.cycles[parents], time)), bar)
+            out |= self._beaten_in(parents, time)
         for cut in (self.copies, self.cells):
             rows = np.flatnonzero(~out) if cut is not None and bar is not None else ()
             if len(rows):
@@ -145,6 +147,38 @@ class Cut:
         self.seen += len(out)
         self.kept += len(out) - int(out.sum())
         return out
+
+    def _compute_time(self, parents: np.ndarray, units: np.ndarray) -> np.ndarray:
+        """(M,) the fewest cycles of the MACs on the units the choices reach, their split of
+        the nodes' level being `units` (its factor per mesh axis, (2, M))."""
+        view = self.view
+        return compute_bound(view.space, self.nodes.depth + 1,
+                             self.splits[:, :, parents].prod(axis=(0, 1)) * units.prod(axis=0), view.links)
+
+    def _beaten_in(self, parents: np.ndarray, time: np.ndarray) -> np.ndarray:
+        """(M,) whether the parents' bounds, with `time` as their least cycles where more, are
+        beaten by the incumbent."""
+        view = self.view
+        return beaten(view.objective, cost_bound(view.objective, self.known.energy[parents],
+                                                 np.maximum(self.known.cycles[parents], time)), view.incumbent.bar)
+
+    def _reaching(self, parents: np.ndarray, most: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """(M,) False where a partial factor choice is beaten with the fewest cycles it can
+        still reach: the compute time on the most units its later dims can add (`most`,
+        (2, M), per mesh axis), or the least time of every level over the splits that agree
+        with its first dims' (`first`, (d, M); `SplitChain.prefix_bound`). The compute time
+        only falls as units are added, and the chain's least over more combinations is no
+        higher, so every choice it completes to is beaten too: the cut (`__call__`) would
+        drop it."""
+        if self.view.incumbent.bar is None:
+            return np.ones(len(parents), bool)
+        time = self._compute_time(parents, most)
+        k = self.nodes.depth
+        if self.chain is not None and k in self.chain.fanouts:
+            above = [self.splits[lv][:, parents] for lv in self.chain.fanouts if lv < k]
+            decided = np.stack(above) if above else np.zeros((0, self.view.space.n_dims, len(parents)), np.int64)
+            time = np.maximum(time, self.chain.prefix_bound(k, decided, first))
+        return ~self._beaten_in(parents, time)
 
     def _chain_bound(self, parents: np.ndarray, groups: np.ndarray) -> np.ndarray | float:
         """Per factor choice, the chain's bound (`bounds.split_chain`) under the splits it and

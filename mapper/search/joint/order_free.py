@@ -74,7 +74,7 @@ class OrderFreeCut:
         expansion is too small for the bound to save pricing."""
         nodes, k, tree = self.nodes, self.nodes.depth, self.view.tree
         choices = Nodes(k + 1, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages, nodes.keeps)))
-        allowed = self.allowed = tree._fitting_choices(choices)
+        allowed = self.allowed = tree.fitting_choices(choices)
         priced = self._priced_options(allowed)
         # only where the rows priced here are at most half of what the choice expands to
         mine = tree.expansions(choices, k, priced, order_rows=self._order_rows)
@@ -166,7 +166,7 @@ class PartialOrderFreeCut(OrderFreeCut):
 
     def _priced_options(self, allowed: np.ndarray) -> np.ndarray:
         """Per keep option allowed, its fewest stages allowed only ((N, stages x keeps), laid out
-        as `LevelTree._fitting_choices` lays them out)."""
+        as `LevelTree.fitting_choices` lays them out)."""
         n = len(allowed)
         by_stage = allowed.reshape(n, -1, self._keep_options)[:, self._fewest_first]     # (N, S, K)
         first = by_stage & (np.cumsum(by_stage, axis=1) == 1)
