@@ -44,7 +44,7 @@ LAYERS = [
     ["mapper.search.bounds.node"], ["mapper.search.bounds"],
     ["mapper.search.exhaustive", "mapper.search.random_search", "mapper.search.greedy"],
     ["mapper.search.joint.settings"], ["mapper.search.joint.parallel"], ["mapper.search.joint.synced"],
-    ["mapper.search.joint.neighbourhood"], ["mapper.search.joint.view"],
+    ["mapper.search.joint.neighbourhood"], ["mapper.search.joint.view"], ["mapper.search.joint.pacing"], ["mapper.search.joint.deferred"],
     ["mapper.search.joint.parts"], ["mapper.search.joint.order_free"], ["mapper.search.joint.copies_cut"], ["mapper.search.joint.cell_cut"], ["mapper.search.joint.cut"], ["mapper.search.joint.walk"], ["mapper.search.joint.workers"],
     ["mapper.search.joint.dives"], ["mapper.search.joint.coarse"], ["mapper.search.joint.cpsat"],
     ["mapper.search.joint.incumbents"], ["mapper.search.joint.strategy"], ["mapper.search.joint"],

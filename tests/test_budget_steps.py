@@ -56,17 +56,17 @@ def test_chunks_follow_the_measured_rate_against_a_wall_deadline():
     space = space_of("tpu", "conv-alexnet-conv3")
     walk = _walk(space, SearchContext.for_command(0.5), 30.0)      # the deadline is near
     # nothing timed yet: a quarter of the ~0.46 s left at a pessimistic rate
-    assert 1 <= walk.chunk_rows(2) <= TUNING.chunk_share * 0.5 / TUNING.assumed_row_seconds < TUNING.first_chunk
-    walk.timed(Nodes(2, np.zeros((1, 0)), None, None, None), time.perf_counter() - 1e-4, walk.polish_seconds, 1)
-    assert abs(walk.chunk_rows(2) - TUNING.chunk_seconds / 1e-4) <= 0.2 * TUNING.chunk_seconds / 1e-4
+    assert 1 <= walk.pacing.chunk_rows(2) <= TUNING.chunk_share * 0.5 / TUNING.assumed_row_seconds < TUNING.first_chunk
+    walk.pacing.timed(Nodes(2, np.zeros((1, 0)), None, None, None), time.perf_counter() - 1e-4, walk.pacing.polish_seconds, 1)
+    assert abs(walk.pacing.chunk_rows(2) - TUNING.chunk_seconds / 1e-4) <= 0.2 * TUNING.chunk_seconds / 1e-4
     # an untimed depth: the slowest rate measured anywhere
-    assert walk.chunk_rows(3) == walk.chunk_rows(2)
-    walk.timed(Nodes(3, np.zeros((1, 0)), None, None, None), time.perf_counter(), walk.polish_seconds, 10**9)
-    assert walk.chunk_rows(3) == 64_000                      # cheap rows: never above `chunk`
+    assert walk.pacing.chunk_rows(3) == walk.pacing.chunk_rows(2)
+    walk.pacing.timed(Nodes(3, np.zeros((1, 0)), None, None, None), time.perf_counter(), walk.pacing.polish_seconds, 10**9)
+    assert walk.pacing.chunk_rows(3) == 64_000                      # cheap rows: never above `chunk`
     walk = _walk(space, SearchContext.for_command(100.0), None)   # far from it: a quarter of what is left
-    assert walk.chunk_rows(2) == TUNING.first_chunk          # nothing timed yet
-    walk.timed(Nodes(2, np.zeros((1, 0)), None, None, None), time.perf_counter() - 1e-3, walk.polish_seconds, 1)
-    assert 0.8 * TUNING.chunk_share * 99 / 1e-3 < walk.chunk_rows(2) <= TUNING.chunk_share * 100 / 1e-3
+    assert walk.pacing.chunk_rows(2) == TUNING.first_chunk          # nothing timed yet
+    walk.pacing.timed(Nodes(2, np.zeros((1, 0)), None, None, None), time.perf_counter() - 1e-3, walk.pacing.polish_seconds, 1)
+    assert 0.8 * TUNING.chunk_share * 99 / 1e-3 < walk.pacing.chunk_rows(2) <= TUNING.chunk_share * 100 / 1e-3
 
 
 def test_chunks_stay_fixed_under_an_evaluation_budget_and_without_a_limit():
@@ -74,8 +74,8 @@ def test_chunks_stay_fixed_under_an_evaluation_budget_and_without_a_limit():
     slow = Nodes(2, np.zeros((1, 0)), None, None, None)
     for context, limit in [(SearchContext.for_command(30.0, max_evaluations=10_000), 30.0), (SearchContext(), None)]:
         walk = _walk(space, context, limit)
-        walk.timed(slow, time.perf_counter() - 1e-3, walk.polish_seconds, 1)     # however slow the rows were
-        assert walk.chunk_rows(2) == 64_000
+        walk.pacing.timed(slow, time.perf_counter() - 1e-3, walk.pacing.polish_seconds, 1)     # however slow the rows were
+        assert walk.pacing.chunk_rows(2) == 64_000
 
 
 def test_the_quick_look_in_one_call_is_the_runs_one_after_another():

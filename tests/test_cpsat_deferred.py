@@ -1,5 +1,5 @@
 """CP-SAT's proposals under a wall-clock limit start only once the walk has gone on for
-`walk_polish_after` (`joint/strategy.py`, `Walk.run_later`): a walk that proves the optimum
+`walk_polish_after` (`joint/strategy.py`, `Deferred.run_later`): a walk that proves the optimum
 sooner never starts them, and a longer one still gets them, without changing the optimum."""
 from mapper.mapspace import Mapspace
 from mapper.search import Exhaustive, Joint, JointTuning, SearchContext, parse_objective

@@ -86,13 +86,13 @@ def dive(walk: Walk, roots: Nodes, count: int, share: Budget, rng: np.random.Gen
             total = int(tree.factor_children(node)[0])
             # one loop order per factor choice (the smallest): the dive samples tilings and
             # keeps widely; the local search then tries the other orders of what it finds
-            most = walk.chunk_rows(node.depth + 1)
+            most = walk.pacing.chunk_rows(node.depth + 1)
             draws = min(total, max(1, min(samples, most // tree.expansion(node.depth, True))))
             picks = np.unique(rng.integers(0, total, size=draws))
-            started, polished = time.perf_counter(), walk.polish_seconds
+            started, polished = time.perf_counter(), walk.pacing.polish_seconds
             children = tree.children_at(node, picks, first_order_only=True)
             priced = walk.price(children, force_polish=not share.spent())
-            walk.timed(children, started, polished, len(children))
+            walk.pacing.timed(children, started, polished, len(children))
             if priced is None:
                 break
             rows, bounds, _ = priced

@@ -82,7 +82,7 @@ class OrderFreeCut:
         out = np.zeros(len(parents), bool)
         if not len(worth):
             return out
-        # priced a slice's rows at a time (`Walk.chunk_rows`), so that memory stays bounded
+        # priced a slice's rows at a time (`Pacing.chunk_rows`), so that memory stays bounded
         for piece in in_pieces(mine[worth], self.view.chunk_rows(k + 1)):
             rows = worth[piece]
             out[rows] = self._beaten(choices.take(rows), priced[rows], parents[rows], bar)

@@ -185,7 +185,7 @@ class Joint:
                 # is not started at all (on h100's GEMMs it found nothing within its cap, and
                 # its import and thread took a core from the walk; docs/RESULTS.md)
                 cpsat.deferred = True
-                walk.run_later(cpsat.start)
+                walk.deferred.run_later(cpsat.start)
         improve_incumbent = lambda: incumbents.improve_incumbent(self.starts, walk, parts, funnel, events)  # noqa: E731
         # walked whole, worker 0's local search comes before its walk (it is what finds a large
         # array's optimum); in parts (on several cores, or one under an evaluation budget) only
@@ -198,25 +198,25 @@ class Joint:
             claims = setup.claims       # they end once another worker's walk has ended
             incumbents.dives(self.starts, walk, parts, events, polish=walk.polish,
                              until=None if claims is None else claims.some_walk_ended)
-            walk.run_later(lambda: incumbents.across_parts(self.starts, walk, parts, events),
+            walk.deferred.run_later(lambda: incumbents.across_parts(self.starts, walk, parts, events),
                            after=self.tuning.parts_search_after)
         elif setup.worker == 0 and (in_order or setup.parallel):
             improve_incumbent()
         else:
             incumbents.dives(self.starts, walk, parts, events, polish=False)
             if setup.worker == 0:       # one core: later, from inside the walk
-                walk.run_later(improve_incumbent)
+                walk.deferred.run_later(improve_incumbent)
         try:
             return walk.walk_parts(parts)
         finally:
-            if walk.end_hooks():        # the walk ended before CP-SAT answered: no longer wanted
+            if walk.deferred.end():        # the walk ended before CP-SAT answered: no longer wanted
                 events.append(CpsatSkipped("walk ended"))
             elif cpsat.deferred and not cpsat.due:
                 events.append(CpsatSkipped("walk ended first"))
 
 
 class _Cpsat:
-    """CP-SAT's proposals started from inside a walk (`Walk.run_later`): solved in a thread,
+    """CP-SAT's proposals started from inside a walk (`Deferred.run_later`): solved in a thread,
     offered by the walk as soon as they are ready (its first solution may come after its cap),
     and polished by a short local search when they improve the incumbent."""
 
@@ -246,7 +246,7 @@ class _Cpsat:
         # workers, which wait for this one at their next exchange (`synced.py`), for seconds
         # (on h100's GEMMs it finds nothing; docs/RESULTS.md)
         after = incumbents.cpsat_cap(starts, context) if context.per_evaluation is not None else None
-        walk.offer_when_ready(proposals, offer, after)
+        walk.deferred.offer_when_ready(proposals, offer, after)
 
 
 def _random_draws(space: Mapspace, incumbent: Incumbent) -> None:

@@ -9,9 +9,10 @@ the incumbent's (`objective.outranked`). When the budget stops it, it records th
 of what it left unexplored, which gives a proven gap.
 
 A walk is given a frozen `WalkSetup` and keeps its own state; what others ask of it goes
-through its methods: walk the parts (`walk_parts`), offer CP-SAT's proposals once they are
-ready (`offer_when_ready`), run a job once it has gone on for a while (`run_later`), dive
-(`dives.py`, through `price`, `chunk_rows`, `timed`, `offering_to` and `polishing`).
+through its methods: walk the parts (`walk_parts`), dive (`dives.py`, through `price`,
+`offering_to` and `polishing`); what it runs between slices (CP-SAT's proposals once ready, jobs
+once it has gone on for a while) is its `deferred` (`deferred.py`), how many rows a slice holds
+its `pacing` (`pacing.py`).
 """
 from __future__ import annotations
 
@@ -33,11 +34,13 @@ from ..objective import Objective, beaten, bound_order, bound_primary, outranked
 from ..result import Incumbent
 from ..tree import LevelTree, Nodes, feasible
 from .cut import Cut, Share
-from .view import WalkView
+from .deferred import Deferred
 from .neighbourhood import improve
 from .parallel import Claims, content_hashes
+from .pacing import Pacing
 from .parts import Part
 from .settings import JointTuning
+from .view import WalkView
 
 
 @dataclass(frozen=True)
@@ -73,17 +76,9 @@ class Walk:
         self.part_key = 0                                   # the keep vector of the part walked
         self.open_bounds: list[float] = []
         self.polish = setup.polish
-        # (CP-SAT solving meanwhile, what to do with its answer, the clock reading to take it
-        # at: None, as soon as it is ready)
-        self._proposals = None
-        # (seconds into the walk on the budget clock, job): each run once by the walk, when it
-        # has gone on for that long; `_due` the same with the clock readings, once it started
-        self._deferred: list[tuple[float, Callable[[], None]]] = []
-        self._due: list[tuple[float, Callable[[], None]]] = []
+        self.deferred = Deferred(self.context, setup.tuning.walk_polish_after)     # between slices
+        self.pacing = Pacing(setup.chunk, setup.tuning, self.context, self.budget)  # rows per slice
         self._polished_at = -np.inf
-        self.polish_seconds = 0.0   # wall seconds spent polishing, left out of the chunks' timing
-        self._row_seconds: dict[int, float] = {}    # depth -> wall seconds per child row, last chunk
-        self._rows_per_choice: dict[int, float] = {}    # depth -> child rows per factor choice kept, last chunk
         # where the walk is split into units between workers (`_share`): across parts at the
         # parts' roots (`_search_across`), else `split_depth`
         self.split_depth = setup.tuning.split_depth
@@ -95,37 +90,13 @@ class Walk:
         self.space, self.tree, self.links = part.space, part.tree, part.links
         self.part_key = int(content_hashes(np.array([[len(part.picks)], *[[pick] for pick in part.picks]]))[0][0])
 
-    def offer_when_ready(self, proposals, offer: Callable, after: float | None = None) -> None:
-        """Between slices, once `proposals` (`cpsat.Proposals`) are ready: `offer(proposals)`;
-        with `after`, once the budget clock has gone on that long instead, waiting for them
-        then if need be (on a counting clock: the walk goes on while CP-SAT solves, and what it
-        prunes never depends on when the solve ended)."""
-        self._proposals = (proposals, offer, None if after is None else self.context.clock() + after)
-
-    def run_later(self, job: Callable[[], None], after: float | None = None) -> None:
-        """Run `job` once, between slices, once the walk has gone on for a while
-        (`walk_polish_after`, or `after` seconds of the budget clock; its state is kept as it
-        was around it). Jobs due at once run in the order they were given."""
-        self._deferred.append((self.setup.tuning.walk_polish_after if after is None else after, job))
-
-    def end_hooks(self) -> bool:
-        """Forget what was to run later; True when CP-SAT's proposals were still awaited (they
-        are cancelled: no longer wanted)."""
-        self._deferred, self._due = [], []
-        if self._proposals is None:
-            return False
-        self._proposals[0].cancel()
-        self._proposals = None
-        return True
-
     def walk_parts(self, parts: list[Part]) -> bool:
         """Walk `parts` to the end (True) or until the budget stops it. The walk polishes what it
         finds only once it has gone on for a while (`walk_polish_after`): a polish can take
         longer than a whole quick walk (docs/RESULTS.md)."""
         tuning, clock = self.setup.tuning, self.context.clock()
         self._polished_at = clock - tuning.polish_every + tuning.walk_polish_after
-        self._due = [(clock + after, job) for after, job in self._deferred]
-        self._deferred = []
+        self.deferred.start()
         claims = self.setup.claims
         if claims is None:
             return self.search_parts(parts)
@@ -198,53 +169,6 @@ class Walk:
         bounds = NodeBounds(*(np.concatenate([b[i] for b, _ in parts]) for i in range(3)))
         return rows, bounds, np.concatenate([prefix for _, prefix in parts], axis=1)
 
-    def chunk_rows(self, depth: int) -> int:
-        """Child rows generated and priced together at `depth`: `chunk`, but against a wall-clock
-        deadline no more than what takes `chunk_share` of the seconds left, or `chunk_seconds`
-        when that is more, at the last rate measured there (or the slowest measured anywhere;
-        before any, `first_chunk`, or `chunk_share` of the seconds left at `assumed_row_seconds`,
-        a slow row's rate): a chunk cannot be cut, and a full one can take seconds at the top
-        of a large space, more under load (docs/RESULTS.md). Far from the deadline chunks stay
-        large: best bound first is ordered within a chunk, and small ones slow the walk. Under
-        an evaluation budget it stays `chunk`, so the walk's order never depends on the
-        machine's load."""
-        chunk, tuning, context = self.setup.chunk, self.setup.tuning, self.context
-        if context.per_evaluation is not None:
-            return chunk
-        left = min(context.seconds_left(), float("inf") if self.budget.deadline is None
-                   else self.budget.deadline - time.perf_counter())
-        if left == float("inf"):
-            return chunk
-        rate = self._row_seconds.get(depth, max(self._row_seconds.values(), default=None))
-        if rate is None:
-            return int(min(chunk, tuning.first_chunk, max(1, tuning.chunk_share * left / tuning.assumed_row_seconds)))
-        seconds = max(tuning.chunk_seconds, tuning.chunk_share * left)
-        return int(min(chunk, max(1, seconds / max(rate, 1e-9))))
-
-    def _choices_per_slice(self, depth: int):
-        """How many factor choices of a depth-`depth` node one slice generates (a function,
-        asked anew before each step as the deadline nears): `chunk_rows` over the rows one
-        choice kept by the cut expands to, as the last slice measured them (the orders, stages
-        and keeps that fit it; before any, the most it can expand to). Sized by the most, a
-        convolution's slices held a few dozen rows where a choice could take 720 orders but
-        took about ten, and most choices were cut: the pricing of each slice was then mostly
-        its set-up (eyeriss, ResNet-50 conv3: 66 rows per pricing). A slice whose choices
-        expand to more than `chunk_rows` comes in pieces (`fitting_children`'s `most_rows`)."""
-        most = self.tree.expansion(depth)
-
-        def chunk() -> int:
-            per_choice = min(most, max(1.0, self._rows_per_choice.get(depth + 1, most)))
-            return max(1, int(self.chunk_rows(depth + 1) / per_choice))
-        return chunk
-
-    def timed(self, children: Nodes, started: float, polished: float, generated: float) -> None:
-        """Record the wall seconds per child row generated (`generated`: more than `children`
-        where a cut dropped some before pricing), generated and priced since `started` (less
-        the polishing done meanwhile, which had `polish_seconds` at `polished`)."""
-        if len(children):
-            seconds = time.perf_counter() - started - (self.polish_seconds - polished)
-            self._row_seconds[children.depth] = seconds / generated
-
     def _polish(self, force: bool = False) -> None:
         """A short local search around a new incumbent the walk found (at most one second,
         at most every `polish_every` seconds): its neighbours often beat it, and the bound it
@@ -258,28 +182,16 @@ class Walk:
         improve(self.setup.space, self.incumbent, self.context.budget(1.0), seed=self.setup.seed,
                 stop=lambda: self.budget.spent() or (self.incumbent.outdone() and self.incumbent.score >= start))
         self._polished_at = self.context.clock()
-        self.polish_seconds += time.perf_counter() - started
+        self.pacing.polish_seconds += time.perf_counter() - started
 
-    def _between_slices(self) -> None:
-        """What the walk does between slices besides walking: offer CP-SAT's proposals once
-        they are ready; run what was deferred once its time has come, leaving the walk's own
-        state as it was."""
-        if self._proposals is not None:
-            proposals, offer, at = self._proposals
-            if proposals.ready() if at is None else self.context.clock() >= at:
-                self._proposals = None
-                offer(proposals)
-        while self._due:
-            now = self.context.clock()
-            due = next((i for i, (at, _) in enumerate(self._due) if now >= at), None)
-            if due is None:
-                break
-            _, deferred = self._due.pop(due)
-            state = self.space, self.tree, self.links, self.part_key
-            try:
-                deferred()
-            finally:
-                self.space, self.tree, self.links, self.part_key = state
+    @contextmanager
+    def _kept(self):
+        """While inside: whatever a deferred job does, the part walked stays the walk's."""
+        state = self.space, self.tree, self.links, self.part_key
+        try:
+            yield
+        finally:
+            self.space, self.tree, self.links, self.part_key = state
 
     # ------------------------------------------------------------------ the walk
 
@@ -374,14 +286,14 @@ class Walk:
         among the children (`Share`) are not marked done here but added to it: they are done
         only once the nodes handed to `deeper` are walked."""
         tree, incumbent = self.tree, self.incumbent
-        chunk = self._choices_per_slice(nodes.depth)
+        chunk = self.pacing.choices_per_slice(nodes.depth, tree.expansion(nodes.depth))
 
-        started, polished = time.perf_counter(), self.polish_seconds
+        started, polished = time.perf_counter(), self.pacing.polish_seconds
         cut, share = self._cut(nodes, known), self._share(nodes)
         if share is not None and held is not None:
             held.append(share)
             share = share.holding()
-        most_rows = functools.partial(self.chunk_rows, nodes.depth + 1)
+        most_rows = functools.partial(self.pacing.chunk_rows, nodes.depth + 1)
         for node, children in fitting_children(tree, nodes, chunk, early=self._early(cut, share), cut=cut,
                                                most_rows=most_rows):
             if bounds is not None and beaten(self.objective, bounds[node], incumbent.bar):
@@ -394,8 +306,8 @@ class Walk:
             priced = None if children is None else self.price(children)
             dilution = 1.0 if cut is None else cut.dilution()     # choices seen per kept, this slice
             if children is not None:        # generated (since the last slice) and priced
-                self.timed(children, started, polished, len(children) * dilution)
-                self._rows_per_choice[children.depth] = len(children) / _factor_choices(children)
+                self.pacing.timed(children, started, polished, len(children) * dilution)
+                self.pacing.expanded(children)
             if self.setup.progress:         # every slice: a worker's count reaches the parent often
                 self.setup.progress(incumbent.evaluated)
             if priced is not None:
@@ -411,8 +323,8 @@ class Walk:
                     return False
             if share is not None:             # the parents before `node` are walked to the end
                 share.done_before(node)
-            self._between_slices()
-            started, polished = time.perf_counter(), self.polish_seconds    # the next slice's clock
+            self.deferred.run_due(self._kept)
+            started, polished = time.perf_counter(), self.pacing.polish_seconds    # the next slice's clock
         if share is not None:
             share.done_before(len(nodes))
         return True
@@ -456,18 +368,7 @@ class Walk:
     def view(self) -> WalkView:
         """What the cuts read of this walk, for the part it walks now."""
         return WalkView(self.objective, self.space, self.tree, self.links, self.incumbent, self.context,
-                        self.chunk_rows)
-
-
-def _factor_choices(children: Nodes) -> int:
-    """How many factor choices (with their parents) `children` came from: each one's children
-    are consecutive (`LevelTree.children_at`)."""
-    n = len(children)
-    if not n:
-        return 1
-    identity = np.vstack([children.groups.T, children.orders[:-1].reshape(-1, n),
-                          children.stages[:-1], children.keeps[:-1]])
-    return 1 + int(np.any(identity[:, 1:] != identity[:, :-1], axis=0).sum())
+                        self.pacing.chunk_rows)
 
 
 def _finish(*held: list) -> None:
