@@ -235,9 +235,17 @@ def _energy(arch: Arch, level_energy, instances, spatial_all, executed_per_unit,
 def _valid(arch: Arch, nest: _Nest, footprint: np.ndarray) -> np.ndarray:
     """(N,) tiles fit every level's capacity and spatial loops fit every fanout."""
     capacity = np.array([level.capacity for level in arch.levels])[:, None]
-    fanout = np.array([arch.fanout(lv) for lv in range(nest.n_levels)])[:, :, None]   # (L, 2, 1)
-    fits_fanout = (nest.spatial_xy.prod(axis=2) <= fanout).all(axis=(0, 1))
-    return (footprint <= capacity).all(axis=0) & fits_fanout
+    return (footprint <= capacity).all(axis=0) & fits_every_fanout(arch, nest.spatial_xy, spatial=True)
+
+
+def fits_every_fanout(arch: Arch, factors: np.ndarray, spatial: bool = False) -> np.ndarray:
+    """(N,) every level's spatial split fits its fanout (`Arch.fits_fanout`); `factors` as a
+    table's (L, 3, D, N) (or its spatial slots alone, (L, 2, D, N), with `spatial`)."""
+    units = factors[:, 0 if spatial else 1:].prod(axis=2)                       # (L, 2, N)
+    ok = np.ones(factors.shape[-1], bool)
+    for lv in range(len(units)):
+        ok &= arch.fits_fanout(lv, units[lv, 0], units[lv, 1])
+    return ok
 
 
 def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:

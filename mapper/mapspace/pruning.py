@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import tails, tiles
 from ..cost.occupancy import blocks_per_sm, gpu_levels
+from ..cost.vectorised import fits_every_fanout
 from ..errors import InfeasibleError
 from ..mapping import MappingTable
 from .common import STEPS, TEMPORAL
@@ -27,8 +28,7 @@ class PruningMixin:
         return tiles.tile_words(self.workload, factors)
 
     def fanout_mask(self, factors: np.ndarray) -> np.ndarray:
-        fanout = np.array([self.arch.fanout(lv) for lv in range(self.n_levels)])[:, :, None]
-        ok = (factors[:, 1:].prod(axis=2) <= fanout).all(axis=(0, 1))
+        ok = fits_every_fanout(self.arch, factors)
         if self.constraints.min_utilization > 0:
             used = factors[:, 1:].prod(axis=(0, 1, 2))
             ok &= used >= self.constraints.min_utilization * self.arch.compute.instances
@@ -169,7 +169,7 @@ class PruningMixin:
                         f"'{self.constraints.name}': widen its temporal/spatial/tile ranges.")
             return self._why_not_aligned(empty)
         if step == "fanout":
-            best = max(self.arch.fanout(lv)[0] * self.arch.fanout(lv)[1] for lv in range(self.n_levels))
+            best = max(self.arch.fanout_units(lv) for lv in range(self.n_levels))
             return (f"Spatial splits must use at least {self.constraints.min_utilization:.0%} of the "
                     f"{self.arch.compute.instances} compute units and fit each level's fanout "
                     f"(largest {best}): lower min_utilization.")

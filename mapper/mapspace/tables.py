@@ -59,6 +59,24 @@ class TablesMixin:
                         ok &= rng.admits(along)
         return ok
 
+    def cluster_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
+        """A thread-block cluster (`block_clusters`: a level's spatial y) split over a dim that
+        indexes every input, along an axis of its own, shares no tile: it prices as the same
+        split over the clusters side by side (x), which the part schedules at least as often.
+        Only that one is in the space (as one loop order stands for its class)."""
+        def on_own_axes(tensor) -> bool:         # indexed by d, and only on axes of d alone
+            axes = [axis for axis in tensor.axes if any(dd == d and c for dd, c in axis)]
+            return bool(axes) and all(sum(1 for _, c in axis if c) == 1 for axis in axes)
+
+        inputs = [t for t in self.workload.tensors if not t.is_output]
+        if not inputs or not all(on_own_axes(t) for t in inputs):
+            return np.ones(rows.shape[0], bool)
+        ok = np.ones(rows.shape[0], bool)
+        for k, (lv, kind) in enumerate(self.slots):
+            if kind == SPATIAL_Y and self.arch.levels[lv].clusters is not None:
+                ok &= rows[:, k] == 1
+        return ok
+
     def divisibility_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
         """Where dim d alone plays a role of the native op shape (`roles.py`), its innermost
         tile is a multiple of the role's native size, or the whole dim when it is smaller (decode's
@@ -92,7 +110,7 @@ class TablesMixin:
     @cached_property
     def _tables(self) -> dict[str, list[np.ndarray]]:
         raw = [self._dim_rows(d) for d in range(self.n_dims)]
-        constrained = [r[self.constraint_mask(d, r)] for d, r in enumerate(raw)]
+        constrained = [r[self.constraint_mask(d, r) & self.cluster_mask(d, r)] for d, r in enumerate(raw)]
         divisible = [r[self.divisibility_mask(d, r) & self.tail_mask(d, r)] for d, r in enumerate(constrained)]
         return {"raw": raw, "constraints": constrained, "divisibility": divisible}
 

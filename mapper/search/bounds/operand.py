@@ -43,9 +43,9 @@ class SplitVectors:
 
     def _level(self, lv: int):
         space = self.space
-        fx, fy = space.arch.fanout(lv)
+        units = space.arch.fanout_units(lv)
         level = space.arch.levels[lv]
-        if fx * fy == 1 or not any(level.shares(t) for t in space.workload.tensors):
+        if units == 1 or not any(level.shares(t) for t in space.workload.tensors):
             return None         # a fanout that shares nothing serves every unit on its own
         values = []
         for rows in space.dim_tables:
@@ -57,7 +57,7 @@ class SplitVectors:
         if math.prod(len(v) for v in values) > 50 * MAX_VECTORS:
             return np.zeros((0, space.n_dims), np.int64)
         grid = np.array(list(itertools.product(*values)), np.int64).reshape(-1, space.n_dims)
-        return grid[grid.prod(axis=1) <= fx * fy]
+        return grid[grid.prod(axis=1) <= units]
 
     def above(self, level: int, most: int):
         """(V, level, D) every split vector of the fanouts above `level`, or None where there
@@ -119,7 +119,9 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
             share = np.ones((len(first), len(vectors)))
             for level in range(lv, n_levels):
                 if arch.levels[level].shares(workload.tensors[t]) and shared.any():
-                    share = share * _splits(decided, vectors, level, depth, shared, first)
+                    # at most what the network shares (a block cluster's CTAs)
+                    share = share * np.minimum(_splits(decided, vectors, level, depth, shared, first),
+                                               arch.sharing_units(level, workload.tensors[t]))
             energy = workload.macs * serve_energy(arch.levels[lv], workload.tensors[t]) / share
             c = np.broadcast_to(comp, (n,))[first][:, None]
             energy = np.where(np.broadcast_to(at_deepest, (n,))[first][:, None], np.maximum(energy, c), energy + c)
@@ -165,7 +167,7 @@ def _read_modify_write(space: Mapspace, t: int, lv: int, share, decided, vectors
     copies, unsplit = np.ones_like(share), 1
     for above in range(lv):
         if above >= depth and splits.per_level[above] is None:
-            unsplit *= math.prod(space.arch.fanout(above))
+            unsplit *= space.arch.fanout_units(above)
             continue
         copies = copies * _splits(decided, vectors, above, depth, ~workload.relevance[t], first)
     return read_back_energy(workload.macs / share, words * np.minimum(copies, level.instances), unsplit,
@@ -257,7 +259,7 @@ def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
                 sharing = sharing * table.factors[above, 1:][:, irrelevant].prod(axis=(0, 1))
             else:
                 sharing = sharing * (links.units[above] if links is not None else
-                                     arch.fanout(above)[0] * arch.fanout(above)[1])
+                                     arch.fanout_units(above))
         if not may_keep[lv]:
             continue
         level = arch.levels[lv]
