@@ -281,3 +281,16 @@ def test_leaving_out_clusters_over_k_keeps_the_optimum(monkeypatch):
     assert pruned_space.funnel().after["capacity"] < whole_space.funnel().after["capacity"]
     assert pruned.score == whole.score
     assert any(axis == 1 for _, _, axis in pruned.mapping.levels[0].spatial)      # the optimum is clustered
+
+
+def test_a_cluster_splits_no_sliding_window_and_a_convolution_still_has_mappings():
+    """A convolution's p, q, r, s stay off the cluster (its output channels k may take it: the
+    CTAs along k share the input's tile); its space is not empty (the sampled funnel once said
+    so when p and q took the cluster too)."""
+    conv = load_workload("conv-resnet50-conv3")
+    space = Mapspace(H100, conv)
+    l2_y = space.slots.index((1, 2))
+    for name in ("p", "q", "r", "s", "c"):
+        assert (space.dim_tables[conv.dim_index(name)][:, l2_y] == 1).all(), name
+    assert (space.dim_tables[conv.dim_index("k")][:, l2_y] > 1).any()
+    assert space.require_nonempty().after["occupancy"] > 0

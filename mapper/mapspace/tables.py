@@ -60,16 +60,24 @@ class TablesMixin:
         return ok
 
     def cluster_mask(self, d: int, rows: np.ndarray) -> np.ndarray:
-        """A thread-block cluster (`block_clusters`: a level's spatial y) split over a dim that
-        indexes every input, along an axis of its own, shares no tile: it prices as the same
-        split over the clusters side by side (x), which the part schedules at least as often.
-        Only that one is in the space (as one loop order stands for its class)."""
+        """Dims a thread-block cluster (`block_clusters`: a level's spatial y) may split. Not a
+        dim that indexes every input on axes of its own (a GEMM's k): such a split shares no
+        tile and prices as the same split over the clusters side by side (x), which the part
+        schedules at least as often, so only that one is in the space (as one loop order
+        stands for its class). Not a dim of a sliding window (a convolution's p, r): TMA
+        multicast sends one box to the CTAs that need it, and CTAs whose windows overlap
+        share none whole."""
         def on_own_axes(tensor) -> bool:         # indexed by d, and only on axes of d alone
             axes = [axis for axis in tensor.axes if any(dd == d and c for dd, c in axis)]
             return bool(axes) and all(sum(1 for _, c in axis if c) == 1 for axis in axes)
 
+        def in_a_window(tensor) -> bool:
+            return any(sum(1 for _, c in axis if c) > 1 and any(dd == d and c for dd, c in axis)
+                       for axis in tensor.axes)
+
         inputs = [t for t in self.workload.tensors if not t.is_output]
-        if not inputs or not all(on_own_axes(t) for t in inputs):
+        shares_nothing = bool(inputs) and all(on_own_axes(t) for t in inputs)
+        if not shares_nothing and not any(in_a_window(t) for t in self.workload.tensors):
             return np.ones(rows.shape[0], bool)
         ok = np.ones(rows.shape[0], bool)
         for k, (lv, kind) in enumerate(self.slots):
