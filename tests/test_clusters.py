@@ -294,3 +294,33 @@ def test_a_cluster_splits_no_sliding_window_and_a_convolution_still_has_mappings
         assert (space.dim_tables[conv.dim_index(name)][:, l2_y] == 1).all(), name
     assert (space.dim_tables[conv.dim_index("k")][:, l2_y] > 1).any()
     assert space.require_nonempty().after["occupancy"] > 0
+
+
+def test_a_cluster_above_eight_ctas_is_said_to_be_non_portable():
+    mapping = mapping_from_checked_dict(h100_mapping({"m": 4, "n": 4}), H100, GEMM, Where("<test>"))
+    shape = cutlass_shape(gemm_view(H100, GEMM, mapping))
+    assert shape.cluster == (4, 4, 1)
+    assert any("NonPortableClusterSizeAllowed" in line for line in shape.changes)
+    eight = cutlass_shape(gemm_view(H100, GEMM, mapping_from_checked_dict(h100_mapping({"m": 4, "n": 2}), H100,
+                                                                          GEMM, Where("<test>"))))
+    assert not any("NonPortable" in line for line in eight.changes)
+
+
+def test_where_hbm_bounds_the_kernel_a_cluster_wins_nothing_measurable():
+    """gemv-4096 (m = 1) is HBM-bound: a cluster of 16 CTAs along n multicasts the one row of A
+    they share, which saves L2 reads of a 4,096-word vector and no cycle."""
+    gemv = load_workload("gemv-4096")
+
+    def priced_gemv(axis):
+        data = [{"level": "HBM", "loops": [{"dim": "k", "bound": 2}], "keep": ["Z", "A", "B"]},
+                {"level": "L2", "loops": [{"dim": "k", "bound": 8}], "keep": ["Z", "A", "B"], "stages": 2,
+                 "spatial": [{"dim": "k", "bound": 2, "axis": "x"}, {"dim": "n", "bound": 16, "axis": axis}]},
+                {"level": "SMEM", "loops": [{"dim": "k", "bound": 4}], "keep": ["Z", "A", "B"], "stages": 2},
+                {"level": "RF", "loops": [{"dim": "n", "bound": 256}, {"dim": "k", "bound": 32}],
+                 "keep": ["Z", "A", "B"], "stages": 2}]
+        return evaluate(H100, gemv, mapping_from_checked_dict(data, H100, gemv, Where("<test>")))
+    plain, clustered = priced_gemv("x"), priced_gemv("y")
+    assert plain.bottleneck == clustered.bottleneck == "HBM" and plain.cycles == clustered.cycles
+    saved = plain.levels[1].tensors["A"].reads - clustered.levels[1].tensors["A"].reads
+    assert saved == plain.levels[1].tensors["A"].reads * 15 // 16
+    assert 0 < plain.edp - clustered.edp < 1e-4 * plain.edp

@@ -20,6 +20,7 @@ SM_OF_ARCH = (("h100", 90), ("h200", 90), ("a100", 80))     # preset name prefix
 TYPE_OF_BITS = MappingProxyType({8: "s8", 16: "bf16", 32: "f32", 64: "f64"})
 CXX_OF_BITS = MappingProxyType({8: "int8_t", 16: "cutlass::bfloat16_t", 32: "float", 64: "double"})
 WGMMA_M, WGMMA_MAX_N, WARPGROUP = 64, 256, 4
+PORTABLE_CLUSTER = 8        # CTAs per cluster every sm90+ part runs (CUDA's portable cluster size)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ def cutlass_shape(view: GemmView) -> CutlassShape:
     if sm < 90 and cluster != (1, 1, 1):
         changes.append(f"cluster: sm{sm} has no thread-block clusters: emitted 1x1x1")
         cluster = (1, 1, 1)
+    if cluster[0] * cluster[1] > PORTABLE_CLUSTER:
+        changes.append(f"cluster: {cluster[0] * cluster[1]} CTAs is above the portable {PORTABLE_CLUSTER}: the kernel "
+                       "must set cudaFuncAttributeNonPortableClusterSizeAllowed")
     return CutlassShape(sm, cta, warps, warp, instruction, cluster, stages, tuple(changes))
 
 
