@@ -136,7 +136,8 @@ def _check_clusters(arch: Arch, where: Where) -> None:
         children = below[0] // level.mesh[0]
         if sum(level.clusters.gpc_sms) != children:
             raise (key / "gpc_sms").error(f"the GPCs hold {sum(level.clusters.gpc_sms)} SMs, but this level fans "
-                                          f"out to {children}: they must be the same")
+                                          f"out to {children}: they must be the same (with another SM count, "
+                                          "list its GPCs, or leave block_clusters out)")
 
 
 def _flag(data, key: str, where: Where) -> bool:
