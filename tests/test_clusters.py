@@ -324,3 +324,18 @@ def test_where_hbm_bounds_the_kernel_a_cluster_wins_nothing_measurable():
     saved = plain.levels[1].tensors["A"].reads - clustered.levels[1].tensors["A"].reads
     assert saved == plain.levels[1].tensors["A"].reads * 15 // 16
     assert 0 < plain.edp - clustered.edp < 1e-4 * plain.edp
+
+
+@pytest.mark.skipif(__import__("shutil").which("iree-opt") is None, reason="iree-opt not found (the test extra)")
+def test_the_cluster_mapping_tiles_the_same_in_mlir(tmp_path):
+    """MLIR has no clusters: a cluster's CTAs are blocks like the others, so the emitted loop
+    nest is the 1 x 1 mapping's, and iree-opt applies it."""
+    from mapper.emit.mlir import mlir_text
+    from test_emit_mlir import apply, loops_around
+    nests = []
+    for cluster in ({}, {"m": 2}):
+        mapping = mapping_from_checked_dict(h100_mapping(cluster), H100, GEMM, Where("<test>"))
+        text, _ = mlir_text(H100, GEMM, mapping, [])
+        [contraction] = loops_around(apply(tmp_path, text), "mapper.contraction")
+        nests.append(contraction)
+    assert nests[0] == nests[1] and ("forall", (128, 128)) in nests[0]

@@ -100,6 +100,11 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
     spans = table.factors[depth:].prod(axis=(0, 1)) if depth < n_levels else np.ones((space.n_dims, n), np.int64)
     # nodes alike in everything the bound reads are computed once
     features = [decided.reshape(-1, n), spans]
+    # under block clusters only a decided split's CTAs (mesh y) share: kept apart
+    decided_y = table.factors[:, 2].copy()
+    decided_y[depth:] = 1
+    if any(level.clusters is not None for level in arch.levels):
+        features.append(decided_y.reshape(-1, n))
     for opts in options:
         for option in opts:
             features += [np.broadcast_to(option.candidate, (n,))[None].astype(np.int64),
@@ -120,8 +125,8 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
             for level in range(lv, n_levels):
                 if arch.levels[level].shares(workload.tensors[t]) and shared.any():
                     # at most what the network shares (a block cluster's CTAs)
-                    share = share * np.minimum(_splits(decided, vectors, level, depth, shared, first),
-                                               arch.sharing_units(level, workload.tensors[t]))
+                    share = share * _shared_splits(arch, workload.tensors[t], (decided, decided_y), vectors,
+                                                   level, depth, shared, first)
             energy = workload.macs * serve_energy(arch.levels[lv], workload.tensors[t]) / share
             c = np.broadcast_to(comp, (n,))[first][:, None]
             energy = np.where(np.broadcast_to(at_deepest, (n,))[first][:, None], np.maximum(energy, c), energy + c)
@@ -147,7 +152,8 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
             for t, levels in zip(link.tensors, link.levels):
                 spread = np.ones(total.shape)
                 for level in levels:
-                    spread = spread * _splits(decided, vectors, level, depth, ~workload.relevance[t], first)
+                    spread = spread * _shared_splits(arch, workload.tensors[t], (decided, decided_y), vectors,
+                                                     level, depth, ~workload.relevance[t], first)
                 spreads.append(spread)
             total = total + link.at(spreads)
         joint = total.min(axis=1)
@@ -172,6 +178,17 @@ def _read_modify_write(space: Mapspace, t: int, lv: int, share, decided, vectors
         copies = copies * _splits(decided, vectors, above, depth, ~workload.relevance[t], first)
     return read_back_energy(workload.macs / share, words * np.minimum(copies, level.instances), unsplit,
                             read_energy(level, tensor), cheapest_read_above(space.arch, tensor, lv))
+
+def _shared_splits(arch, tensor, decided: tuple, vectors, level: int, depth: int, dims: np.ndarray,
+                   first) -> np.ndarray:
+    """(U, V) `_splits` over `dims` at most what level's network shares of `tensor`: where
+    only a block cluster's CTAs share (`Level.shared_axes`), a decided split's mesh-y loops
+    alone (`decided`: (both axes, y alone)), an undecided one at most a cluster's CTAs."""
+    both, y_only = decided
+    if level < depth and arch.levels[level].shared_axes(tensor) == (False, True):
+        return _splits(y_only, vectors, level, depth, dims, first)
+    return np.minimum(_splits(both, vectors, level, depth, dims, first), arch.sharing_units(level, tensor))
+
 
 def _splits(decided, vectors, level: int, depth: int, dims: np.ndarray, first) -> np.ndarray:
     """(U, V) product of the spatial splits over `dims` at `level`: as decided above `depth`,
