@@ -2,7 +2,8 @@
 
 Public API (docs/API.md): load specs with `load_arch`, `load_workload`, `load_constraints`
 (a mapspace), `load_mapping` (each from a preset name, a file's path or a dict); build a
-`Mapspace`; price one mapping with `evaluate` (full breakdown) or many with `evaluate_many`
+`Mapspace` (a frozen value: count it with `funnel`, draw from it with `sample_mappings`);
+price one mapping with `evaluate` (full breakdown) or many with `evaluate_many`
 (numpy, vectorised); search with `run_search` (a time limit or an evaluation budget), trace the least traffic
 over a level's capacities with `run_capacity_curve` (an op graph's, fused and unfused, with
 `run_fused_capacity_curve`), sweep
@@ -17,6 +18,8 @@ from .errors import InfeasibleError, MapperError, SpecError
 from .load import load_arch, load_constraints, load_mapping, load_workload
 from .mapping import Mapping, MappingTable, from_table, mapping_to_dict, to_table
 from .mapspace import Mapspace
+from .mapspace.counting import funnel
+from .mapspace.sampling import sample as sample_mappings
 from .spec import Arch, Workload
 
 _LAZY = frozenset({"run_search", "run_capacity_curve", "run_fused_capacity_curve", "run_sweep", "load_sweep", "SweepResults"})
@@ -24,9 +27,9 @@ _IMPORT = frozenset({"import_model", "ImportedModel"})
 
 __all__ = ["Arch", "Constraints", "Costs", "Evaluation", "InfeasibleError", "Mapping", "MappingTable",
            "MapperError", "Mapspace", "SpecError", "SweepResults", "Workload", "evaluate", "evaluate_many",
-           "from_table", "import_model", "ImportedModel", "load_arch", "load_constraints", "load_mapping",
+           "from_table", "funnel", "import_model", "ImportedModel", "load_arch", "load_constraints", "load_mapping",
            "load_sweep", "load_workload", "mapping_to_dict", "parse_objective", "run_capacity_curve", "run_fused_capacity_curve",
-           "run_search", "run_sweep", "to_table"]
+           "run_search", "run_sweep", "sample_mappings", "to_table"]
 
 
 def __getattr__(name: str):

@@ -29,7 +29,6 @@ def run_search(arch, workload, mapspace=None, *, strategy: str = "joint", object
     from .search import SearchContext, make_strategy, parse_objective
     context = SearchContext.for_command(time_limit, max_evaluations).for_search()
     space = Mapspace(load_arch(arch), load_workload(workload), load_constraints(mapspace))
-    space.stop = context.stopped
     chosen = make_strategy(strategy, options, where="run_search")
     return chosen.run(space, parse_objective(objective, space.arch), context)
 

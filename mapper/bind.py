@@ -64,7 +64,7 @@ def check_fits(mapping: Mapping, arch: Arch, workload: Workload, where: Where) -
     used = tiles.kept_bytes(arch, workload, tiles.tile_words(workload, table.factors),
                             table.keep, table.stages)[:, 0]
     for lv, level in enumerate(arch.levels):
-        if used[lv] > level.capacity:
+        if not tiles.fits_level(level, used[lv]):
             kept = [workload.tensors[t].name for t in sorted(mapping.levels[lv].keep)]
             raise (where / level.name).error(
                 f"the kept tiles ({', '.join(kept)}) x {mapping.levels[lv].stages} stage(s) take "

@@ -22,7 +22,7 @@ from .memory import keep_freed_memory
 from .inputs import (evaluation_inputs, native_search_inputs,
                      search_inputs, with_warm_starts)
 from .load import PRESET_KINDS, preset_names
-from .mapspace import Mapspace
+from .mapspace import Mapspace, counting, infeasible
 from .report import (evaluation_json, evaluation_text, funnel_text, reference_lines, search_json,
                      search_text, strict_json)
 
@@ -64,7 +64,7 @@ def _mapspace(args) -> int:
     arch, workload = found.arch, found.workload
     space = Mapspace(arch, workload, found.constraints)
     start = time.perf_counter()
-    funnel = space.require_nonempty(space.funnel(exact_limit=args.exact_limit))
+    funnel = infeasible.require_nonempty(space, counting.funnel(space, exact_limit=args.exact_limit))
     seconds = time.perf_counter() - start
     if args.json:
         print(strict_json({"arch": arch.name, "workload": workload.name,
@@ -108,7 +108,6 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False, spent: 
         found = _search_inputs(args)
         arch, workload = found.arch, found.workload
         space = Mapspace(arch, workload, found.constraints)
-        space.stop = context.stopped        # counting the funnel exactly stays within the budget
         objective = parse_objective(args.objective or found.objective_name or "edp", arch)
         strategy = make_strategy(strategy_name, _strategy_options(args, strategy_name, found.warm_starts),
                                  where="command line", label=FLAG_OF_OPTION.get)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .mapping import level_tiles
-from .mapspace import Mapspace
+from .mapspace import Mapspace, pruning
 from .orders import signature
 from .report import mapping_text, stationarity, table
 from .tails import fragment_roles
@@ -71,7 +71,7 @@ def differences(greedy, joint, arch, workload) -> list[dict]:
         blocks = []
         for result in (greedy, joint):
             ev = result.evaluation
-            blocks.append(int(space.blocks_per_sm(np.array([ev.levels[smem].footprint_bytes]),
+            blocks.append(int(pruning.blocks_per_sm(space, np.array([ev.levels[smem].footprint_bytes]),
                                                   np.array([ev.levels[rf].footprint_bytes]))[0]))
         if blocks[0] != blocks[1]:
             out.append({"level": arch.levels[smem].name, "differs": [f"blocks per SM {blocks[0]} -> {blocks[1]}"],

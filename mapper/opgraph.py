@@ -142,6 +142,10 @@ class OpGraph:
     def consumers(self, tensor: str) -> tuple[int, ...]:
         return tuple(j for j, op in enumerate(self.ops) if tensor in op.inputs)
 
+    def internal(self, ops) -> list[str]:
+        """The intermediates of a group of ops: outputs of one of them read by another."""
+        return [self.ops[i].output for i in ops if any(j in ops for j in self.consumers(self.ops[i].output))]
+
     @cached_property
     def inputs(self) -> tuple[str, ...]:
         """Tensors no op produces (activations and weights read from outside)."""

@@ -339,6 +339,19 @@ class Arch:
         families = tuple(family(t.dtype) for t in workload.operands if t.dtype)
         return dataclasses.replace(self, compute=self.compute.for_operands(families))
 
+    def without_clusters(self) -> "Arch":
+        """This architecture with no level's `block_clusters` (a fanout's meshes alone): what a
+        mapspace without `clusters: true` maps onto; itself where no level has them."""
+        if all(level.clusters is None for level in self.levels):
+            return self
+        return dataclasses.replace(self, levels=tuple(dataclasses.replace(level, clusters=None)
+                                                      for level in self.levels))
+
+    @property
+    def has_clusters(self) -> bool:
+        """Whether some level's fanout runs thread-block clusters (`block_clusters`)."""
+        return any(level.clusters is not None for level in self.levels)
+
     @property
     def peak_macs_per_cycle(self) -> int:
         return self.compute.instances * self.compute.macs_per_cycle

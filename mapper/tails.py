@@ -13,7 +13,7 @@ positions past the end are the tail's padding. Two ways to run it (an architectu
   valid), so the clamp is one ratio per tensor (`clamp_ratios`). Per-instance counts, the time
   they take and the footprints stay those of whole tiles: the busiest instance runs whole ones.
 The grid is the real one: a block-level tile shorter than the padding would leave a block with
-no valid element, which no kernel launches (`TablesMixin.tail_mask`).
+no valid element, which no kernel launches (`tables.tail_mask`).
 
 Compute on a tensor-core unit runs whole fragments: an innermost tile whose role product is
 not a multiple of the native size (a convolution's k = c.r.s = 147, decode's m = 1) executes

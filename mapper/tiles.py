@@ -140,7 +140,19 @@ def option_bytes(level, workload, tiles: list, keeps, n: int) -> np.ndarray:
     return np.stack([sum((per_tensor[t] for t in keep), np.zeros(n)) for keep in keeps])
 
 
+def within(used, capacity):
+    """Whether `used` bytes fit in `capacity` bytes: the one capacity comparison of the package
+    (tests/test_architecture.py finds no other). `used` a number, a numpy array (elementwise)
+    or a CP-SAT linear expression (a constraint of its model)."""
+    return used <= capacity
+
+
+def fits_level(level, used):
+    """Whether `used` bytes per instance fit `level` (a number or an array, elementwise)."""
+    return within(used, level.capacity)
+
+
 def fits(arch, used: np.ndarray) -> np.ndarray:
     """(N,) whether every level's bytes `used` ((L, N), per instance) are within its capacity."""
     capacity = np.array([level.capacity for level in arch.levels])[:, None]
-    return (used <= capacity).all(axis=0)
+    return within(used, capacity).all(axis=0)

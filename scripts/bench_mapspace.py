@@ -13,7 +13,7 @@ import tracemalloc
 
 from mapper import load_arch, load_workload
 from mapper.load import load_constraints
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, counting
 
 CASES = [("h100", "gemm-4096", "default", 3_000_000),
          ("h100", "gemm-4096", "gpu", 3_000_000),
@@ -30,7 +30,7 @@ def main() -> None:
         tracemalloc.start()
         start = time.perf_counter()
         space = Mapspace(load_arch(arch_name), load_workload(workload_name), load_constraints(preset))
-        funnel = space.funnel(exact_limit=limit)
+        funnel = counting.funnel(space, exact_limit=limit)
         seconds = time.perf_counter() - start
         peak = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()

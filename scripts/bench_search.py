@@ -14,7 +14,7 @@ import argparse
 from benchlib import Table, joint_variants, run_measured, write_results
 from mapper import load_arch, load_workload
 from mapper.load import load_constraints
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, counting
 from mapper.search import Greedy, parse_objective
 
 # (arch, workload, mapspace, objective, what the score is shown as)
@@ -58,7 +58,7 @@ def main() -> None:
         arch, workload = load_arch(arch_name), load_workload(workload_name)
         space = Mapspace(arch, workload, load_constraints(mapspace))
         objective = parse_objective(objective_name, arch)
-        pruned = space.funnel().after["occupancy"]
+        pruned = counting.funnel(space).after["occupancy"]
         greedy, error, _, _ = run_measured(Greedy(), space, objective, args.time_limit)
         greedy_text = _shown(greedy.score, unit, workload.macs) if greedy else "error"
         for name, strategy in variants:

@@ -1,6 +1,6 @@
 """The house rules of the package, read off its source: the layering (no import from a lower
-layer to a higher one, no import circle), no module-level mutable state, no file over 500
-lines and no function over 80 (docs/SEARCH.md, "Layers")."""
+layer to a higher one, no import circle, imports for annotations included), no module-level
+mutable state, no file over 500 lines and no function over 80 (docs/SEARCH.md, "Layers")."""
 from __future__ import annotations
 
 import ast
@@ -36,7 +36,7 @@ LAYERS = [
     ["mapper.mapspace"],
     # the search, in the order of search/__init__.py's docstring
     ["mapper.search.context"], ["mapper.search.objective"], ["mapper.search.events"], ["mapper.search.result"],
-    ["mapper.search.tree"], ["mapper.search.fitting_children"], ["mapper.search.warm"],
+    ["mapper.search.factor_rows"], ["mapper.search.tree"], ["mapper.search.fitting_children"], ["mapper.search.warm"],
     ["mapper.search.bounds.energy"], ["mapper.search.bounds.refetch"], ["mapper.search.bounds.operand"],
     ["mapper.search.bounds.window"], ["mapper.search.bounds.cells"], ["mapper.search.bounds.innermost"], ["mapper.search.bounds.latency"], ["mapper.search.bounds.grid"],
     ["mapper.search.bounds.spread"], ["mapper.search.bounds.split_floor"], ["mapper.search.bounds.split_chain"],
@@ -44,7 +44,7 @@ LAYERS = [
     ["mapper.search.bounds.node"], ["mapper.search.bounds"],
     ["mapper.search.exhaustive", "mapper.search.random_search", "mapper.search.greedy"],
     ["mapper.search.joint.settings"], ["mapper.search.joint.parallel"], ["mapper.search.joint.synced"],
-    ["mapper.search.joint.neighbourhood"],
+    ["mapper.search.joint.neighbourhood"], ["mapper.search.joint.view"],
     ["mapper.search.joint.parts"], ["mapper.search.joint.order_free"], ["mapper.search.joint.copies_cut"], ["mapper.search.joint.cell_cut"], ["mapper.search.joint.cut"], ["mapper.search.joint.walk"], ["mapper.search.joint.workers"],
     ["mapper.search.joint.dives"], ["mapper.search.joint.coarse"], ["mapper.search.joint.cpsat"],
     ["mapper.search.joint.incumbents"], ["mapper.search.joint.strategy"], ["mapper.search.joint"],
@@ -91,24 +91,14 @@ def _layer(module: str) -> int:
     return layer
 
 
-def _typing_only(tree: ast.Module) -> set[int]:
-    """Line numbers of the `if TYPE_CHECKING:` blocks (annotations, never run)."""
-    lines = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            lines |= set(range(node.lineno, node.end_lineno + 1))
-    return lines
-
-
 def _imports(module: str, path: pathlib.Path) -> set[str]:
-    """The package's modules `module` imports, anywhere in it (functions included)."""
+    """The package's modules `module` imports, anywhere in it (functions included, and those
+    under `if TYPE_CHECKING:`: an annotation naming a class of a higher layer is a hand-off
+    that reaches up as much as a call does)."""
     tree = ast.parse(path.read_text())
-    skip = _typing_only(tree)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out = set()
     for node in ast.walk(tree):
-        if getattr(node, "lineno", None) in skip:
-            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -137,6 +127,15 @@ def test_every_import_goes_down_the_layers_and_none_closes_a_circle():
     assert not circles, f"import circles: {circles[:5]}"
 
 
+def test_an_import_only_for_annotations_counts(tmp_path):
+    # planted: the cuts typing the whole walk, as they once did (a circle through cut -> walk)
+    planted = tmp_path / "cut.py"
+    planted.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .walk import Walk\n")
+    imported = _imports("mapper.search.joint.cut", planted)
+    assert imported == {"mapper.search.joint.walk"}
+    assert _layer("mapper.search.joint.walk") > _layer("mapper.search.joint.cut")     # an arrow up
+
+
 def test_the_layering_reaches_every_module():
     # the check above means something only if the layers were not read off the imports
     assert len(MODULES) > 80
@@ -155,6 +154,54 @@ def test_no_file_or_function_is_too_long():
                 if length > MAX_FUNCTION_LINES:
                     long_functions.append(f"{path.relative_to(PACKAGE)}: {node.name} ({length} lines)")
     assert not long_files and not long_functions, long_files + long_functions
+
+
+CAPACITY = re.compile(r"\bcapacity(_bytes)?\b")      # a level's capacity, not a traffic bound's name
+# comparisons of a capacity with something other than a used size, with why
+NOT_A_FIT = {"fusion/capacity_report.py": "two capacities: where a grouping was chosen from, against the curve's first"}
+
+
+def _capacity_comparisons(source: str, name: str) -> list[str]:
+    """Each `<`, `<=`, `>`, `>=` in `source` with a capacity on one side and, on the other,
+    neither a constant (a validation) nor another capacity."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops):
+            sides = [node.left, *node.comparators]
+            named = [bool(CAPACITY.search(ast.unparse(side))) for side in sides]
+            if sum(named) == 1 and not any(isinstance(side, ast.Constant) for side in sides):
+                out.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+def test_capacity_is_compared_in_tiles_alone():
+    """Whether bytes fit a level is one rule (`tiles.within`), so that a change to it (a
+    cluster's shared memory, a reserve) is made once."""
+    found = []
+    for module, path in MODULES.items():
+        name = str(path.relative_to(PACKAGE))
+        if module != "mapper.tiles" and name not in NOT_A_FIT:
+            found += _capacity_comparisons(path.read_text(), name)
+    assert not found, found
+    # planted: the check a pruning step once made itself
+    assert _capacity_comparisons("ok &= used * stages <= level.capacity\n", "planted.py")
+
+
+PRICES = re.compile(r"\.(byte_)?energy_(read|write|update)\b")
+# where a level's prices per access may be read: the rule itself, where they are made, and the
+# area report, which prints them
+PRICED_IN = {"mapper.cost.energy", "mapper.spec", "mapper.area"}
+
+
+def test_access_energy_is_one_function():
+    """The cost model, its bounds, CP-SAT's weights and fusion price an access through
+    `cost.energy.access_energy` (block rounding, per-byte energy): nobody else reads a level's
+    prices per access."""
+    readers = sorted(module for module, path in MODULES.items()
+                     if module not in PRICED_IN and not module.startswith("mapper.load")
+                     and PRICES.search(path.read_text()))
+    assert not readers, readers
+    assert PRICES.search("blocks * level.energy_read + count * level.byte_energy_read")    # what it finds
 
 
 # read-only or immutable values a module may hold; anything else at module level is state

@@ -9,7 +9,7 @@ import pytest
 
 from mapper import evaluate_many, load_arch, load_workload
 from mapper.load import load_constraints
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, sampling
 from mapper.search.bounds import LinkBounds
 
 SMEM = 2        # h100's per-SM level; L2 (level 1) alone feeds it
@@ -27,7 +27,7 @@ def test_each_bin_is_below_the_traffic_of_every_mapping_in_it(workload, draws):
     7-dim convolution with a fused role, attention with a batch dim, a GEMM)."""
     space = _space(workload)
     links = LinkBounds(space)
-    sample = space.sample(draws, np.random.default_rng(3))
+    sample = sampling.sample(space, draws, np.random.default_rng(3))
     assert len(sample) > 100
     costs = evaluate_many(space.arch, space.workload, sample)
     tensors = space.workload.tensors

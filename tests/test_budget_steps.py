@@ -11,8 +11,9 @@ import time
 from dataclasses import replace
 
 import numpy as np
+import pytest
 from mapper.load import load_arch, load_constraints, load_workload
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, counting
 from mapper.search import Greedy, Joint, JointTuning, SearchContext, parse_objective
 from mapper.search.bounds import LinkBounds
 from mapper.search.greedy import QUICK_LOOK_WINDOWS, _Descent
@@ -95,21 +96,34 @@ def test_the_quick_look_in_one_call_is_the_runs_one_after_another():
 
 def test_the_funnel_is_counted_once_and_handed_out_as_copies():
     space = space_of("eyeriss", "conv-resnet50-conv3")
-    first = space.funnel()
+    first = counting.funnel(space)
     first.after["fanout"] = -1                 # a caller's change does not reach the next one
-    second = space.funnel()
-    assert second.after["fanout"] != -1 and second == space.funnel()
-    assert space.funnel(seed=1) is not None    # other arguments: counted on their own
+    second = counting.funnel(space)
+    assert second.after["fanout"] != -1 and second == counting.funnel(space)
+    assert counting.funnel(space, seed=1) is not None    # other arguments: counted on their own
 
 
 def test_a_funnel_cut_short_by_the_stop_is_not_kept():
     small = replace(load_workload("gemm-256"), sizes=(16, 16, 16))   # few enough to count exactly
     space = Mapspace(load_arch("toy"), small, load_constraints(None))
-    space.stop = lambda: True                  # out of time: the coupled steps are estimated
-    cut = space.funnel()
-    space.stop = None
-    full = space.funnel()
+    cut = counting.funnel(space, stop=lambda: True)    # out of time: the coupled steps are estimated
+    full = counting.funnel(space)
     assert "fanout" in cut.estimated and "fanout" not in full.estimated
+
+
+@pytest.mark.parametrize("strategy", ["random", "exhaustive", "greedy", "joint"])
+def test_a_search_counts_the_funnel_under_its_own_contexts_stop(strategy):
+    """The stop comes from the search's context, not from the space: a context already
+    stopped leaves the coupled steps estimated, and a fresh one on the same space counts them."""
+    from mapper.search import make_strategy
+    small = replace(load_workload("gemm-256"), sizes=(16, 16, 16))
+    space = Mapspace(load_arch("toy"), small, load_constraints(None))
+    objective = parse_objective("energy", space.arch)
+    stopped = SearchContext()
+    stopped.interrupt()
+    cut = make_strategy(strategy, {}).run(space, objective, stopped).funnel
+    full = make_strategy(strategy, {}).run(space, objective, SearchContext(max_evaluations=200)).funnel
+    assert "fanout" in cut.estimated and full.exact
 
 
 def test_the_coarse_answer_is_not_carried_once_time_is_up():

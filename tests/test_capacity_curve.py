@@ -12,7 +12,7 @@ from mapper.errors import SpecError
 from mapper.explain.capacity_curve import arch_with_capacity, capacity_curve, curve_level
 from mapper.explain.capacity_report import curve_json, curve_text
 from mapper.load import load_arch, load_workload, workload_from_dict
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, counting
 from mapper.search import Exhaustive, SearchContext, parse_objective
 from mapper.units import Where, parse_byte_grid
 
@@ -59,7 +59,7 @@ def test_each_point_is_the_exhaustive_optimum_and_the_curve_never_rises(arch_pat
     assert all(later <= earlier for earlier, later in zip(traffic, traffic[1:]))
     assert min(traffic) >= curve.compulsory_bytes * (1 - 1e-12)
     for capacity in curve.infeasible:       # said to fit nothing: nothing does
-        assert not Mapspace(arch_with_capacity(arch, lv, capacity), workload).funnel().after["capacity"]
+        assert not counting.funnel(Mapspace(arch_with_capacity(arch, lv, capacity), workload)).after["capacity"]
 
 
 def test_the_previous_optimum_carries_forward_even_when_the_search_is_cut_short():

@@ -18,7 +18,7 @@ from mapper.errors import SpecError
 from mapper.load import load_arch, load_workload, mapping_from_checked_dict, workload_from_dict
 from mapper.load.arch import arch_from_dict
 from mapper.mapping import to_table
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, counting, infeasible, pruning, sampling, tables
 from mapper.search import Exhaustive, Joint, parse_objective
 from mapper.units import Where
 
@@ -31,6 +31,7 @@ from test_joint import BYPASS_EVERYWHERE, _prefix_table
 
 H100 = load_arch("h100")
 GEMM = load_workload("gemm-4096")
+CLUSTERS = Constraints(name="clusters", clusters=True)      # the opt-in mapspace (`--mapspace clusters`)
 SMS_USED = 128          # the mappings below: 128 CTAs side by side
 
 
@@ -115,10 +116,10 @@ def test_the_part_runs_whole_clusters_per_gpc(ctas, clusters):
 
 
 def test_the_mapspace_prunes_cluster_shapes_the_part_cannot_schedule():
-    space = Mapspace(H100, GEMM)
+    space = Mapspace(H100, GEMM, CLUSTERS)
     factors = np.ones((4, 3, 3, 3), np.int64)
     factors[1, 1, 0], factors[1, 2, 0] = [16, 17, 33], [8, 8, 4]          # 16 x 8, 17 x 8, 33 x 4
-    assert space.fanout_mask(factors).tolist() == [True, False, False]
+    assert pruning.fanout_mask(space, factors).tolist() == [True, False, False]
 
 
 def test_a_mapping_file_with_too_many_clusters_is_refused_with_one_line():
@@ -175,8 +176,8 @@ def test_joint_equals_exhaustive_with_clusters(data):
     clusters: the joint search proves what exhaustive search finds."""
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=32))
     arch = data.draw(archs(min_levels=3, max_levels=4, clusters=True))
-    space = Mapspace(arch, workload, Constraints(levels=BYPASS_EVERYWHERE))
-    if space.funnel().after["divisibility"] > 200_000:
+    space = Mapspace(arch, workload, Constraints(levels=BYPASS_EVERYWHERE, clusters=True))
+    if counting.funnel(space).after["divisibility"] > 200_000:
         return
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
     exact = Exhaustive().run(space, objective)
@@ -189,9 +190,9 @@ def test_every_node_bound_is_below_every_mapping_under_it_with_clusters(data):
     from mapper.search.bounds import LinkBounds, lower_bound
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=64))
     arch = data.draw(archs(min_levels=3, max_levels=4, clusters=True, gpu=data.draw(st.booleans())))
-    space = Mapspace(arch, workload, Constraints(levels=BYPASS_EVERYWHERE))
+    space = Mapspace(arch, workload, Constraints(levels=BYPASS_EVERYWHERE, clusters=True))
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
-    sample = space.sample(200, np.random.default_rng(data.draw(st.integers(0, 1000))))
+    sample = sampling.sample(space, 200, np.random.default_rng(data.draw(st.integers(0, 1000))))
     if not len(sample):
         return
     costs = evaluate_many(arch, workload, sample)
@@ -256,10 +257,10 @@ def test_a_cluster_over_a_dim_every_input_depends_on_prices_as_the_same_split_ov
         return mapping_from_checked_dict(data, H100, GEMM, Where("<test>"))
     in_cluster, side_by_side = evaluate(H100, GEMM, with_k("y")), evaluate(H100, GEMM, with_k("x"))
     assert in_cluster == side_by_side
-    k_rows = Mapspace(H100, GEMM).dim_tables[2]
-    l2_y = Mapspace(H100, GEMM).slots.index((1, 2))
+    k_rows = Mapspace(H100, GEMM, CLUSTERS).dim_tables[2]
+    l2_y = Mapspace(H100, GEMM, CLUSTERS).slots.index((1, 2))
     assert (k_rows[:, l2_y] == 1).all()
-    assert (Mapspace(H100, GEMM).dim_tables[0][:, l2_y] > 1).any()       # m may be split over a cluster
+    assert (Mapspace(H100, GEMM, CLUSTERS).dim_tables[0][:, l2_y] > 1).any()       # m may be split over a cluster
 
 
 def test_leaving_out_clusters_over_k_keeps_the_optimum(monkeypatch):
@@ -273,12 +274,12 @@ def test_leaving_out_clusters_over_k_keeps_the_optimum(monkeypatch):
     small = workload_from_dict({"name": "g", "einsum": "Z[m,n] += A[m,k] * B[k,n]",
                                 "sizes": {"m": 4, "n": 6, "k": 4}, "dtype": 16}, Where("<test>"))
     objective = parse_objective("edp", arch)
-    pruned_space = Mapspace(arch, small)
+    pruned_space = Mapspace(arch, small, CLUSTERS)
     pruned = Exhaustive().run(pruned_space, objective)
-    monkeypatch.setattr(Mapspace, "cluster_mask", lambda self, d, rows: np.ones(len(rows), bool))
-    whole_space = Mapspace(arch, small)
+    monkeypatch.setattr(tables, "cluster_mask", lambda space, d, rows: np.ones(len(rows), bool))
+    whole_space = Mapspace(arch, small, CLUSTERS)
     whole = Exhaustive().run(whole_space, objective)
-    assert pruned_space.funnel().after["capacity"] < whole_space.funnel().after["capacity"]
+    assert counting.funnel(pruned_space).after["capacity"] < counting.funnel(whole_space).after["capacity"]
     assert pruned.score == whole.score
     assert any(axis == 1 for _, _, axis in pruned.mapping.levels[0].spatial)      # the optimum is clustered
 
@@ -288,12 +289,12 @@ def test_a_cluster_splits_no_sliding_window_and_a_convolution_still_has_mappings
     CTAs along k share the input's tile); its space is not empty (the sampled funnel once said
     so when p and q took the cluster too)."""
     conv = load_workload("conv-resnet50-conv3")
-    space = Mapspace(H100, conv)
+    space = Mapspace(H100, conv, CLUSTERS)
     l2_y = space.slots.index((1, 2))
     for name in ("p", "q", "r", "s", "c"):
         assert (space.dim_tables[conv.dim_index(name)][:, l2_y] == 1).all(), name
     assert (space.dim_tables[conv.dim_index("k")][:, l2_y] > 1).any()
-    assert space.require_nonempty().after["occupancy"] > 0
+    assert infeasible.require_nonempty(space).after["occupancy"] > 0
 
 
 def test_a_cluster_above_eight_ctas_is_said_to_be_non_portable():

@@ -9,7 +9,7 @@ from mapper.constraints import Constraints
 from mapper.cost import evaluate_many
 from mapper.load import arch_from_dict, workload_from_dict
 from mapper.mapping import MappingTable, along_last
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, pruning, sampling
 from mapper.search import Exhaustive, Joint, parse_objective
 from mapper.search.bounds import LinkBounds, lower_bounds
 from mapper.search.bounds import window
@@ -61,7 +61,7 @@ def _completions(tree: LevelTree, space: Mapspace, nodes: Nodes):
             parent.append(np.full(len(kids), origin[i]))
         nodes, origin = Nodes.concat(children), np.concatenate(parent)
     table = tree.table(nodes)
-    valid = np.flatnonzero(space.valid_mask(table))
+    valid = np.flatnonzero(pruning.valid_mask(space, table))
     return table.take(valid), origin[valid]
 
 
@@ -87,7 +87,7 @@ def test_node_bounds_with_their_split_stay_below_every_mapping_under_them(worklo
     space = Mapspace(arch, workload, Constraints())
     links = LinkBounds(space)
     assert links.innermost.takes_split_at(1)
-    sample = space.sample(3000, np.random.default_rng(0))
+    sample = sampling.sample(space, 3000, np.random.default_rng(0))
     costs = evaluate_many(arch, workload, sample)
     objective = parse_objective("edp", arch)
     raised = 0
@@ -129,12 +129,12 @@ def test_a_factor_choice_above_the_leaves_is_bounded_below_every_completion_of_i
     walk = _walk(space, objective, tree)
     nodes = tree.children(tree.roots())
     nodes = nodes.take(np.flatnonzero(feasible(space, 1, tree.table(nodes))))
-    assert tree.leaf_depth == 3 and order_free.PartialOrderFreeCut.applies(walk, nodes)
-    assert copies_cut.CopiesCut.applies(walk, nodes)
-    partial = order_free.PartialOrderFreeCut(walk, nodes, np.zeros(len(nodes)))
-    copies = copies_cut.CopiesCut(walk, nodes, np.zeros(len(nodes)))
+    assert tree.leaf_depth == 3 and order_free.PartialOrderFreeCut.applies(walk.view(), nodes)
+    assert copies_cut.CopiesCut.applies(walk.view(), nodes)
+    partial = order_free.PartialOrderFreeCut(walk.view(), nodes, np.zeros(len(nodes)))
+    copies = copies_cut.CopiesCut(walk.view(), nodes, np.zeros(len(nodes)))
     parents, groups, choices = factor_choices(tree, nodes)
-    allowed = tree._fitting_choices(choices)
+    allowed = tree.fitting_choices(choices)
     priced = partial._priced_options(allowed)
     assert priced.sum() < allowed.sum() and not (priced & ~allowed).any()
     energy, cycles = partial.bounds(choices, priced, parents)

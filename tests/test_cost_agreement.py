@@ -92,3 +92,24 @@ def test_agree_on_deep_convolution_tables(data):
     costs = evaluate_many(arch, workload, to_table(batch, len(workload.dims), len(workload.tensors)))
     for row, mapping in enumerate(batch):
         assert_same(arch, workload, mapping, costs, row)
+
+
+@quick_and_full(6, 40, st.data())
+def test_a_row_is_priced_alike_alone_and_in_a_table(data):
+    """Every field of a mapping's costs, bit for bit, whether its table holds it alone or among
+    others, and pricing writes nothing into the table: the vectorised path picks the slots that
+    step in some row (all of them, as a view, or an index array: a copy), and hands views of
+    the table's factors around (a product of one array is that array) that no rule may write."""
+    workload = data.draw(workloads(kinds=("conv1d", "conv1d-strided", "conv2d", "gemm")))
+    arch = data.draw(archs(min_levels=3, max_levels=5, latency=data.draw(st.booleans())))
+    batch = [data.draw(mappings(arch, workload)) for _ in range(8)]
+    table = to_table(batch, len(workload.dims), len(workload.tensors))
+    before = [a.copy() for a in (table.factors, table.order, table.keep, table.stages)]
+    together = evaluate_many(arch, workload, table)
+    for a, b in zip(before, (table.factors, table.order, table.keep, table.stages)):
+        assert np.array_equal(a, b)
+    for row in range(len(batch)):
+        alone = evaluate_many(arch, workload, table.take(np.array([row])))
+        for name, value in vars(together).items():
+            if isinstance(value, np.ndarray):
+                assert np.array_equal(value[..., row:row + 1], getattr(alone, name)), name

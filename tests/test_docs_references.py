@@ -2,7 +2,7 @@
 
 Three kinds of reference are read from docs/*.md and README.md, all in backticks: a file
 (`fusion/run.py`, `tests/brute_force.py`), an attribute of a class of the package
-(`Walk.chunk_rows`, `Mapspace.valid_mask`: inherited members and fields count), and a call of a
+(`Walk.chunk_rows`, `Mapspace.dim_tables`: inherited members and fields count), and a call of a
 module's function (`tiles.level_spans(...)`). A rename that leaves the docs behind fails here.
 """
 from __future__ import annotations

@@ -12,7 +12,8 @@ from collections import defaultdict
 import pytest
 
 from mapper.fusion.buffered import buffered_price
-from mapper.fusion.groups import NORMALISE_FLOPS, GroupPrice, Grouper
+from mapper.fusion.group_price import NORMALISE_FLOPS, GroupPrice
+from mapper.fusion.groups import Grouper
 from mapper.fusion.kernels import OpSearches
 from mapper.fusion.attention import flash_price, match as flash_match
 from mapper.fusion.mlp import BK, match as mlp_match, mlp_price

@@ -10,7 +10,8 @@ import pytest
 
 from mapper.fusion.bound import chain_bound
 from mapper.fusion.grouping import all_groupings, best_grouping, boundaries, unfused
-from mapper.fusion.groups import GroupPrice, Grouper, Refusal
+from mapper.fusion.group_price import GroupPrice, Refusal
+from mapper.fusion.groups import Grouper
 from mapper.fusion.kernels import OpSearches
 from mapper.load import arch_from_dict, load_arch, opgraph_from_dict
 from mapper.mapping import level_tiles

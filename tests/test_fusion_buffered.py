@@ -13,7 +13,8 @@ from mapper.cost import evaluate
 from mapper.fusion.buffered import fused_dims, plan
 from mapper.fusion.cover import all_covers, best_cover
 from mapper.fusion.grouping import all_groupings, best_grouping
-from mapper.fusion.groups import GroupPrice, Grouper, Refusal
+from mapper.fusion.group_price import GroupPrice, Refusal
+from mapper.fusion.groups import Grouper
 from mapper.fusion.kernels import OpSearches, shrunk, signature
 from mapper.fusion.run import settled
 from mapper.load import load_arch, opgraph_from_dict
@@ -253,10 +254,11 @@ def test_mapper_fuse_reports_the_buffered_group_and_its_refusals(tmp_path, capsy
 
     from mapper.cli import main
     path = tmp_path / "attention.yaml"
-    path.write_text(yaml.safe_dump({"name": "attention-small", "sizes": {"h": 2, "m": 32, "p": 32, "e": 4, "f": 4,
+    # one head of 16x16 (a sliced group within a third of the budget two heads of 32 need)
+    path.write_text(yaml.safe_dump({"name": "attention-small", "sizes": {"h": 1, "m": 16, "p": 16, "e": 4, "f": 4,
                                                                         "g": 8},
                                     "dtype": "int8", "ops": ATTENTION}))
-    args = ["fuse", "toy", str(path), "--max-evaluations", "300000"]
+    args = ["fuse", "toy", str(path), "--max-evaluations", "100000"]
     assert main(args + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     sliced = [g for g in out["fused"]["groups"] if g["slices"]]

@@ -11,7 +11,7 @@ from mapper.constraints import Constraints, LevelConstraints
 from mapper.cost import evaluate_many
 from mapper.load import load_arch, load_constraints, load_workload
 from mapper.mapping import to_table
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, pruning
 from mapper.search import Exhaustive, Greedy, SearchContext, parse_objective
 
 from strategies import archs, workloads
@@ -23,7 +23,7 @@ EVERY_TENSOR = frozenset(range(3))
 
 def assert_valid(space, result):
     table = to_table([result.mapping], space.n_dims, len(space.workload.tensors))
-    assert evaluate_many(space.arch, space.workload, table).valid[0] and space.valid_mask(table)[0]
+    assert evaluate_many(space.arch, space.workload, table).valid[0] and pruning.valid_mask(space, table)[0]
     assert result.evaluation.fits()
     assert math.isfinite(result.score) and result.score > 0
 

@@ -346,9 +346,8 @@ def test_fuse_on_a_long_chain(tmp_path):
 def test_fuse_with_a_prime_size_on_a_gpu(tmp_path):
     """Class 24: a prime of 999,983 on h100 (a masked tail: 1.7 million splits of its padded
     extents) built its tables in `mapspace/tables.level_view` for seconds past a 2-s limit; now
-    refused for want of time before anything is built, saying what limit would do. (Since h100's
-    clusters add a loop slot, 999,983 is over the size limit itself: 99,991, 1.5 million splits.)"""
-    path = chain(tmp_path, sizes={"m": 99_991, "n": 64, "k": 64})
+    refused for want of time before anything is built, saying what limit would do."""
+    path = chain(tmp_path, sizes={"m": 999_983, "n": 64, "k": 64})
     status, _, err, wall = run(["fuse", "h100", path, "--time-limit", "2"])
     assert status == 2 and "ways to split" in err and "give a time limit of" in err, err
     assert wall < 3.0

@@ -9,7 +9,7 @@ from mapper.cost import evaluate_many
 from mapper.errors import InfeasibleError
 from mapper.load import load_arch, load_workload
 from mapper.mapping import from_table
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, counting, sampling
 from mapper.search import Exhaustive, Joint, JointTuning, SearchContext, parse_objective
 from mapper.search.joint.neighbourhood import improve
 from mapper.search.result import Incumbent
@@ -47,7 +47,7 @@ def test_joint_equals_exhaustive_on_four_level_spaces(data):
     constraints = Constraints(levels=levels, factors="imperfect" if imperfect else "perfect", max_padding=0.5)
     space = Mapspace(arch, workload, constraints)
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles", "delay,energy"])), arch)
-    if space.funnel().after["divisibility"] > 400_000:
+    if counting.funnel(space).after["divisibility"] > 400_000:
         return
     # half the draws walk the space in keep-vector parts whatever its size (`joint/parts.py`),
     # half of those on two cores (`parallel.py`; forking costs about a second a search here)
@@ -89,6 +89,16 @@ def test_warm_start_from_outside_is_admitted_and_kept():
     assert any("1 of 1 given incumbent" in note for note in warm.notes)
 
 
+def test_the_coarse_start_runs_the_same_search_on_a_smaller_shape():
+    space, objective, exact = _space_and_optimum()
+    every_space = JointTuning(coarse_min_space=0, coarse_min_seconds=0.0, coarse_reserve_seconds=0.0)
+    found = Joint(warm_start=False, cpsat_seconds=0, local_search=False, dives=0, coarse=True,
+                  tuning=every_space).run(space, objective, SearchContext(time_limit=60.0).counting(1e5))
+    assert found.score == exact.score and found.optimal
+    assert [e for e in found.events if e.kind == "coarse_start" and e.outcome != "failed"], found.notes
+    assert Joint().starts.coarse is None and Joint(coarse=True).starts.coarse.coarse is False
+
+
 def test_a_mapping_outside_the_space_is_not_admitted():
     space, _, exact = _space_and_optimum()
     other = Mapspace(small_arch(capacity="64 B", rf="12 B"), gemm(4, 4, 4), Constraints())
@@ -114,7 +124,7 @@ def test_local_search_never_worsens_and_stays_in_the_space():
     space, objective, exact = _space_and_optimum()
     incumbent = Incumbent(space, objective, SearchContext())
     rng = np.random.default_rng(1)
-    start = space.sample(200, rng)
+    start = sampling.sample(space, 200, rng)
     start = start.take(np.array([int(np.argmax(evaluate_many(space.arch, space.workload, start).energy_pj))]))
     incumbent.offer(start)
     before = incumbent.score
@@ -169,13 +179,11 @@ def test_bounds_never_exceed_a_mapping_below_them():
 def test_a_level_that_fills_and_feeds_is_bounded_below_its_best_mapping():
     """h100 GEMM 4096^3: the L2 both takes its inputs from HBM and sends the SMs their tiles,
     and its time bound counts both (`bounds.node._moved_bound`). Tight: the root's cycles bound is
-    within 2% of the bundled EDP mapping's cycles, and no prefix's bound exceeds its cost (h100
-    without clusters, the space that mapping is the optimum of)."""
+    within 2% of the bundled EDP mapping's cycles, and no prefix's bound exceeds its cost."""
     from mapper import load_mapping
     from mapper.load import load_constraints
     from mapper.search.bounds import LinkBounds, lower_bounds
-    from strategies import without_clusters
-    arch, workload = without_clusters(load_arch("h100")), load_workload("gemm-4096")
+    arch, workload = load_arch("h100"), load_workload("gemm-4096")
     space = Mapspace(arch, workload, load_constraints("default"))
     table = admit(space, load_mapping("h100-gemm-4096-edp", arch, workload))
     costs = evaluate_many(arch, workload, table)
@@ -213,7 +221,7 @@ def test_bounds_stay_below_sliding_windows(capacities, p, r):
                                    "sizes": {"k": 1, "c": 2, "p": p, "r": r}, "dtype": 8}, Where("<test>"))
     space = Mapspace(arch, workload, Constraints())
     objective, links = parse_objective("energy", arch), LinkBounds(space)
-    table = space.sample(3000, np.random.default_rng(0))
+    table = sampling.sample(space, 3000, np.random.default_rng(0))
     energy = evaluate_many(arch, workload, table).energy_pj
     for depth in range(space.n_levels + 1):
         node = _prefix_table(space, table, depth)
@@ -246,7 +254,7 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
         (level.name, LevelConstraints(bypass=data.draw(st.booleans()))) for level in arch.levels[1:])
     space = Mapspace(arch, workload, Constraints(levels=levels))
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
-    sample = space.sample(200, np.random.default_rng(data.draw(st.integers(0, 1000))))
+    sample = sampling.sample(space, 200, np.random.default_rng(data.draw(st.integers(0, 1000))))
     if not len(sample):
         return
     costs = evaluate_many(arch, workload, sample)
@@ -274,13 +282,13 @@ def test_bounds_in_a_keep_part_stay_below_its_mappings(data):
     arch = data.draw(archs(min_levels=3, max_levels=4))
     space = Mapspace(arch, workload, Constraints(levels=BYPASS_EVERYWHERE))
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
-    sample = space.sample(300, np.random.default_rng(data.draw(st.integers(0, 1000))))
+    sample = sampling.sample(space, 300, np.random.default_rng(data.draw(st.integers(0, 1000))))
     whole = LinkBounds(space)
     vectors = sorted({_keep_picks(space, sample, row) for row in range(len(sample))})
     for picks in data.draw(st.permutations(vectors))[:6]:       # a few parts: each costs its bounds
         rows = np.array([r for r in range(len(sample)) if _keep_picks(space, sample, r) == picks])
         table = sample.take(rows)
-        part = space.with_keeps(picks)
+        part = space.part(picks)
         costs = evaluate_many(arch, workload, table)
         score = {"edp": costs.edp, "energy": costs.energy_pj, "cycles": costs.cycles}[objective.kind]
         links = whole.for_space(part)
@@ -324,7 +332,7 @@ def test_fitting_children_are_exactly_the_children_that_fit(data):
     space = Mapspace(arch, workload, Constraints(levels=BYPASS_EVERYWHERE,
                                                  factors=data.draw(st.sampled_from(["perfect", "imperfect"])), max_padding=0.5))
     if data.draw(st.booleans()):        # a keep part: every capacity test sees one keep set
-        space = space.with_keeps(tuple(data.draw(st.integers(0, len(c.keeps) - 1)) for c in space.choices))
+        space = space.part(tuple(data.draw(st.integers(0, len(c.keeps) - 1)) for c in space.choices))
     tree = LevelTree(space)
     nodes = tree.roots()
     limit = data.draw(st.sampled_from([1, 7, 1_000]))
@@ -461,7 +469,7 @@ def test_children_of_a_tied_node_that_rank_after_the_incumbent_are_cut_before_pr
     # the nodes the walk keeps: those whose own decided factors do not already rank after
     nodes = nodes.take(np.flatnonzero(~outranked(objective, tied, tree.table(nodes).factors[:1].reshape(-1, len(nodes)), key)))
     tied = NodeBounds(*(np.full(len(nodes), value) for value in key[:3]))
-    cut = Cut(walk, nodes, tied)
+    cut = Cut(walk.view(), nodes, tied)
     seen = []
 
     def recording(parents, units, groups):

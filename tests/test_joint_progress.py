@@ -11,7 +11,7 @@ from mapper.cli import main
 from mapper.constraints import Constraints
 from mapper.load import load_arch
 from mapper.mapping import from_table
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, sampling
 from mapper.search import Exhaustive, Joint, parse_objective
 from mapper.search.joint import strategy as joint_strategy
 from mapper.search.joint import workers as joint_workers
@@ -48,7 +48,7 @@ def test_two_cores_report_count_best_and_lower_bound(monkeypatch):
 
     def progress(evaluated, best=None, lower=None):
         reports.append((evaluated, best, lower))
-    poor = from_table(space.sample(1, np.random.default_rng(0)), 0)
+    poor = from_table(sampling.sample(space, 1, np.random.default_rng(0)), 0)
     result = Joint(parts_above=0, parallel_above=0, workers=2, warm_start=False, cpsat_seconds=0,
                    local_search=False, dives=0, incumbents=(poor,)).run(space, goal, progress=progress)
     assert any("cores" in note for note in result.notes)         # it did run on two

@@ -117,13 +117,11 @@ def test_occupancy_makes_the_best_slab_smaller_than_the_largest_that_fits():
     """h100, gemm-4096, the `sync-128x128` template (one-stage shared memory): the joint search
     proves a 128-deep k slab (64 KiB, 3 blocks resident per SM) optimal for cycles, although a
     256-deep slab (128 KiB) fits: with one block resident nothing hides its loads' latency.
-    Without latency the two tie: the non-monotonicity is the occupancy-latency coupling. (h100
-    without clusters: the template's mappings are 1 x 1.)"""
+    Without latency the two tie: the non-monotonicity is the occupancy-latency coupling."""
     from mapper.load import load_constraints, load_mapping, load_workload
     from mapper.mapspace import Mapspace
     from mapper.search import Joint, parse_objective
-    from strategies import without_clusters
-    arch, wl = without_clusters(load_arch("h100")), load_workload("gemm-4096")
+    arch, wl = load_arch("h100"), load_workload("gemm-4096")
     result = Joint().run(Mapspace(arch, wl, load_constraints("sync-128x128")), parse_objective("cycles", arch))
     assert result.optimal
     smem = result.evaluation.levels[2]

@@ -1,4 +1,5 @@
 """The mapspace against brute force on small cases: sizes, funnel counts and membership."""
+import dataclasses
 import itertools
 import math
 
@@ -9,7 +10,7 @@ from mapper.constraints import Constraints, LevelConstraints, Range
 from mapper.cost import evaluate_many
 from mapper.load import arch_from_dict, workload_from_dict
 from mapper.mapping import LevelMapping, Mapping, from_table, to_table
-from mapper.mapspace import Mapspace, padded_extents
+from mapper.mapspace import Mapspace, counting, order_tables, padded_extents, pruning, sampling, tables
 from mapper.orders import signature
 from mapper.units import Where
 
@@ -57,8 +58,8 @@ def brute_force(arch, workload, constraints):
                     options.append(combo)
         per_dim.append(options)
     # the factor rows each dim's constraints and divisibility admit, asked once per row
-    fits = [{row for row, ok in zip(options, ms.constraint_mask(d, np.array(options))
-                                    & ms.divisibility_mask(d, np.array(options))) if ok}
+    fits = [{row for row, ok in zip(options, tables.constraint_mask(ms, d, np.array(options))
+                                    & tables.divisibility_mask(ms, d, np.array(options))) if ok}
             for d, options in enumerate(per_dim)]
     tensors = range(len(workload.tensors))
     keep_options = [[tuple(tensors)]] + [[c for r in range(len(tensors) + 1)
@@ -93,7 +94,7 @@ def brute_force(arch, workload, constraints):
     if not admitted:
         return raw, set()
     table = to_table([m for _, m in admitted], n_dims, len(workload.tensors))
-    ok = evaluate_many(arch, workload, table).valid & ms.valid_mask(table)
+    ok = evaluate_many(arch, workload, table).valid & pruning.valid_mask(ms, table)
     return raw, {key for (key, _), good in zip(admitted, ok) if good}
 
 
@@ -103,8 +104,8 @@ def _admits(ms, perms, keeps, stages):
     for lv, choice in enumerate(ms.choices):
         if keeps[lv] not in choice.keeps or stages[lv] not in choice.stages:
             return False
-        if perms[lv] not in ms.orders_for(lv, frozenset(perms[lv])) and not any(
-                signature(wl, perms[lv]) == signature(wl, o) for o in ms.orders_for(lv, frozenset(perms[lv]))):
+        allowed = order_tables.orders_for(ms, lv, frozenset(perms[lv]))
+        if perms[lv] not in allowed and not any(signature(wl, perms[lv]) == signature(wl, o) for o in allowed):
             return False
     return True
 
@@ -140,15 +141,39 @@ def test_sizes_funnel_and_membership_match_brute_force(name):
     arch, workload, constraints = CASES[name]
     ms = Mapspace(arch, workload, constraints)
     raw, valid = brute_force(arch, workload, constraints)
-    assert ms.size == len(raw)
-    funnel = ms.funnel()
+    assert counting.size(ms) == len(raw)
+    funnel = counting.funnel(ms)
     assert funnel.exact
     assert funnel.after["occupancy"] == len(valid)
-    yielded = [key_of(ms, t, r) for t in ms.tables(batch=97) for r in range(len(t))]
+    yielded = [key_of(ms, t, r) for t in sampling.all_tables(ms, batch=97) for r in range(len(t))]
     assert len(yielded) == len(set(yielded)) == len(valid)
     assert set(yielded) == valid
-    for table in ms.tables():
+    for table in sampling.all_tables(ms):
         assert evaluate_many(arch, workload, table).valid.all()
+
+
+def test_the_space_is_a_value_and_its_parts_cover_it_sharing_the_keep_free_tables():
+    """Nothing assigns to a space; `part(picks)` is a new value with one keep set per level,
+    sharing the factor tables; the parts over every pick vector count to the whole."""
+    arch, workload, constraints = CASES["gemm-2x2x1"]
+    space = Mapspace(arch, workload, constraints)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        space.constraints = Constraints()
+    options = [range(len(c.keeps)) for c in space.choices]
+    assert math.prod(len(o) for o in options) > 1          # bypass: several parts to cover
+    whole = counting.funnel(space).after["occupancy"]
+    total = 0
+    for picks in itertools.product(*options):
+        part = space.part(picks)
+        assert part.dim_tables is space.dim_tables          # built once, not rebuilt per part
+        assert [c.keeps for c in part.choices] == [(c.keeps[i],) for c, i in zip(space.choices, picks)]
+        table = next(iter(sampling.all_tables(part)), None)
+        if table is not None:
+            assert pruning.valid_mask(space, table).all()   # a part's mappings are the whole's
+        total += counting.funnel(part).after["occupancy"]
+    assert total == whole and whole > 0
+    with pytest.raises(ValueError):
+        part.part(picks)
 
 
 def test_orders_in_one_class_cost_the_same():
@@ -156,7 +181,7 @@ def test_orders_in_one_class_cost_the_same():
     arch, workload = small_arch(capacity="unlimited"), gemm(4, 4, 4)
     ms = Mapspace(arch, workload)
     rng = np.random.default_rng(1)
-    base = ms.sample(200, rng)
+    base = sampling.sample(ms, 200, rng)
     for row in range(len(base)):
         mapping = from_table(base, row)
         variants = []
@@ -185,8 +210,8 @@ def test_padded_extents_stay_bounded():
 def test_sampled_rows_are_valid_and_deterministic():
     arch, workload, constraints = CASES["gemm"]
     ms = Mapspace(arch, workload, constraints)
-    a = ms.sample(500, np.random.default_rng(7))
-    b = ms.sample(500, np.random.default_rng(7))
+    a = sampling.sample(ms, 500, np.random.default_rng(7))
+    b = sampling.sample(ms, 500, np.random.default_rng(7))
     assert (a.factors == b.factors).all() and (a.order == b.order).all()
     assert evaluate_many(arch, workload, a).valid.all()
 
@@ -199,7 +224,7 @@ def test_a_space_with_a_dim_no_tile_can_split_samples_nothing():
                                    "sizes": {"m": 16, "n": 8, "k": 24}, "dtype": "bf16"}, W)
     ms = Mapspace(load_arch("h100"), workload, Constraints(factors="perfect"))
     assert [len(t) for t in ms.dim_tables] == [1, 1, 0]
-    assert len(ms.sample(10, np.random.default_rng(0))) == 0
+    assert len(sampling.sample(ms, 10, np.random.default_rng(0))) == 0
 
 
 def test_factorization_counts_and_uniform_sampling():

@@ -137,7 +137,7 @@ def test_every_preset_arch_studies_a_chain_without_refusal():
     for arch_name in preset_names("archs"):
         arch = load_arch(arch_name)
         for chain in chains:
-            result = study_or_refusal(arch, chain.graph, 0.3)
+            result = study_or_refusal(arch, chain.graph, 0.1)
             if result is None:
                 continue
             studied += 1

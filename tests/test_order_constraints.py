@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from mapper.constraints import Constraints, LevelConstraints
 from mapper.errors import InfeasibleError
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, pruning, sampling
 from mapper.search import Exhaustive, Greedy, Joint, parse_objective
 
 from test_mapspace import gemm, small_arch
@@ -42,8 +42,8 @@ def _check(constraints, objective_name):
     assert joint.optimal and joint.score == exact.score
     greedy = Greedy().run(space, objective)
     assert greedy.score >= exact.score
-    sample = space.sample(2_000, np.random.default_rng(0))
-    assert space.orders_allowed(sample.factors).all()
+    sample = sampling.sample(space, 2_000, np.random.default_rng(0))
+    assert pruning.orders_allowed(space, sample.factors).all()
 
 
 def test_every_order_of_two_dims_forbidden_at_the_innermost_level():

@@ -14,7 +14,7 @@ from mapper.constraints import Constraints
 from mapper.cost import evaluate_many
 from mapper.load import arch_from_dict, load_arch
 from mapper.mapping import from_table
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, sampling
 from mapper.search import Exhaustive, Joint, JointTuning, SearchContext, parse_objective
 from mapper.search.bounds import LinkBounds
 from mapper.search.joint.parallel import Claims, content_hashes
@@ -109,7 +109,7 @@ def test_the_workers_walk_every_leaf_once(workers, tmp_path):
     whole = tmp_path / "whole.npy"
     assert walk_and_record(Walk(setup, Incumbent(space, objective, context)), whole)
     incumbent = Incumbent(space, objective, context)
-    incumbent.offer(space.sample(1, np.random.default_rng(0)))
+    incumbent.offer(sampling.sample(space, 1, np.random.default_rng(0)))
     incumbent.key = (np.inf,) * len(incumbent.key)      # a key to share that prunes nothing
     complete, _ = walk_in_parallel(setup, incumbent, workers,
                                    lambda walk: walk_and_record(walk, tmp_path / f"{os.getpid()}.npy"), [], [])
@@ -129,7 +129,7 @@ def test_a_key_gives_back_its_mapping():
     arch = load_arch("toy")
     space = Mapspace(arch, gemm(8, 4, 4), Constraints())
     incumbent = Incumbent(space, parse_objective("edp", arch), SearchContext())
-    incumbent.offer(space.sample(300, np.random.default_rng(3)))
+    incumbent.offer(sampling.sample(space, 300, np.random.default_rng(3)))
     again = table_of_key(incumbent.key, incumbent.table)
     for ours, theirs in zip((again.factors, again.order, again.keep, again.stages),
                             (incumbent.table.factors, incumbent.table.order, incumbent.table.keep, incumbent.table.stages)):
@@ -157,7 +157,7 @@ def test_several_cores_return_what_one_core_and_exhaustive_search_do(objective):
     goal = parse_objective(objective, arch)
     exact = _optimum(objective)
     # and the walk alone, from a poor mapping given (the dives find this optimum by themselves)
-    poor = from_table(space.sample(1, np.random.default_rng(0)), 0)
+    poor = from_table(sampling.sample(space, 1, np.random.default_rng(0)), 0)
     walk_only = dict(warm_start=False, cpsat_seconds=0, local_search=False, dives=0, incumbents=(poor,))
     # two workers: the failed-worker tests below (the same claims, one child fewer)
     for workers in (1, 3):
@@ -213,7 +213,7 @@ def test_units_a_failed_worker_claimed_are_walked_by_the_parent(monkeypatch):
     goal = parse_objective("edp", arch)
     lose_worker_one_mid_walk(monkeypatch, after=1)
     # the walk alone, started at once in both, from a poor mapping: the child claims units
-    poor = from_table(space.sample(1, np.random.default_rng(0)), 0)
+    poor = from_table(sampling.sample(space, 1, np.random.default_rng(0)), 0)
     result = Joint(parts_above=0, parallel_above=0, workers=2, warm_start=False, cpsat_seconds=0,
                    local_search=False, dives=0, incumbents=(poor,)).run(space, goal)
     exact = _optimum("edp")
@@ -243,7 +243,7 @@ def test_the_units_cut_keeps_every_optimum_where_compute_binds(objective):
     space = Mapspace(arch, gemm(8, 4, 4), Constraints(factors="imperfect", max_padding=0.25))
     goal = parse_objective(objective, arch)
     exact = Exhaustive().run(space, goal)
-    table = next(space.tables(batch=10**6))
+    table = next(sampling.all_tables(space, batch=10**6))
     costs = evaluate_many(arch, space.workload, table)
     fastest = np.flatnonzero(costs.valid & (costs.cycles == costs.cycles[costs.valid].min()))
     start = from_table(table, int(fastest[np.argmax(costs.energy_pj[fastest])]))

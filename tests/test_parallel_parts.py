@@ -12,7 +12,7 @@ import numpy as np
 from mapper.constraints import Constraints, LevelConstraints
 from mapper.load import load_arch
 from mapper.mapping import from_table
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, pruning, sampling
 from mapper.search import Exhaustive, Greedy, Joint, JointTuning, SearchContext, parse_objective
 from mapper.search.bounds import LinkBounds
 from mapper.search.joint import incumbents
@@ -75,7 +75,7 @@ def test_workers_across_parts_walk_every_leaf_once(tmp_path):
     whole = tmp_path / "whole.npy"
     assert walk_and_record(Walk(setup, Incumbent(space, objective, setup.context)), whole)
     incumbent = Incumbent(space, objective, setup.context)
-    incumbent.offer(space.sample(1, np.random.default_rng(0)))
+    incumbent.offer(sampling.sample(space, 1, np.random.default_rng(0)))
     incumbent.key = (np.inf,) * len(incumbent.key)      # a key to share that prunes nothing
     complete, _ = walk_in_parallel(setup, incumbent, 2,
                                    lambda walk: walk_and_record(walk, tmp_path / f"{os.getpid()}.npy"), parts, [])
@@ -94,7 +94,7 @@ def test_units_a_failed_worker_held_across_parts_are_walked_by_the_parent(monkey
     space, objective = _space()
     # the first depth-1 nodes it walks: it holds the units they came from, not done
     lose_worker_one_mid_walk(monkeypatch)
-    poor = from_table(space.sample(1, np.random.default_rng(0)), 0)
+    poor = from_table(sampling.sample(space, 1, np.random.default_rng(0)), 0)
     result = Joint(parts_above=0, parallel_above=0, workers=2, warm_start=False, cpsat_seconds=0,
                    local_search=False, dives=0, incumbents=(poor,)).run(space, objective)
     exact = _optimum()
@@ -140,7 +140,7 @@ def test_greedy_start_takes_at_most_its_seconds():
     joint = Joint(tuning=JointTuning(greedy_max_seconds=budget * context.per_evaluation))
     incumbent, events = Incumbent(space, objective, context), []
     joint._warm_start(space, objective, incumbent, context, events)
-    assert incumbent.table is not None and space.valid_mask(incumbent.table).all()
+    assert incumbent.table is not None and pruning.valid_mask(space, incumbent.table).all()
     assert context.priced < full.priced
     assert context.priced <= budget + Greedy().slice * 4
 
@@ -163,9 +163,9 @@ def _poor_and_better():
     """A space, its objective, a poor mapping of it and the key of a better one."""
     space, objective = _space("energy")
     context = SearchContext()
-    sample = space.sample(400, np.random.default_rng(1))
+    sample = sampling.sample(space, 400, np.random.default_rng(1))
     costs = context.price(space.arch, space.workload, sample)
-    valid = np.flatnonzero(costs.valid & space.valid_mask(sample))
+    valid = np.flatnonzero(costs.valid & pruning.valid_mask(space, sample))
     order = valid[np.argsort(objective.score(costs)[valid])]
     return space, objective, sample.take(order[-1:]), key_of(objective, costs, sample, order[len(order) // 2])
 
@@ -181,7 +181,7 @@ def test_the_local_search_outdone_while_it_improves_goes_on():
     start = incumbent.score
     assert start > key[0]
     incumbent.share(_Better(key, when=lambda: incumbent.score < start))
-    event = incumbents.local_search(Joint(), Walk(_setup(space, objective, context), incumbent))
+    event = incumbents.local_search(Joint().starts, Walk(_setup(space, objective, context), incumbent))
     assert event.rounds >= 1 and incumbent.score <= key[0] and not incumbent.outdone()
     assert _optimum().score <= incumbent.score == event.after
 
@@ -195,5 +195,5 @@ def test_the_local_search_outdone_before_it_improves_stops():
     incumbent.offer(poor)
     start, priced = incumbent.score, context.priced
     incumbent.share(_Better(key))
-    event = incumbents.local_search(Joint(), Walk(_setup(space, objective, context), incumbent))
+    event = incumbents.local_search(Joint().starts, Walk(_setup(space, objective, context), incumbent))
     assert event.rounds == 0 and incumbent.score == start and context.priced == priced

@@ -12,7 +12,7 @@ from mapper.constraints import Constraints, LevelConstraints
 from mapper.cost import evaluate_many
 from mapper.errors import SpecError
 from mapper.load import load_arch
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, counting, pruning, sampling
 from mapper.search import Exhaustive, Joint, SearchContext, make_strategy, parse_objective
 from mapper.search.objective import beaten
 
@@ -47,9 +47,9 @@ def test_beaten_compares_cycles_then_energy():
 def _lexicographic_best(space, objective):
     """Brute force: every valid mapping of the space priced, the smallest (cycles, energy)."""
     best = None
-    for table in space.tables(50_000):
+    for table in sampling.all_tables(space, 50_000):
         costs = evaluate_many(space.arch, space.workload, table)
-        ok = np.flatnonzero(costs.valid & space.valid_mask(table))
+        ok = np.flatnonzero(costs.valid & pruning.valid_mask(space, table))
         for c, e in zip(costs.cycles[ok], costs.energy_pj[ok]):
             if best is None or (c, e) < best:
                 best = (c, e)
@@ -81,7 +81,7 @@ def test_joint_equals_exhaustive_under_delay_energy(data):
     arch = data.draw(archs(min_levels=3, max_levels=3))
     space = Mapspace(arch, workload, Constraints(levels=tuple((level.name, LevelConstraints(bypass=True))
                                                              for level in arch.levels[1:])))
-    if space.funnel().after["divisibility"] > 100_000:
+    if counting.funnel(space).after["divisibility"] > 100_000:
         return
     objective = parse_objective("delay,energy", arch)
     exact = Exhaustive().run(space, objective)

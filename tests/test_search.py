@@ -13,7 +13,7 @@ from mapper.cost import evaluate_many
 from mapper.errors import InfeasibleError
 from mapper.load import load_arch, load_constraints, load_workload, workload_from_dict
 from mapper.mapping import to_table
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, counting, pruning
 from mapper.search import Exhaustive, Greedy, Joint, RandomSearch, SearchContext, SpaceTooLargeError, parse_objective
 from mapper.units import Where
 
@@ -71,7 +71,7 @@ def test_strategies_valid_and_never_beat_exhaustive(name, objective, optimum):
         # exhaustive's own result is the fixture's (the same search, run once)
         result = best if strategy.name == "exhaustive" else strategy.run(space, parse_objective(objective, arch))
         table = to_table([result.mapping], len(workload.dims), len(workload.tensors))
-        assert evaluate_many(arch, workload, table).valid[0] and space.valid_mask(table)[0]
+        assert evaluate_many(arch, workload, table).valid[0] and pruning.valid_mask(space, table)[0]
         assert result.evaluation.fits()
         assert result.score >= best.score * (1 - 1e-12), strategy.name
         assert result.evaluated > 0
@@ -123,7 +123,7 @@ def test_joint_equals_exhaustive_on_random_small_spaces(data):
     arch = data.draw(archs(max_levels=3, native=True))      # native shapes: roles by name or inferred
     space = Mapspace(arch, workload, Constraints(levels=(("innermost", LevelConstraints(bypass=True)),)))
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
-    if space.funnel().after["divisibility"] > 300_000:
+    if counting.funnel(space).after["divisibility"] > 300_000:
         return
     try:
         exact = Exhaustive().run(space, objective)

@@ -11,7 +11,7 @@ import pytest
 from mapper.cli import main
 from mapper.errors import BudgetExhausted, InfeasibleError, SpecError
 from mapper.load import load_arch, load_constraints, load_workload
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, counting, sampling
 from mapper.search import Greedy, Joint, SearchContext, make_strategy, parse_objective, strategy_options
 from mapper.search.events import WarmStart
 from mapper.search.result import Incumbent
@@ -26,7 +26,7 @@ def _space(arch="toy", workload=None):
 
 def _table(space, rows: int):
     """A table of `rows` mappings of the space (one, repeated)."""
-    return space.sample(10, np.random.default_rng(0)).take(np.zeros(rows, np.int64))
+    return sampling.sample(space, 10, np.random.default_rng(0)).take(np.zeros(rows, np.int64))
 
 
 def test_rows_priced_are_counted_by_the_context_and_its_shares():
@@ -74,9 +74,9 @@ def test_no_mapping_found_is_a_spent_budget_or_an_infeasible_space():
     space = _space()
     incumbent = Incumbent(space, parse_objective("edp", space.arch), SearchContext())
     with pytest.raises(BudgetExhausted, match="within its budget"):
-        incumbent.result("joint", space.funnel(), optimal=False, complete=False)
+        incumbent.result("joint", counting.funnel(space), optimal=False, complete=False)
     with pytest.raises(InfeasibleError) as raised:
-        incumbent.result("joint", space.funnel(), optimal=False, complete=True)
+        incumbent.result("joint", counting.funnel(space), optimal=False, complete=True)
     assert not isinstance(raised.value, BudgetExhausted)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from mapper import evaluate_many, load_arch, load_workload
 from mapper.load import load_constraints
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, pruning, sampling
 from mapper.search.bounds import LinkBounds
 from mapper.search.bounds.grid import LinkCost
 from mapper.search.bounds.node import least_macs
@@ -58,7 +58,7 @@ def _chain_check(arch_name, workload, draws):
     links = LinkBounds(space)
     chain = links.chain(least_macs(space))
     assert chain is not None
-    sample = space.sample(draws, np.random.default_rng(5))
+    sample = sampling.sample(space, draws, np.random.default_rng(5))
     assert len(sample) > 100
     cycles = evaluate_many(space.arch, space.workload, sample).cycles
     bound = chain.of_table(space.n_levels, sample.factors)
@@ -78,10 +78,8 @@ def test_the_chain_is_below_the_cycles_of_every_sampled_mapping(arch, workload, 
 def test_the_chain_lifts_a_convolution_above_its_memory_floor():
     """ResNet-50 conv3 on h100: alone, HBM's compulsory bytes and latency bound its cycles at
     about 1,238; the splits that keep the SMs busy load L2 with every SM's copy and those that
-    spare L2 load each SM's shared memory, so no split does better than about 1,370 (h100 without
-    clusters: with them, 8 CTAs along k share the input's tile and HBM's floor is reached)."""
-    from strategies import without_clusters
-    space = Mapspace(without_clusters(load_arch("h100")), load_workload("conv-resnet50-conv3"), load_constraints("default"))
+    spare L2 load each SM's shared memory, so no split does better than about 1,370."""
+    space = Mapspace(load_arch("h100"), load_workload("conv-resnet50-conv3"), load_constraints("default"))
     assert LinkBounds(space).chain(least_macs(space)).cycles.min() >= 1_350
 
 
@@ -102,7 +100,7 @@ def test_node_bounds_stay_below_every_mapping_under_them(arch, workload, draws):
     from mapper.search.objective import parse_objective
     space = Mapspace(load_arch(arch), load_workload(workload), load_constraints("default"))
     links = LinkBounds(space)
-    sample = space.sample(draws, np.random.default_rng(11))
+    sample = sampling.sample(space, draws, np.random.default_rng(11))
     assert len(sample) > 20
     costs = evaluate_many(space.arch, space.workload, sample)
     objective = parse_objective("edp", space.arch)
@@ -121,7 +119,7 @@ def test_node_bounds_stay_below_every_mapping_under_them(arch, workload, draws):
 
 def test_the_chain_keeps_the_splits_of_the_innermost_level_among_its_units():
     """The fragments of a fused role are met by the innermost level's tile, its own split
-    among the compute units included (`Mapspace.fragment_mask`): a conv1d's k = c.r of 2,
+    among the compute units included (`pruning.fragment_mask`): a conv1d's k = c.r of 2,
     with r split 2 ways from the innermost level to the units, is a valid mapping whose units
     each hold half a fragment. The chain once kept only the splits leaving the units a whole
     fragment, bounded that mapping's cycles infinite (found by the node-bound property test)."""
@@ -144,7 +142,7 @@ def test_the_chain_keeps_the_splits_of_the_innermost_level_among_its_units():
     mapping = Mapping((LevelMapping(keep=everything), LevelMapping(keep=everything),
                        LevelMapping(spatial=((3, 2, 1),), keep=everything)))
     table = to_table([mapping], 4, 3)
-    assert space.valid_mask(table).all()
+    assert pruning.valid_mask(space, table).all()
     links = LinkBounds(space)
     costs = evaluate_many(arch, workload, table)
     bound = lower_bounds(space, parse_objective("cycles", arch), 3, table, costs, links)

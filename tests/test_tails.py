@@ -12,7 +12,7 @@ from mapper.search import Exhaustive, Joint, parse_objective
 from mapper.cost import evaluate, evaluate_many
 from mapper.load import arch_from_dict, load_arch, workload_from_dict
 from mapper.mapping import from_table, to_table
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, counting, sampling, tables
 from mapper.tails import clamp_ratios, dim_extents, tail_extents
 from mapper.units import Where
 
@@ -89,7 +89,7 @@ def test_masked_price_matches_a_clamped_execution(name):
     units execute whole fragments. Scalar and vectorised agree."""
     arch, wl = small_gpu(), CASES[name]
     space = Mapspace(arch, wl, Constraints())
-    table = space.sample(40, np.random.default_rng(1))
+    table = sampling.sample(space, 40, np.random.default_rng(1))
     costs = evaluate_many(arch, wl, table)
     roles = space.roles.fragments()
     padded_rows = 0
@@ -127,7 +127,7 @@ def test_no_block_is_all_padding():
     space = Mapspace(arch, wl, Constraints())
     assert space.extents[0] == (8,)
     rows = space.dim_tables[0]
-    block_tile = space.level_view(rows)[2][:, 1]
+    block_tile = tables.level_view(space, rows)[2][:, 1]
     assert (block_tile > 3).all() and len(rows)
 
 
@@ -151,7 +151,7 @@ def test_joint_equals_exhaustive_on_masked_gpu_spaces(data):
     exhaustive one, the same mapping at the same score to the last bit."""
     try:
         space = masked_gpu_space(data)
-        if space.funnel().after["divisibility"] > 300_000:
+        if counting.funnel(space).after["divisibility"] > 300_000:
             return
         exact = Exhaustive().run(space, parse_objective(data.draw(st.sampled_from(
             ["edp", "energy", "cycles", "delay,energy", "bytes:L0"])), space.arch))

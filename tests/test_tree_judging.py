@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mapper.constraints import Constraints, LevelConstraints
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, pruning
 from mapper.search.fitting_children import fitting_children
 from mapper.search.tree import JUDGED_ABOVE, LevelTree, Nodes, feasible
 
@@ -23,7 +23,8 @@ def _rows(tree: LevelTree, nodes: Nodes) -> set:
 def _kept(space: Mapspace, tree: LevelTree, children: Nodes) -> Nodes:
     """The children a pricing would keep: valid if complete, else feasible."""
     table = tree.table(children)
-    ok = space.valid_mask(table) if children.depth >= tree.leaf_depth else feasible(space, children.depth, table)
+    complete = children.depth >= tree.leaf_depth
+    ok = pruning.valid_mask(space, table) if complete else feasible(space, children.depth, table)
     return children.take(np.flatnonzero(ok))
 
 

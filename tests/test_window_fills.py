@@ -12,7 +12,7 @@ from mapper.constraints import Constraints
 from mapper.cost import evaluate_many
 from mapper.load import arch_from_dict, workload_from_dict
 from mapper.mapping import MappingTable
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, pruning, sampling
 from mapper.search import parse_objective
 from mapper.search.bounds import LinkBounds, lower_bounds
 from mapper.search.bounds import operand, window
@@ -83,10 +83,10 @@ def test_a_windowed_tensors_fills_stay_below_every_mapping_of_their_cell(einsum,
     touched = bound.instances * np.maximum(bound.words[t], window.touched(space.workload.tensors[t], bound.tile, bound.trips))
     assert (least >= touched * (1 - 1e-9)).all()
     assert (least > touched * (1 + 1e-9)).any()
-    sample = space.sample(20000, np.random.default_rng(5))
+    sample = sampling.sample(space, 20000, np.random.default_rng(5))
     costs = evaluate_many(space.arch, workload, sample)
     j = bound.level
-    rows = np.flatnonzero(space.valid_mask(sample) & sample.keep[j, t].astype(bool))
+    rows = np.flatnonzero(pruning.valid_mask(space, sample) & sample.keep[j, t].astype(bool))
     tile = sample.factors[j:].prod(axis=(0, 1))
     split = sample.factors[1, 1:].prod(axis=0)
     ratios = []
@@ -111,8 +111,8 @@ def test_node_bounds_on_windows_stay_below_every_mapping(monkeypatch, einsum, si
     assert links.innermost.cell_vectors is not None and len(links.innermost.cell_vectors) > 8
     assert operand.SplitVectors(space).at_depth[0] is None
     arch, workload = space.arch, space.workload
-    sample = space.sample(6000, np.random.default_rng(2))
-    sample = sample.take(np.flatnonzero(space.valid_mask(sample)))
+    sample = sampling.sample(space, 6000, np.random.default_rng(2))
+    sample = sample.take(np.flatnonzero(pruning.valid_mask(space, sample)))
     costs = evaluate_many(arch, workload, sample)
     objective = parse_objective("edp", arch)
     for depth in range(space.n_levels + 1):
@@ -155,3 +155,19 @@ def test_coinciding_windows_share_a_transfer_in_the_bound():
     assert len(cells)
     spread = window.multicast(space.arch, space.workload.tensors[t], bound.cell_vectors, bound.tile, bound.level, [1])[cells]
     assert np.allclose(spread, 4 / 3)
+
+
+def test_window_steps_counted_once_per_distinct_trips_are_the_direct_counts():
+    """`window.steps_once` (each distinct column of trips counted once into a memo kept per
+    space) gives what `window.steps` gives cell by cell, on columns repeated and asked twice."""
+    space = _space(*CASES[0])
+    bound = LinkBounds(space).innermost
+    t = next(i for i, tensor in enumerate(space.workload.tensors) if tensor.has_sliding_axis)
+    some = bound.trips[:, ::max(1, bound.trips.shape[1] // 40)]
+    trips = np.concatenate([some, some[:, ::-1], some[:, :5]], axis=1)
+    direct = window.steps(space.workload.tensors[t], trips, bound.way_orders, {})
+    assert (direct > 1).any()
+    known, tensor = {}, space.workload.tensors[t]
+    for _ in range(2):
+        assert np.array_equal(window.steps_once(tensor, trips, bound.way_orders, known, {}), direct)
+    assert len(known) < trips.shape[1]

@@ -10,7 +10,7 @@ from mapper.constraints import Constraints, LevelConstraints
 from mapper.cost import evaluate, evaluate_many
 from mapper.load import arch_from_dict, mapping_from_checked_dict, workload_from_dict
 from mapper.mapping import to_table
-from mapper.mapspace import Mapspace
+from mapper.mapspace import Mapspace, pruning
 from mapper.search.exhaustive import Exhaustive
 from mapper.search.joint import Joint
 from mapper.search.objective import parse_objective
@@ -93,8 +93,8 @@ def test_level_word_decides_what_fits():
     fits = _arch({"word_bits": 32, "capacity": "192 B"})
     table = to_table([_buf_runs_everything(fits, workload)], 3, 3)
     assert not evaluate_many(arch, workload, table).valid[0]
-    assert not Mapspace(arch, workload, Constraints()).valid_mask(table)[0]
-    assert Mapspace(fits, workload, Constraints()).valid_mask(table)[0]
+    assert not pruning.valid_mask(Mapspace(arch, workload, Constraints()), table)[0]
+    assert pruning.valid_mask(Mapspace(fits, workload, Constraints()), table)[0]
 
 
 def _cluster_case(used: int):

@@ -63,7 +63,7 @@ class Evaluation:
         return self.energy_pj * self.cycles
 
     def fits(self) -> bool:
-        return all(lv.footprint_bytes <= lv.capacity_bytes for lv in self.levels)
+        return all(tiles.within(lv.footprint_bytes, lv.capacity_bytes) for lv in self.levels)
 
 
 def _loads(tensor, spans, nest_above) -> int:

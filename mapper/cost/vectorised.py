@@ -7,7 +7,8 @@ sliding window (an axis like p+r) only fetches the new slice when the move is al
 and in the same direction as the previous move; outputs skip the first read of each element.
 `scalar.py` implements the same rules independently, one mapping at a time, with a full
 breakdown; tests require both to agree exactly. The sliding-window rule is in `sliding.py`,
-the walk up each tensor (multicast, reduction, traffic, latency) in `walk.py`.
+the walk up each tensor (multicast, reduction, traffic, latency) in `walk.py`, the loop nest's
+arrays every rule reads in `nest.py`.
 
 Layout: internally every array is [small axes..., N] so that each numpy operation runs over
 long contiguous vectors of mappings; loops in Python only run over levels, tensors and axes.
@@ -24,7 +25,8 @@ from ..spec import Arch, Workload
 from .sliding import SlidingMoves
 from .timing import level_time
 from .occupancy import gpu_levels, resident_blocks
-from .walk import Latency, Traffic, kept_flag, product_of, walk_tensor
+from .nest import Nest, exclusive_cumprod, product_of
+from .walk import Latency, Traffic, kept_flag, walk_tensor
 
 
 @dataclass(frozen=True)
@@ -72,65 +74,16 @@ class Costs:
         return self.energy_pj * self.cycles
 
 
-def _exclusive_cumprod(x: np.ndarray) -> np.ndarray:
-    """Along axis 0: out[i] = prod(x[:i]). (A loop over the short axis beats np.cumprod here.)"""
-    out = np.empty_like(x)
-    out[0] = 1
-    for i in range(1, len(x)):
-        np.multiply(out[i - 1], x[i - 1], out=out[i])
-    return out
-
-
-def _inclusive_cumprod_from_end(x: np.ndarray) -> np.ndarray:
-    """Along axis 0: out[i] = prod(x[i:])."""
-    out = x.copy()
-    for i in range(len(x) - 2, -1, -1):
-        np.multiply(out[i + 1], x[i], out=out[i])
-    return out
-
-
-class _Nest:
-    """The per-batch arrays every rule needs, in [small axes..., N] layout."""
-
-    def __init__(self, workload: Workload, table: MappingTable):
-        factors = table.factors                                                    # (L, 3, D, N)
-        self.temporal = factors[:, 0]
-        self.spatial = factors[:, 1] * factors[:, 2]
-        self.spatial_xy = factors[:, 1:]
-        full = self.temporal * self.spatial
-        self.span = _inclusive_cumprod_from_end(full)                              # loops at >= l
-        self.order, self.keep, self.stages = table.order, table.keep, table.stages
-        self.n_levels, self.n_dims, self.n = self.temporal.shape
-        spans = np.moveaxis(self.span, 1, 0)
-        self.ext = [[tiles.extent(axis, spans) for axis in t.axes] for t in workload.tensors]
-        self.tile = [product_of(ext) for ext in self.ext]                            # T x (L, N)
-        # an output's partition (its tile's span times the temporal loops above): read back
-        # only by outputs, so only their dims' spans are formed
-        output_dims = sorted({d for t in workload.tensors if t.is_output for d in t.dims})
-        partition_spans = {d: spans[d] * _exclusive_cumprod(self.temporal[:, d]) for d in output_dims}
-        self.partition = [tiles.words(t, partition_spans) if t.is_output else None for t in workload.tensors]
-        # where slot (l, i) of each mapping finds its loop's dim in an (L, D, N) array, flattened:
-        # np.take with it is several times faster than take_along_axis over the dims
-        self.slot_index = self.order * self.n
-        self.slot_index += (np.arange(self.n_levels) * (self.n_dims * self.n))[:, None, None]
-        self.slot_index += np.arange(self.n)
-
-    def by_slot(self, per_dim: np.ndarray) -> np.ndarray:
-        """(l, D, N) values of each level's dims -> the same of each level's loops, outermost first;
-        `per_dim` a contiguous array of the first l levels."""
-        return np.take(per_dim.reshape(-1), self.slot_index[:len(per_dim)])
-
-
-def _footprint(arch: Arch, workload: Workload, nest: _Nest) -> np.ndarray:
+def _footprint(arch: Arch, workload: Workload, nest: Nest) -> np.ndarray:
     return tiles.kept_bytes(arch, workload, nest.tile, nest.keep, nest.stages)      # (L, N)
 
 
 def footprint_bytes(arch: Arch, workload: Workload, table: MappingTable) -> np.ndarray:
     """Bytes each level's kept tiles take per instance (times stages), (N, L)."""
-    return _footprint(arch, workload, _Nest(workload, table)).T
+    return _footprint(arch, workload, Nest(workload, table)).T
 
 
-def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
+def _loads(workload: Workload, nest: Nest, with_rounds: bool = False):
     """Words fetched into one instance of each level over the run, first fetch included; T x (L, N).
     With `with_rounds`, also the fetch requests of each, T x (L, N): the steps of the temporal
     loops above the level down to the innermost non-unit loop over a dim indexing the tensor
@@ -172,7 +125,7 @@ def _loads(workload: Workload, nest: _Nest, with_rounds: bool = False):
     return (loads, rounds) if with_rounds else loads
 
 
-def occupancy(arch: Arch, nest: "_Nest", footprint: np.ndarray, output_dims):
+def occupancy(arch: Arch, nest: Nest, footprint: np.ndarray, output_dims):
     """(resident blocks per SM, waves, both per level (L, N)) of N mappings. A block is what
     one SM's instance of the shared-memory level holds; the SM runs the temporal loops above
     that level as blocks, `resident` at a time, in `waves` rounds. Per level: those figures at
@@ -232,16 +185,17 @@ def _energy(arch: Arch, level_energy, instances, spatial_all, executed_per_unit,
     return _summed_in_order(level_energy) + executed * arch.compute.energy_per_mac + leak * cycles
 
 
-def _valid(arch: Arch, nest: _Nest, footprint: np.ndarray) -> np.ndarray:
+def _valid(arch: Arch, nest: Nest, footprint: np.ndarray) -> np.ndarray:
     """(N,) tiles fit every level's capacity and spatial loops fit every fanout."""
-    capacity = np.array([level.capacity for level in arch.levels])[:, None]
-    return (footprint <= capacity).all(axis=0) & fits_every_fanout(arch, nest.spatial_xy, spatial=True)
+    return tiles.fits(arch, footprint) & fits_every_fanout(arch, nest.spatial_xy, spatial=True)
 
 
 def fits_every_fanout(arch: Arch, factors: np.ndarray, spatial: bool = False) -> np.ndarray:
     """(N,) every level's spatial split fits its fanout (`Arch.fits_fanout`); `factors` as a
     table's (L, 3, D, N) (or its spatial slots alone, (L, 2, D, N), with `spatial`)."""
-    units = factors[:, 0 if spatial else 1:].prod(axis=2)                       # (L, 2, N)
+    xy = factors if spatial else factors[:, 1:]
+    # a product over the dims, one multiply each (numpy's prod over a middle axis is slower)
+    units = product_of([xy[:, :, d] for d in range(xy.shape[2])])                 # (L, 2, N)
     ok = np.ones(factors.shape[-1], bool)
     for lv in range(len(units)):
         ok &= arch.fits_fanout(lv, units[lv, 0], units[lv, 1])
@@ -251,7 +205,7 @@ def fits_every_fanout(arch: Arch, factors: np.ndarray, spatial: bool = False) ->
 def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     """Price every mapping of `table`; see the module docstring for the semantics."""
     arch = arch.for_workload(workload)      # the MAC rate and energy of its operand dtypes
-    nest = _Nest(workload, table)
+    nest = Nest(workload, table)
     n_levels, n = nest.n_levels, nest.n
     latency = np.array([level.latency for level in arch.levels])
     with_latency = bool(latency.any())
@@ -260,7 +214,7 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     else:
         loads = _loads(workload, nest)
     spatial_all = nest.spatial.prod(axis=1)                                            # (L, N)
-    instances = _exclusive_cumprod(spatial_all)
+    instances = exclusive_cumprod(spatial_all)
     macs_per_unit = nest.temporal.reshape(n_levels * nest.n_dims, n).prod(axis=0)     # (N,)
     # padding included: whole fragments of the unit's own tile (`tails.fragment_macs`)
     executed = tails.fragment_macs(arch, workload, nest.temporal[-1], macs_per_unit)

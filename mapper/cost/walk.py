@@ -11,42 +11,24 @@ not np.where (several times slower on such masks).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..spec import Arch, Workload
+from .energy import access_energy
 from .multicast import distinct_offsets
-
-if TYPE_CHECKING:
-    from .vectorised import _Nest
-
-
-def product_of(arrays: list[np.ndarray]) -> np.ndarray:
-    """The elementwise product of `arrays` (one multiply per array, no reduction over a
-    stacked copy)."""
-    out = arrays[0]
-    for a in arrays[1:]:
-        out = out * a
-    return out
+from .nest import Nest, product_of
 
 
 def _access_energy(level, word_bytes: float, reads, fills, updates) -> np.ndarray:
-    """Per-instance energy: vector accesses of block_size words, rounded up as Timeloop does,
-    plus any per-byte energy. Terms are added in the same order as the scalar path; a count
-    that is None is zero in every mapping (an input's updates) and adds nothing."""
-    out = 0.0
-    for count, per_access, per_byte in ((reads, level.energy_read, level.byte_energy_read),
-                                        (fills, level.energy_write, level.byte_energy_write),
-                                        (updates, level.energy_update, level.byte_energy_update)):
-        if count is None:
-            continue
-        if per_access:      # zero terms are skipped: adding 0.0 would not change the sum
-            blocks = count if level.block_size == 1 else -(-count // level.block_size)
-            out = out + blocks * per_access
-        if per_byte:
-            out = out + count * (word_bytes * per_byte)
-    return out
+    """Per-instance energy of the reads, fills (writes) and updates (`energy.access_energy`),
+    added in the same order as the scalar path; a count that is None is zero in every mapping
+    (an input's updates) and adds nothing."""
+    out = None                # not 0.0: access_energy's figure is never -0.0, so 0.0 + it copied it
+    for count, kind in ((reads, "read"), (fills, "write"), (updates, "update")):
+        if count is not None:
+            energy = access_energy(level, count, word_bytes, kind)
+            out = energy if out is None else out + energy
+    return 0.0 if out is None else out
 
 
 def _unique_rows(rows: np.ndarray):
@@ -62,7 +44,7 @@ def _unique_rows(rows: np.ndarray):
     return np.unique(rows, axis=0, return_inverse=True)
 
 
-def _distinct_children(arch: Arch, tensor, nest: _Nest, parent: int, child: int) -> np.ndarray:
+def _distinct_children(arch: Arch, tensor, nest: Nest, parent: int, child: int) -> np.ndarray:
     """Distinct tiles of `tensor` among the children of one `parent` instance (instances of
     level `child`, or the compute units): see `multicast.py`. Only rows where two dims of one
     axis are both split spatially need the sumset; the rest is a product of bounds."""
@@ -87,29 +69,28 @@ def _distinct_children(arch: Arch, tensor, nest: _Nest, parent: int, child: int)
     return count * _distinct_over(tensor, nest, levels)
 
 
-def _distinct_over(tensor, nest: _Nest, levels: list[tuple[int, np.ndarray]]) -> np.ndarray:
+def _distinct_over(tensor, nest: Nest, levels: list[tuple[int, np.ndarray]]) -> np.ndarray:
     """Distinct tiles of `tensor` over the sharing spatial loops of `levels` ((level, bounds
     (D, N)) pairs, each level's loops inside the tile below it)."""
     n = nest.n
-    count = np.ones(n, np.int64)
+    if not levels:                                 # no spatial loop in between: one tile
+        return np.ones(n, np.int64)
     inner = [nest.span[lv + 1] if lv + 1 < nest.n_levels else np.ones_like(nest.span[0]) for lv, _ in levels]
+    per_axis = []
     for axis in tensor.axes:
-        product = np.ones(n, np.int64)
-        split_dims = 0
-        for d, _ in axis:
-            bounds = product_of([spatial[d] for _, spatial in levels]) if levels else np.ones(n, np.int64)
-            product = product * bounds
-            split_dims = split_dims + (bounds > 1)
-        collide = np.flatnonzero(split_dims > 1)
-        if len(collide):
-            params = np.stack([p for i, (_, spatial) in enumerate(levels) for d, c in axis
-                               for p in (c * inner[i][d][collide], spatial[d][collide])], axis=1)
-            unique, inverse = _unique_rows(params)
-            sizes = np.array([distinct_offsets(tuple(zip(row[0::2].tolist(), row[1::2].tolist())))
-                              for row in unique])
-            product[collide] = sizes[inverse.reshape(-1)]
-        count = count * product
-    return count
+        bounds = [product_of([spatial[d] for _, spatial in levels]) for d, _ in axis]
+        product = product_of(bounds)
+        if len(axis) > 1:                          # only an axis over several dims can collide
+            collide = np.flatnonzero(sum(b > 1 for b in bounds) > 1)
+            if len(collide):
+                params = np.stack([p for i, (_, spatial) in enumerate(levels) for d, c in axis
+                                   for p in (c * inner[i][d][collide], spatial[d][collide])], axis=1)
+                unique, inverse = _unique_rows(params)
+                sizes = np.array([distinct_offsets(tuple(zip(row[0::2].tolist(), row[1::2].tolist())))
+                                  for row in unique])
+                product[collide] = sizes[inverse.reshape(-1)]    # a new array: a product of two or more
+        per_axis.append(product)
+    return product_of(per_axis)     # may be a view of the nest's spatial factors: never written
 
 
 class Traffic:
@@ -179,8 +160,12 @@ def kept_flag(keep: np.ndarray):
 
 
 def _wherekept_flag(kept, values: np.ndarray) -> np.ndarray:
-    """`values` where the tensor is kept, else 0 (`kept` from `kept_flag`, never False here)."""
-    return values if kept is True else np.where(kept, values, 0)
+    """`values` where the tensor is kept, else 0 (`kept` from `kept_flag`, never False here):
+    integer counts by a product with the mask (np.where is several times slower on a mask that
+    varies row by row), exact for integers."""
+    if kept is True:
+        return values
+    return values * kept if values.dtype.kind in "iu" else np.where(kept, values, 0)
 
 
 def _unless(flag, values):
@@ -290,7 +275,7 @@ class _Below:
         self.waits = np.where(kept, waits, self.waits)
 
 
-def _served(level, tensor, nest: _Nest, lv: int, spatial_all, relevant_fanout, relevant) -> np.ndarray:
+def _served(level, tensor, nest: Nest, lv: int, spatial_all, relevant_fanout, relevant) -> np.ndarray:
     """Distinct tiles of `tensor` the children of one instance of level lv need (an axis
     without sliding windows): where the fanout shares, children differing only in dims not
     indexing the tensor hold the same tile (multicast / reduction), so only the split over
@@ -307,7 +292,7 @@ def _served(level, tensor, nest: _Nest, lv: int, spatial_all, relevant_fanout, r
     return served
 
 
-def _supply(arch: Arch, tensor, nest: _Nest, lv: int, below: _Below) -> np.ndarray:
+def _supply(arch: Arch, tensor, nest: Nest, lv: int, below: _Below) -> np.ndarray:
     """Words one instance of level lv sends down: the keeper below's loads times the distinct
     tiles among its children there (identical tiles are multicast / reduced)."""
     if tensor.has_sliding_axis:      # overlapping windows may coincide: count them
@@ -321,7 +306,7 @@ def _supply(arch: Arch, tensor, nest: _Nest, lv: int, below: _Below) -> np.ndarr
     return below.loads * below.fan
 
 
-def walk_tensor(arch: Arch, workload: Workload, nest: _Nest, t: int, loads, spatial_all, macs_per_unit,
+def walk_tensor(arch: Arch, workload: Workload, nest: Nest, t: int, loads, spatial_all, macs_per_unit,
                  buffered, traffic: Traffic, lat: Latency | None) -> None:
     """Records tensor t's counts at every level into `traffic` (and its latency terms into
     `lat`). Walk up from the compute units: each kept level serves the loads of the next kept

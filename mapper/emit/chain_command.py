@@ -69,7 +69,6 @@ def _search(arch, workload, seconds: float):
     from ..search import SearchContext, make_strategy, parse_objective
     context = SearchContext.for_command(seconds).for_search()
     space = Mapspace(arch, workload, load_constraints(None))
-    space.stop = context.stopped
     result = make_strategy("joint", {}).run(space, parse_objective("edp", arch), context, lambda evaluated: None)
     if result.mapping is None:
         raise MapperError(f"op {workload.name}: no mapping found in {seconds:g} s")

@@ -115,7 +115,6 @@ def _inputs(args):
     found = native_search_inputs(args.arch, args.workload, args.mapspace)
     context = SearchContext.for_command(args.time_limit).for_search()
     space = Mapspace(found.arch, found.workload, found.constraints)
-    space.stop = context.stopped
     objective = parse_objective(args.objective, found.arch)
     result = make_strategy("joint", {}).run(space, objective, context, lambda evaluated: None)
     proof = "proven optimal" if result.optimal else "not proven optimal"

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import InfeasibleError, SpecError
 from ..mapping import Mapping
-from ..mapspace import Mapspace
+from ..mapspace import Mapspace, infeasible
 from ..search import SearchContext, make_strategy, parse_objective
 from ..spec import Arch, Workload
 
@@ -143,9 +143,8 @@ def _search_point(arch, workload, constraints, goal, outer, capacity, previous, 
     # the point's clock starts before the space is counted: counting a large space exactly
     # took seconds past a short limit, and stops (estimating) once the limit is reached
     context = SearchContext.for_command(time_limit, max_evaluations).for_search()
-    space.stop = context.stopped
     try:
-        space.require_nonempty()
+        infeasible.require_nonempty(space, stop=context.stopped)
     except InfeasibleError:
         return None
     strategy = make_strategy("joint", {**options, "incumbents": previous}, where="capacity curve")

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from .. import tiles
 from ..spec import Arch, Workload
 from .traffic_bounds import LevelTraffic, bilinear
 
@@ -113,7 +114,7 @@ def structure(arch: Arch, workload: Workload) -> Structure:
 
 
 def capacity_regime(traffic: LevelTraffic, threshold_bytes: float, capacity_bytes: float) -> str:
-    if threshold_bytes <= capacity_bytes:
+    if tiles.within(threshold_bytes, capacity_bytes):
         return "threshold"
     if traffic.capacity_bound > traffic.compulsory:
         return "continuous"

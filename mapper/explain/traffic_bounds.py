@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import tiles
 from ..cost import Evaluation
 from ..spec import Arch, Workload
 
@@ -207,7 +208,7 @@ def least_traffic(tilings, capacity_bytes: float) -> float | None:
     if tilings is None:
         return None
     footprint, traffic = tilings
-    fits = footprint <= capacity_bytes
+    fits = tiles.within(footprint, capacity_bytes)
     return float(traffic[fits].min()) if fits.any() else math.inf
 
 

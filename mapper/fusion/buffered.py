@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass
 
 from ..opgraph import OpGraph
+from ..tiles import within
 from ..spec import Arch
 from .kernels import Mapped, OpSearches
 from .price import KernelPrice, fits_at, merged, scaled, times, without
@@ -142,16 +143,12 @@ def _divisors(n: int) -> list[int]:
     return [k for k in range(1, n + 1) if n % k == 0] if n <= 1 << 16 else [n]
 
 
-def _internal(graph: OpGraph, ops) -> list[str]:
-    return [graph.ops[i].output for i in ops if any(j in ops for j in graph.consumers(graph.ops[i].output))]
-
-
 def plan(arch: Arch, graph: OpGraph, ops: tuple[int, ...], level: int) -> SlicePlan:
     """The slice tiling of the group (see the module docstring), or raises Unfusable."""
     if arch.levels[level].instances != 1 or arch.gpu is not None:
         raise Unfusable("tiling mismatch", f"{arch.levels[level].name} is not one buffer shared by every op's slice")
     dims, refused = fused_dims(graph, ops)
-    internal = _internal(graph, ops)
+    internal = graph.internal(ops)
     capacity = arch.levels[level].capacity
     span = {t: (graph.producer(t), max(j for j in graph.consumers(t) if j in ops)) for t in internal}
     outer = [(j, t) for j in ops for t in graph.ops[j].inputs if graph.producer(t) not in ops]
@@ -175,7 +172,7 @@ def plan(arch: Arch, graph: OpGraph, ops: tuple[int, ...], level: int) -> SliceP
         live = {k: sum(b for t, b in sb.items() if span[t][0] <= k <= span[t][1]) for k in ops}
         peak = max(live.values(), default=0.0)
         smallest = peak if smallest is None else min(smallest, peak)
-        if peak > LIVE_SHARE * capacity:
+        if not within(peak, LIVE_SHARE * capacity):
             continue
         counts = {d: d.size // tile for d, tile in zip(dims, tiles)}
         again = {}
@@ -205,7 +202,7 @@ def _without_intermediates(graph: OpGraph, kernel: KernelPrice, ops, escapes, f:
                            deep: dict | None = None) -> KernelPrice:
     """`kernel` less each intermediate's traffic above level f (above its own level where it
     is an epilogue's input: `deep`) and its consumers' fills at that level."""
-    for t in _internal(graph, ops):
+    for t in graph.internal(ops):
         at = (deep or {}).get(t, f)
         if not escapes(t):
             kernel = without(kernel, t, graph.producer(t), at)
@@ -223,7 +220,7 @@ def epilogues(arch: Arch, graph: OpGraph, ops, f: int, escapes) -> dict:
     if f + 1 >= len(arch.levels):
         return {}
     out = {}
-    for t in _internal(graph, ops):
+    for t in graph.internal(ops):
         p, readers = graph.producer(t), graph.consumers(t)
         if graph.ops[p].family != "einsum" or escapes(t) or len(readers) != 1:
             continue
@@ -260,7 +257,7 @@ def buffered_price(arch: Arch, graph: OpGraph, searches: OpSearches, ops: tuple[
     (it is then still written out by its producer)."""
     f = searches.level
     level = arch.levels[f]
-    internal = _internal(graph, ops)
+    internal = graph.internal(ops)
     deep = epilogues(arch, graph, ops, f, escapes)
     members = []
     for j in ops:

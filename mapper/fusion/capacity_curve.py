@@ -30,7 +30,7 @@ from ..search import SearchContext
 from ..spec import Arch
 from .bound import ChainBound, chain_bound
 from .grouping import Grouping
-from .groups import GroupPrice
+from .group_price import GroupPrice
 from .kernels import fusion_level
 from .replay import pins_of, repriced, singles_pins
 from .run import fuse

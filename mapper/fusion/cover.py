@@ -16,7 +16,8 @@ import itertools
 import networkx as nx
 
 from .grouping import Grouping
-from .groups import GroupPrice, Grouper, Refusal
+from .group_price import GroupPrice, Refusal
+from .groups import Grouper
 
 SCALE = 10**9               # the objective's integer resolution, relative to the largest candidate
 # connected groups enumerated at most: a tensor many ops read (a star) has combinatorially many,

@@ -14,7 +14,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from .groups import GroupPrice, Grouper, Refusal
+from .group_price import GroupPrice, Refusal
+from .groups import Grouper
 
 MAX_GROUP = 8            # ops in one kernel at most
 MAX_EXHAUSTIVE = 14      # ops of a graph `all_groupings` enumerates (2^13 cuts)

@@ -152,9 +152,7 @@ class OpSearches:
             constraints = dataclasses.replace(constraints, levels=self._fusable_levels(wl, whole, at or self.level))
         if self.extra_levels:
             constraints = dataclasses.replace(constraints, levels=self._with_extra(constraints.levels))
-        space = Mapspace(arch, wl, constraints)
-        space.stop = self.context.stopped
-        return space
+        return Mapspace(arch, wl, constraints)
 
     def _search(self, i: int, whole, reserve: float, wl, sizes, at=None):
         op = self.graph.ops[i]

@@ -23,7 +23,8 @@ from ..search.warm import admit
 from ..spec import Arch
 from .buffered import Unfusable
 from .grouping import Grouping
-from .groups import Grouper, Refusal
+from .group_price import Refusal
+from .groups import Grouper
 from .kernels import Mapped, OpSearches, completes_output
 
 NOT_PINNED = "not a kernel of the grouping priced again"

@@ -6,7 +6,7 @@ from dataclasses import replace
 from ..errors import clipped
 from ..mapping import level_tiles, mapping_to_dict
 from ..report import mapping_text
-from .groups import NOT_SEARCHED, Refusal
+from .group_price import NOT_SEARCHED, Refusal
 from .grouping import Grouping
 from .run import FuseResult
 

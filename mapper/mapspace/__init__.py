@@ -16,19 +16,23 @@ buffering depth. The space is the product of these choices; it is never listed a
   and estimates by uniform sampling otherwise; it names every count it estimated, and its work
   is bounded whatever the space (docs/RESULTS.md).
 
-The class is split by job, one module each (`Mapspace` combines them):
-- `space`: the class itself, the slots, padded extents (`factors.padded_extents`) and
-  keep/stage choices per level;
+`Mapspace` is a frozen value, checked once when made; what is done with it is free functions
+taking it, one module per job:
+- `space`: the value itself, the slots, padded extents (`factors.padded_extents`), keep/stage
+  choices per level, the per-dim tables, and its parts (`Mapspace.part`: one keep vector);
 - `tables`: per-dim factorisation tables, pruned by the preset's bounds and divisibility;
 - `order_tables`: loop-order classes per level and their counts;
+- `pruning`: the coupled checks (fanout, capacity, occupancy);
+- `sampling`: batches of the cross product, full enumeration and uniform sampling;
 - `counting`: closed-form sizes and the funnel (`Funnel`);
-- `pruning`: the coupled checks (fanout, capacity, occupancy) and why nothing fits;
-- `sampling`: batches of the cross product, full enumeration and uniform sampling.
+- `infeasible`: why nothing fits (`require_nonempty`).
 """
 from ..factors import padded_extents      # where bind finds it too (no bind -> mapspace -> bind circle)
+from . import counting, infeasible, order_tables, pruning, sampling, tables
 from .common import SPATIAL_X, SPATIAL_Y, STEPS, TEMPORAL, LevelChoices
 from .counting import MAX_EXACT_TERMS, PATTERN_SAMPLES, Funnel
 from .space import Mapspace
 
 __all__ = ["Mapspace", "Funnel", "LevelChoices", "TEMPORAL", "SPATIAL_X", "SPATIAL_Y", "STEPS",
-           "MAX_EXACT_TERMS", "PATTERN_SAMPLES", "padded_extents"]
+           "MAX_EXACT_TERMS", "PATTERN_SAMPLES", "padded_extents",
+           "counting", "infeasible", "order_tables", "pruning", "sampling", "tables"]

@@ -17,6 +17,13 @@ class LevelChoices:
     keeps: tuple[tuple[int, ...], ...]
     stages: tuple[int, ...]
 
+    def keep_table(self, n_tensors: int) -> np.ndarray:
+        """(keep options, tensors) whether each option keeps each tensor."""
+        table = np.zeros((len(self.keeps), n_tensors), bool)
+        for i, option in enumerate(self.keeps):
+            table[i, list(option)] = True
+        return table
+
 
 def _bits(mask: int) -> int:
     return bin(mask).count("1")

@@ -4,156 +4,167 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..mapping import MappingTable, along_last
+from . import order_tables, pruning
 from .common import TEMPORAL, _chunks
 
+if TYPE_CHECKING:
+    from .space import Mapspace
 
-class SamplingMixin:
-    """Enumeration (`tables`, `expand`) and sampling (`sample`) as MappingTables.
 
-    Part of `Mapspace` (see `space`): it reads `arch`, `workload`, `constraints`, `n_levels`,
-    `n_dims`, `level_constraints`, `slots`, `extents`, `choices` and the other mixins' methods."""
+def factors_at(space: Mapspace, index: np.ndarray) -> np.ndarray:
+    """Factor arrays (L, 3, D, N) for flat indices into the product of the per-dim tables."""
+    rows = np.unravel_index(index, [len(t) for t in space.dim_tables])
+    return assemble(space, [t[r] for t, r in zip(space.dim_tables, rows)])
 
-    def _factors(self, index: np.ndarray) -> np.ndarray:
-        """Factor arrays (L, 3, D, N) for flat indices into the product of the per-dim tables."""
-        rows = np.unravel_index(index, [len(t) for t in self.dim_tables])
-        return self.assemble([t[r] for t, r in zip(self.dim_tables, rows)])
 
-    def _sample_factors(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        if not all(len(t) for t in self.dim_tables):    # some dim has no factorisation: none to draw
-            return self.assemble([t[:0] for t in self.dim_tables])
-        return self.assemble([t[rng.integers(0, len(t), size=count)] for t in self.dim_tables])
+def sample_factors(space: Mapspace, count: int, rng: np.random.Generator) -> np.ndarray:
+    if not all(len(t) for t in space.dim_tables):    # some dim has no factorisation: none to draw
+        return assemble(space, [t[:0] for t in space.dim_tables])
+    return assemble(space, [t[rng.integers(0, len(t), size=count)] for t in space.dim_tables])
 
-    def assemble(self, per_dim: list[np.ndarray]) -> np.ndarray:
-        n = per_dim[0].shape[0]
-        factors = np.ones((self.n_levels, 3, self.n_dims, n), np.int64)
-        for d, rows in enumerate(per_dim):
-            for k, (lv, kind) in enumerate(self.slots):
-                factors[lv, kind, d] = rows[:, k]
-        return factors
 
-    # ------------------------------------------------------------------ enumeration and sampling
+def assemble(space: Mapspace, per_dim: list[np.ndarray]) -> np.ndarray:
+    n = per_dim[0].shape[0]
+    factors = np.ones((space.n_levels, 3, space.n_dims, n), np.int64)
+    for d, rows in enumerate(per_dim):
+        for k, (lv, kind) in enumerate(space.slots):
+            factors[lv, kind, d] = rows[:, k]
+    return factors
 
-    def looping_dims(self, level: int) -> frozenset[int]:
-        """Dims that may have a non-unit temporal loop at `level` (the per-dim tables say)."""
-        column = self.slots.index((level, TEMPORAL))
-        return frozenset(d for d, rows in enumerate(self.dim_tables) if len(rows) and rows[:, column].max() > 1)
+# ------------------------------------------------------------------ enumeration and sampling
 
-    def expansion_bound(self) -> int:
-        """The most mappings one factor combination expands to (keep sets x stage counts x loop
-        orders at every level): batches of factor combinations are sized by it, so that the
-        rows priced together stay bounded."""
-        return math.prod(len(c.keeps) * len(c.stages) * max(1, len(self.orders_for(lv, self.looping_dims(lv))))
-                         for lv, c in enumerate(self.choices))
 
-    def combinations(self) -> int:
-        """Size of the cross product of the per-dim tables (before coupled pruning)."""
-        return math.prod(len(t) for t in self.dim_tables)
+def looping_dims(space: Mapspace, level: int) -> frozenset[int]:
+    """Dims that may have a non-unit temporal loop at `level` (the per-dim tables say)."""
+    column = space.slots.index((level, TEMPORAL))
+    return frozenset(d for d, rows in enumerate(space.dim_tables) if len(rows) and rows[:, column].max() > 1)
 
-    def tables(self, batch: int = 100_000, stop=None):
-        """Every mapping of the pruned space, as MappingTables of at most about `batch` rows;
-        `stop()`, when given, is asked between batches (most batches may yield nothing)."""
-        for index in _chunks(self.combinations(), batch):
-            if stop is not None and stop():
-                return
-            factors = self._factors(index)
-            # rows whose loops some level's order constraints leave no order expand to nothing:
-            # dropped before their groups of order classes are built (one each, in Python)
-            factors = along_last(factors, self.coupled_mask(factors) & self.orders_allowed(factors))
-            if factors.shape[-1]:
-                table = self.expand(factors)
-                if len(table):
-                    yield table
 
-    def sample(self, count: int, rng: np.random.Generator) -> MappingTable:
-        """`count` mappings drawn choice by choice: per dim a uniform factorisation row, per level
-        a uniform order class, keep set and stage count. Rows that break a coupled constraint
-        (fanout, capacity, occupancy) are dropped, not redrawn."""
-        factors = self._sample_factors(count, rng)
-        factors = along_last(factors, self.orders_allowed(factors))     # loops with no allowed order: not drawn
-        count = factors.shape[-1]
-        keep_idx = [rng.integers(0, len(c.keeps), size=count) for c in self.choices]
-        stage_idx = [rng.integers(0, len(c.stages), size=count) for c in self.choices]
-        table = self._build(factors, keep_idx, stage_idx, rng)
-        return table.take(self.valid_mask(table))
+def expansion_bound(space: Mapspace) -> int:
+    """The most mappings one factor combination expands to (keep sets x stage counts x loop
+    orders at every level): batches of factor combinations are sized by it, so that the
+    rows priced together stay bounded."""
+    return math.prod(len(c.keeps) * len(c.stages)
+                     * max(1, len(order_tables.orders_for(space, lv, looping_dims(space, lv))))
+                     for lv, c in enumerate(space.choices))
 
-    def expanded_rows(self, factors: np.ndarray) -> int:
-        """How many rows `expand(factors)` builds before pruning (every keep set, stage count and
-        order class at every level), counted without building them: a single factor row of a
-        convolution on a deep array expands to more than memory holds."""
-        masks = self._nonunit_masks(factors)
-        choices = math.prod(len(c.keeps) * len(c.stages) for c in self.choices)
-        return choices * sum(math.prod(len(self.order_array(lv, int(masks[lv][row]))) for lv in range(self.n_levels))
-                             for row in range(factors.shape[-1]))
 
-    def draw_choices(self, factors: np.ndarray, per_row: int, rng: np.random.Generator) -> MappingTable:
-        """`per_row` draws of keep/stage/order choices for each factor combination (uniform per
-        level, as `sample` draws them), pruned by capacity: `expand` where it would build too many."""
-        factors = along_last(factors, np.repeat(np.arange(factors.shape[-1]), per_row))
-        count = factors.shape[-1]
-        keep_idx = [rng.integers(0, len(c.keeps), size=count) for c in self.choices]
-        stage_idx = [rng.integers(0, len(c.stages), size=count) for c in self.choices]
-        table = self._build(factors, keep_idx, stage_idx, rng)
-        return table.take(self.valid_mask(table))
+def combinations(space: Mapspace) -> int:
+    """Size of the cross product of the per-dim tables (before coupled pruning)."""
+    return math.prod(len(t) for t in space.dim_tables)
 
-    def expand(self, factors: np.ndarray) -> MappingTable:
-        """All keep/stage/order choices for each factor combination, pruned by capacity."""
-        n = factors.shape[-1]
-        combos = list(itertools.product(*[itertools.product(range(len(c.keeps)), range(len(c.stages)))
-                                          for c in self.choices]))
-        tables = []
-        for combo in combos:
-            keep_idx = [np.full(n, k) for k, _ in combo]
-            stage_idx = [np.full(n, s) for _, s in combo]
-            table = self._build(factors, keep_idx, stage_idx, None)
-            table = table.take(self.valid_mask(table))
+
+def all_tables(space: Mapspace, batch: int = 100_000, stop=None):
+    """Every mapping of the pruned space, as MappingTables of at most about `batch` rows;
+    `stop()`, when given, is asked between batches (most batches may yield nothing)."""
+    for index in _chunks(combinations(space), batch):
+        if stop is not None and stop():
+            return
+        factors = factors_at(space, index)
+        # rows whose loops some level's order constraints leave no order expand to nothing:
+        # dropped before their groups of order classes are built (one each, in Python)
+        factors = along_last(factors, pruning.coupled_mask(space, factors) & pruning.orders_allowed(space, factors))
+        if factors.shape[-1]:
+            table = expand(space, factors)
             if len(table):
-                tables.append(table)
-        if tables:
-            return MappingTable.concat(tables)
-        empty = [np.zeros(0, np.int64)] * self.n_levels
-        return self._build(factors[..., :0], empty, empty, None)
+                yield table
 
-    def _build(self, factors, keep_idx, stage_idx, rng) -> MappingTable:
-        """Tables for factor arrays with the given keep/stage choices; with `rng`, one random order
-        class per level, else every combination of order classes (rows repeated)."""
-        n = factors.shape[-1]
-        keep = np.zeros((self.n_levels, len(self.workload.tensors), n), bool)
-        stages = np.ones((self.n_levels, n), np.int64)
-        for lv, choice in enumerate(self.choices):
-            keep_table = np.zeros((len(choice.keeps), len(self.workload.tensors)), bool)
-            for i, k in enumerate(choice.keeps):
-                keep_table[i, list(k)] = True
-            keep[lv] = keep_table[keep_idx[lv]].T
-            stages[lv] = np.array(choice.stages)[stage_idx[lv]]
-        masks = self._nonunit_masks(factors)
-        if rng is not None:
-            order = np.empty((self.n_levels, self.n_dims, n), np.int64)
-            for lv in range(self.n_levels):
-                for m in np.unique(masks[lv]):
-                    rows = np.flatnonzero(masks[lv] == m)
-                    options = self.order_array(lv, int(m))
-                    order[lv, :, rows] = options[rng.integers(0, len(options), size=len(rows))]
-            return MappingTable(factors, order, keep, stages)
-        if n == 0:
-            return MappingTable(factors, np.zeros((self.n_levels, self.n_dims, 0), np.int64), keep, stages)
-        # every combination of order classes: group rows by their non-unit masks
-        key = np.zeros(n, np.int64)
-        for lv in range(self.n_levels):
-            key = key * (1 << self.n_dims) + masks[lv]
-        parts = []
-        for value in np.unique(key):
-            rows = np.flatnonzero(key == value)
-            per_level = [self.order_array(lv, int(masks[lv][rows[0]])) for lv in range(self.n_levels)]
-            # every combination of the levels' order classes (the last level's fastest), each
-            # over all the group's rows
-            grid = np.indices([len(p) for p in per_level]).reshape(self.n_levels, -1)
-            order = np.stack([options[grid[lv]].T for lv, options in enumerate(per_level)])
-            order = np.repeat(order, len(rows), axis=2)
-            picked = np.tile(rows, grid.shape[1])
-            parts.append(MappingTable(along_last(factors, picked), order, along_last(keep, picked),
-                                      along_last(stages, picked)))
-        return MappingTable.concat(parts)
+
+def sample(space: Mapspace, count: int, rng: np.random.Generator) -> MappingTable:
+    """`count` mappings drawn choice by choice: per dim a uniform factorisation row, per level
+    a uniform order class, keep set and stage count. Rows that break a coupled constraint
+    (fanout, capacity, occupancy) are dropped, not redrawn."""
+    factors = sample_factors(space, count, rng)
+    factors = along_last(factors, pruning.orders_allowed(space, factors))     # loops with no allowed order: not drawn
+    return _with_drawn_choices(space, factors, rng)
+
+
+def expanded_rows(space: Mapspace, factors: np.ndarray) -> int:
+    """How many rows `expand(factors)` builds before pruning (every keep set, stage count and
+    order class at every level), counted without building them: a single factor row of a
+    convolution on a deep array expands to more than memory holds."""
+    masks = pruning.nonunit_masks(space, factors)
+    choices = math.prod(len(c.keeps) * len(c.stages) for c in space.choices)
+    return choices * sum(math.prod(len(order_tables.order_array(space, lv, int(masks[lv][row])))
+                                   for lv in range(space.n_levels))
+                         for row in range(factors.shape[-1]))
+
+
+def draw_choices(space: Mapspace, factors: np.ndarray, per_row: int, rng: np.random.Generator) -> MappingTable:
+    """`per_row` draws of keep/stage/order choices for each factor combination (uniform per
+    level, as `sample` draws them), pruned by capacity: `expand` where it would build too many."""
+    factors = along_last(factors, np.repeat(np.arange(factors.shape[-1]), per_row))
+    return _with_drawn_choices(space, factors, rng)
+
+
+def _with_drawn_choices(space: Mapspace, factors: np.ndarray, rng: np.random.Generator) -> MappingTable:
+    """Each factor row with a uniform keep set, stage count and order class per level, the
+    invalid rows dropped."""
+    count = factors.shape[-1]
+    keep_idx = [rng.integers(0, len(c.keeps), size=count) for c in space.choices]
+    stage_idx = [rng.integers(0, len(c.stages), size=count) for c in space.choices]
+    table = _build(space, factors, keep_idx, stage_idx, rng)
+    return table.take(pruning.valid_mask(space, table))
+
+
+def expand(space: Mapspace, factors: np.ndarray) -> MappingTable:
+    """All keep/stage/order choices for each factor combination, pruned by capacity."""
+    n = factors.shape[-1]
+    combos = list(itertools.product(*[itertools.product(range(len(c.keeps)), range(len(c.stages)))
+                                      for c in space.choices]))
+    tables = []
+    for combo in combos:
+        keep_idx = [np.full(n, k) for k, _ in combo]
+        stage_idx = [np.full(n, s) for _, s in combo]
+        table = _build(space, factors, keep_idx, stage_idx, None)
+        table = table.take(pruning.valid_mask(space, table))
+        if len(table):
+            tables.append(table)
+    if tables:
+        return MappingTable.concat(tables)
+    empty = [np.zeros(0, np.int64)] * space.n_levels
+    return _build(space, factors[..., :0], empty, empty, None)
+
+
+def _build(space: Mapspace, factors, keep_idx, stage_idx, rng) -> MappingTable:
+    """Tables for factor arrays with the given keep/stage choices; with `rng`, one random order
+    class per level, else every combination of order classes (rows repeated)."""
+    n = factors.shape[-1]
+    keep = np.zeros((space.n_levels, len(space.workload.tensors), n), bool)
+    stages = np.ones((space.n_levels, n), np.int64)
+    for lv, choice in enumerate(space.choices):
+        keep[lv] = choice.keep_table(len(space.workload.tensors))[keep_idx[lv]].T
+        stages[lv] = np.array(choice.stages)[stage_idx[lv]]
+    masks = pruning.nonunit_masks(space, factors)
+    if rng is not None:
+        order = np.empty((space.n_levels, space.n_dims, n), np.int64)
+        for lv in range(space.n_levels):
+            for m in np.unique(masks[lv]):
+                rows = np.flatnonzero(masks[lv] == m)
+                options = order_tables.order_array(space, lv, int(m))
+                order[lv, :, rows] = options[rng.integers(0, len(options), size=len(rows))]
+        return MappingTable(factors, order, keep, stages)
+    if n == 0:
+        return MappingTable(factors, np.zeros((space.n_levels, space.n_dims, 0), np.int64), keep, stages)
+    # every combination of order classes: group rows by their non-unit masks
+    key = np.zeros(n, np.int64)
+    for lv in range(space.n_levels):
+        key = key * (1 << space.n_dims) + masks[lv]
+    parts = []
+    for value in np.unique(key):
+        rows = np.flatnonzero(key == value)
+        per_level = [order_tables.order_array(space, lv, int(masks[lv][rows[0]])) for lv in range(space.n_levels)]
+        # every combination of the levels' order classes (the last level's fastest), each
+        # over all the group's rows
+        grid = np.indices([len(p) for p in per_level]).reshape(space.n_levels, -1)
+        order = np.stack([options[grid[lv]].T for lv, options in enumerate(per_level)])
+        order = np.repeat(order, len(rows), axis=2)
+        picked = np.tile(rows, grid.shape[1])
+        parts.append(MappingTable(along_last(factors, picked), order, along_last(keep, picked),
+                                  along_last(stages, picked)))
+    return MappingTable.concat(parts)

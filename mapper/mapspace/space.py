@@ -1,54 +1,93 @@
-"""The `Mapspace` class: what it is built from (arch, workload, constraints), its slots,
-padded extents and per-level keep/stage choices. Everything else comes from one mixin per
-job (tables, order classes, counting, pruning, sampling)."""
+"""The `Mapspace` value: what it is built from (arch, workload, constraints), checked once
+when it is made, its slots, padded extents, per-level keep/stage choices and per-dim tables.
+What is done with it is free functions taking it, one module per job (tables, order tables,
+counting, pruning, sampling, infeasible)."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from ..bind import check_together
-from ..constraints import ROLES, Constraints
+from ..constraints import ROLES, Constraints, LevelConstraints
+from ..cost.occupancy import gpu_levels
 from ..errors import InfeasibleError, SpecError
 from ..factors import count_factorizations
 from ..roles import Roles, arch_roles
-from ..tails import dim_extents
 from ..spec import Arch, Workload
+from ..tails import dim_extents
+from . import tables
 from .common import SPATIAL_X, SPATIAL_Y, TEMPORAL, LevelChoices
-from .counting import CountingMixin
-from .order_tables import OrderTablesMixin
-from .pruning import PruningMixin
-from .sampling import SamplingMixin
-from .tables import TablesMixin
 
 
-# what `Mapspace.with_keeps` shares between a space and its parts: nothing here depends on keeps
-_KEEP_FREE = ("arch", "workload", "constraints", "n_levels", "n_dims", "level_constraints", "slots",
-              "extents", "_tables", "gpu_levels", "_order_counts_constrained", "_order_array_cache", "roles",
-              "fragment_padding")
+class shared_by_parts:
+    """A cached property that does not depend on keeps: built once, on first use, and shared
+    by a space and every part of it (`Mapspace.part`), in the space's `shared` dict."""
+
+    def __init__(self, build):
+        self.build, self.name, self.__doc__ = build, build.__name__, build.__doc__
+
+    def __get__(self, space, owner=None):
+        if space is None:
+            return self
+        if self.name not in space.shared:
+            space.shared[self.name] = self.build(space)
+        return space.shared[self.name]
 
 
-class Mapspace(TablesMixin, OrderTablesMixin, CountingMixin, PruningMixin, SamplingMixin):
+@dataclass(frozen=True, eq=False)
+class Mapspace:
     """All legal mappings of `workload` on `arch` under `constraints`.
 
     Invariant: every table row it yields passes `cost.evaluate_many(...).valid` and its
     constraints; every valid mapping satisfying the constraints is yielded (tests check both
-    on small cases by brute force)."""
+    on small cases by brute force).
 
-    stop = None     # optional callable: once it returns True, counts fall back to estimates
+    A value: nothing assigns to it once made. What is derived from it is cached: in `shared`
+    what does not depend on keeps (factor tables, order classes), common to a space and its
+    parts; in `own` what does (`counting.funnel`'s memo)."""
 
-    def __init__(self, arch: Arch, workload: Workload, constraints: Constraints | None = None):
-        # the compute unit's rate and native shape for this workload's operand dtypes
-        self.arch, self.workload = arch.for_workload(workload), workload
-        arch = self.arch
-        self.constraints = constraints or Constraints()
-        self.n_levels, self.n_dims = len(arch.levels), len(workload.dims)
-        check_together(arch, workload, self.constraints)     # names across the files, sizes
-        self.level_constraints = [self.constraints.for_level(arch.level_names, lv)
-                                  for lv in range(self.n_levels)]
+    arch: Arch
+    workload: Workload
+    constraints: Constraints | None = None
+    # a part (`part`): per level, the one keep option of the whole space's it takes
+    picks: tuple[int, ...] | None = None
+    shared: dict = field(default_factory=dict, repr=False)
+    own: dict = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self):
+        if self.picks is not None:
+            return      # a part, made by `part` from a space already checked
+        object.__setattr__(self, "constraints", self.constraints or Constraints())
+        # the compute unit's rate and native shape for this workload's operand dtypes, and
+        # thread-block clusters only where the mapspace asks for them (`clusters: true`)
+        arch = self.arch.for_workload(self.workload)
+        object.__setattr__(self, "arch", arch if self.constraints.clusters else arch.without_clusters())
+        check_together(self.arch, self.workload, self.constraints)     # names across the files, sizes
+
+    def part(self, picks: tuple[int, ...]) -> "Mapspace":
+        """The part of this space where level lv keeps its option `picks[lv]`: the parts over
+        every pick vector cover the space exactly, one keep vector per mapping. What does not
+        depend on keeps (factor tables, order classes) is shared, not rebuilt."""
+        if self.picks is not None:
+            raise ValueError("a part of a part: take parts of the whole space")
+        return replace(self, picks=tuple(picks))
 
     # ------------------------------------------------------------------ structure
 
     @cached_property
+    def n_levels(self) -> int:
+        return len(self.arch.levels)
+
+    @cached_property
+    def n_dims(self) -> int:
+        return len(self.workload.dims)
+
+    @cached_property
+    def level_constraints(self) -> list[LevelConstraints]:
+        return [self.constraints.for_level(self.arch.level_names, lv) for lv in range(self.n_levels)]
+
+    @shared_by_parts
     def slots(self) -> list[tuple[int, int]]:
         """(level, kind) slots a dim's factors may go to; spatial only where there is fanout."""
         out = [(lv, TEMPORAL) for lv in range(self.n_levels)]
@@ -60,27 +99,48 @@ class Mapspace(TablesMixin, OrderTablesMixin, CountingMixin, PruningMixin, Sampl
                 out.append((lv, SPATIAL_Y))
         return out
 
-    @cached_property
+    @shared_by_parts
     def roles(self) -> Roles | None:
         """Which dims play the compute unit's native operation shape (`roles.py`); None when the
         innermost tiles are not aligned to it (no native shape, or `align_to_native: false`)."""
         return arch_roles(self.arch, self.workload) if self.constraints.align_to_native else None
 
-    @cached_property
+    @shared_by_parts
     def extents(self) -> list[tuple[int, ...]]:
         """Per dim, the extents it may take: its size, or padded ones (`tails.dim_extents`)."""
         return dim_extents(self.arch, self.workload, self.constraints.factors, self.constraints.max_padding,
                            self.roles)
 
-    @cached_property
+    @shared_by_parts
     def raw_rows(self) -> list[int]:
         """Per dim, the rows of its raw table (every split of each of its extents over the
         slots), in closed form, before any is built: what setting the space up costs."""
         return [sum(count_factorizations(e, len(self.slots)) for e in extents) for extents in self.extents]
 
-    @cached_property
-    def choices(self) -> list[LevelChoices]:
-        """Keep sets and stages each level may take under the constraints."""
+    @shared_by_parts
+    def gpu_levels(self) -> tuple[int, int] | None:
+        """(shared-memory level, register level) of a GPU, or None (see `cost.occupancy`)."""
+        return gpu_levels(self.arch)
+
+    @shared_by_parts
+    def step_tables(self) -> dict[str, list]:
+        """Per pruning step ("raw", "constraints", "divisibility"), the per-dim factorisation
+        tables that survive it (`tables.pruned_tables`)."""
+        return tables.pruned_tables(self)
+
+    @property
+    def tables_built(self) -> bool:
+        """Whether the per-dim tables exist already (built once, shared by a space's parts)."""
+        return "step_tables" in self.shared
+
+    @property
+    def dim_tables(self) -> list:
+        """Per dim, the factorisation rows that survive the per-dim pruning, (M_d, K)."""
+        return self.step_tables["divisibility"]
+
+    @shared_by_parts
+    def every_choice(self) -> tuple[LevelChoices, ...]:
+        """Keep sets and stages each level of the whole space may take under the constraints."""
         tensors = self.workload.tensors
         out = []
         for lv, (level, lc) in enumerate(zip(self.arch.levels, self.level_constraints)):
@@ -90,7 +150,7 @@ class Mapspace(TablesMixin, OrderTablesMixin, CountingMixin, PruningMixin, Sampl
             elif lc.keep is not None:
                 # a set, in tensor order whatever order it was named in (`warm.admit` compares
                 # a mapping's keeps in that order)
-                keeps = (tuple(sorted(self._tensor_index(name, lv, "keep") for name in lc.keep)),)
+                keeps = (tuple(sorted(self.tensor_index(name, lv, "keep") for name in lc.keep)),)
             elif lc.bypass:
                 keeps = tuple(c for r in range(len(allowed) + 1) for c in itertools.combinations(allowed, r))
             else:
@@ -102,20 +162,19 @@ class Mapspace(TablesMixin, OrderTablesMixin, CountingMixin, PruningMixin, Sampl
                 raise InfeasibleError(f"level {level.name}: no allowed stage count within max_stages "
                                       f"{level.max_stages} (constraints allow {lc.stages})")
             out.append(LevelChoices(keeps, stages))
-        return out
+        return tuple(out)
 
-    def with_keeps(self, picks: tuple[int, ...]) -> "Mapspace":
-        """The part of this space where level lv keeps its option `picks[lv]`: the parts over
-        every pick vector cover the space exactly, one keep vector per mapping. What does not
-        depend on keeps (factor tables, order classes) is shared, not rebuilt."""
-        self.dim_tables                                     # build the shared tables once
-        self.__dict__.setdefault("_order_array_cache", {})
-        part = Mapspace.__new__(Mapspace)
-        part.__dict__.update({k: v for k, v in self.__dict__.items() if k in _KEEP_FREE})
-        part.__dict__["choices"] = [LevelChoices((c.keeps[i],), c.stages) for c, i in zip(self.choices, picks)]
-        return part
+    @cached_property
+    def choices(self) -> tuple[LevelChoices, ...]:
+        """Keep sets and stages each level may take: the whole space's, or a part's one keep set."""
+        if self.picks is None:
+            return self.every_choice
+        return tuple(LevelChoices((c.keeps[i],), c.stages) for c, i in zip(self.every_choice, self.picks))
 
-    def _tensor_index(self, name: str, lv: int, key: str) -> int:
+    # ------------------------------------------------------------------ names in the mapspace file
+
+    def tensor_index(self, name: str, lv: int, key: str) -> int:
+        """The tensor a mapspace file names at `levels.<level>.<key>` (a name or a role)."""
         names = [t.name for t in self.workload.tensors]
         if name in ROLES:
             inputs = [i for i, t in enumerate(self.workload.tensors) if not t.is_output]
@@ -126,7 +185,8 @@ class Mapspace(TablesMixin, OrderTablesMixin, CountingMixin, PruningMixin, Sampl
                             f"no tensor {name!r} (tensors: {', '.join(names)}; roles: {', '.join(ROLES)})")
         return names.index(name)
 
-    def _dim_index(self, name: str, lv: int, key: str) -> int:
+    def dim_index(self, name: str, lv: int, key: str) -> int:
+        """The dim a mapspace file names at `levels.<level>.<key>`."""
         if name not in self.workload.dims:
             raise SpecError(f"mapspace {self.constraints.name}", f"levels.{self.arch.levels[lv].name}.{key}",
                             f"no dim {name!r} (dims: {', '.join(self.workload.dims)})")

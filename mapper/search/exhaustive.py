@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MapperError
-from ..mapspace import Mapspace
+from ..mapspace import Mapspace, counting, infeasible, sampling
 from .context import SearchContext
 from .events import NotCovered, RandomFallback
 from .objective import Objective
@@ -27,15 +27,16 @@ class Exhaustive:
             progress=None) -> SearchResult:
         context = context or SearchContext()
         context.require_setup(space)
-        funnel = space.funnel()
-        space.require_nonempty(funnel)
+        funnel = counting.funnel(space, stop=context.stopped)     # out of time: estimated
+        infeasible.require_nonempty(space, funnel)
         size = funnel.after["divisibility"]
         if size > self.limit:
             raise SpaceTooLargeError(
                 f"exhaustive search refuses {size:,} mappings (limit {self.limit:,}): use --strategy "
                 "joint, random or greedy, a tighter --mapspace, or raise the limit")
         incumbent, budget = Incumbent(space, objective, context), context.budget(context.time_limit)
-        for table in space.tables(max(1_000, self.batch // space.expansion_bound()), stop=budget.spent):
+        batch = max(1_000, self.batch // sampling.expansion_bound(space))
+        for table in sampling.all_tables(space, batch, stop=budget.spent):
             incumbent.offer(table)
             if progress:
                 progress(incumbent.evaluated)
@@ -44,7 +45,7 @@ class Exhaustive:
         if incumbent.table is None and not complete:      # return something: random draws
             rng = np.random.default_rng(0)
             for _ in range(10):
-                incumbent.offer(space.sample(20_000, rng))
+                incumbent.offer(sampling.sample(space, 20_000, rng))
                 if incumbent.table is not None:
                     events.append(RandomFallback(context.stop_reason(), "batch"))
                     break

@@ -11,7 +11,7 @@ Here the cross product is built one dim at a time, as a join: after each dim the
 choices whose spatial factors already exceed a mesh axis, or whose tile already overflows the
 level below with every later dim at the smallest extent it can take, are dropped before the
 next dim multiplies them. Both tests only grow with the dims still to come, so nothing that
-fits is lost; the exact test (`LevelTree._fitting_choices`) still runs on what comes out.
+fits is lost; the exact test (`LevelTree.fitting_choices`) still runs on what comes out.
 Each step expands at most `limit` rows at a time, so memory stays bounded by the rows priced.
 The children come out parent by parent (ascending), as `LevelTree.children` numbers them.
 """
@@ -21,7 +21,9 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
+from .. import tiles
 from ..mapping import along_last
+from ..mapspace import pruning
 from .tree import LevelTree, Nodes, in_pieces
 
 EXAMINED_PER_SLICE = 16     # partial choices examined per slice asked for, at most, between slices
@@ -54,17 +56,22 @@ def fitting_children(tree: LevelTree, nodes: Nodes, limit, first_order_only: boo
     -> bool), the factor choices it marks are dropped before their orders and choices are
     crossed in (the walk's bound from the units they reach; where it has an `allowed` array
     after a call, the stage and keep options it judged for each choice, used instead of judging
-    them again); with `most_rows` (a function), a
+    them again; where it has a `reaching` method ((parents (M,), the most units level k's split
+    can still reach per mesh axis (2, M), the split of each dim decided so far (d, M)) ->
+    bool), the partial choices it does not mark are
+    dropped after each dim, before the later dims multiply them); with `most_rows` (a function), a
     slice whose choices expand to more children than it says comes out in several pieces."""
     limit = limit if callable(limit) else (lambda rows=limit: rows)
     k, n_dims = nodes.depth, tree.n_dims
-    lo, count = tree._child_ranges(nodes)
+    lo, count = tree.factor_rows.child_ranges(nodes.depth, nodes.groups)
     values = [_child_values(tree, d, k) for d in range(n_dims)]
-    least = np.stack([tree._smallest_extents(d, k, k + 1)[nodes.groups[:, d]] for d in range(n_dims)])
+    least = np.stack([tree.factor_rows.smallest_extents(d, k, k + 1)[nodes.groups[:, d]] for d in range(n_dims)])
     n = len(nodes)
     start = _Partial(np.arange(n), np.zeros((n, 0), np.int64), np.ones((2, n), np.int64), least)
     pending, size, examined = [], 0, 0
-    for piece, at, rows in _join(tree, k, lo, count, values, start, 0, limit, early):
+    reach = getattr(cut, "reaching", None)
+    reach = None if reach is None else (reach, _most_later_units(tree, k, values, nodes))
+    for piece, at, rows in _join(tree, k, lo, count, values, start, 0, limit, early, reach):
         if piece is not None:
             pending.append(piece)
             size += len(piece.parent)
@@ -82,25 +89,47 @@ def _child_values(tree: LevelTree, d: int, k: int) -> tuple[np.ndarray, np.ndarr
     """Per child group of dim d at depth k+1: level k's spatial factors on each mesh axis, and
     the extent of the tile level k+1 holds (memoised on the tree: the keep parts share it)."""
     key = ("child values", d, k)
-    if key not in tree.memo:
-        cols, rows = tree.cols[d], tree.starts[d][k + 1]
+    rows_of = tree.factor_rows
+    if key not in rows_of.memo:
+        cols, rows = rows_of.cols[d], rows_of.starts[d][k + 1]
         units = [np.ones(len(rows), np.int64) for _ in range(2)]
         extent = cols[0][rows].copy()
-        for c, slot in enumerate(tree.columns):
+        for c, slot in enumerate(rows_of.columns):
             level, kind = tree.space.slots[slot]
             if level <= k:
                 extent //= cols[1 + c][rows]
             if level == k and kind > 0:
                 units[kind - 1] *= cols[1 + c][rows]
-        tree.memo[key] = (units[0], units[1], extent)
-    return tree.memo[key]
+        rows_of.memo[key] = (units[0], units[1], extent)
+    return rows_of.memo[key]
+
+
+def _most_later_units(tree: LevelTree, k: int, values: list, nodes: Nodes) -> np.ndarray:
+    """(D + 1, 2, N) per dim d and node, the most units the dims after d can add to level k's
+    split per mesh axis (the product of each later dim's largest spatial factor among the
+    node's own child groups), capped by the fanout: what a partial choice decided up to d can
+    reach at most."""
+    fanout = np.array(tree.space.arch.fanout(k), np.int64)[:, None]
+    most = np.ones((tree.n_dims + 1, 2, len(nodes)), np.int64)
+    for d in range(tree.n_dims - 1, -1, -1):
+        # a depth-k group's child groups are consecutive, and every group has some
+        below = tree.factor_rows.starts[d][k + 1]
+        firsts = np.searchsorted(below, tree.factor_rows.starts[d][k])
+        x, y, _ = values[d]
+        largest = np.stack([np.maximum.reduceat(x, firsts), np.maximum.reduceat(y, firsts)])[:, nodes.groups[:, d]]
+        most[d] = np.minimum(most[d + 1] * largest, fanout)
+    return most
 
 
 def _join(tree, k, lo, count, values, partial: _Partial, d: int,
-          limit, early=None) -> Iterator[tuple[_Partial | None, int, int]]:
+          limit, early=None, reach=None) -> Iterator[tuple[_Partial | None, int, int]]:
     """(choices that may fit, the parent being expanded, rows examined) over dims d.. of the
     partial choices, depth first, so in ascending parent order; (None, parent, rows) after
-    each expansion, so that the caller counts the rows examined."""
+    each expansion, so that the caller counts the rows examined. With `reach` (the cut's
+    `reaching`, `_most_later_units`), a partial choice is dropped once even the most units
+    its later dims can add leave it beaten: the units only grow with them, and a bound from
+    the units only falls, so no choice the cut keeps is lost (on a GPU's L2 most factor
+    choices split the SMs too little, and were crossed with every later dim first)."""
     if d == tree.n_dims:
         yield partial, int(partial.parent[0]), 0
         return
@@ -126,12 +155,20 @@ def _join(tree, k, lo, count, values, partial: _Partial, d: int,
         ok = _may_fit(tree, k, units, spans)
         if early is not None and d == 0:
             ok &= early(grown.parent, group)
+        if reach is not None and d + 1 < tree.n_dims and ok.any():
+            rows = np.flatnonzero(ok)
+            fanout = np.array(tree.space.arch.fanout(k), np.int64)[:, None]
+            most = np.minimum(units[:, rows] * reach[1][d + 1][:, grown.parent[rows]], fanout)
+            # each decided dim's split of level k (its factor on both mesh axes)
+            decided = np.stack([values[e][0][g] * values[e][1][g] for e, g in
+                                enumerate([*grown.groups[rows].T, group[rows]])])
+            ok[rows] = reach[0](grown.parent[rows], most, decided)
         yield None, int(partial.parent[source[0]]), len(source)
         if ok.any():
             keep = np.flatnonzero(ok)
             yield from _join(tree, k, lo, count, values,
                              _Partial(grown.parent[keep], np.concatenate([grown.groups[keep], group[keep, None]], axis=1),
-                                      units[:, keep], spans[:, keep]), d + 1, limit)
+                                      units[:, keep], spans[:, keep]), d + 1, limit, reach=reach)
 
 
 def _may_fit(tree: LevelTree, k: int, units: np.ndarray, spans: np.ndarray) -> np.ndarray:
@@ -142,8 +179,8 @@ def _may_fit(tree: LevelTree, k: int, units: np.ndarray, spans: np.ndarray) -> n
     if k + 1 < tree.n_levels:
         choice = space.choices[k + 1]
         if all(choice.keeps):
-            least = tree._footprints(k + 1, spans, choice.keeps).min(axis=0) * min(choice.stages)
-            ok &= least <= space.arch.levels[k + 1].capacity
+            least = pruning.option_footprints(tree.space, k + 1, spans, choice.keeps).min(axis=0) * min(choice.stages)
+            ok &= tiles.fits_level(space.arch.levels[k + 1], least)
     return ok
 
 
@@ -172,7 +209,7 @@ def _emit(tree: LevelTree, nodes: Nodes, pending: list[_Partial], at: int, first
     factor_nodes = Nodes(k + 1, groups, along_last(nodes.orders, parent),
                          along_last(nodes.stages, parent), along_last(nodes.keeps, parent))
     if allowed is None:
-        allowed = tree._fitting_choices(factor_nodes)
+        allowed = tree.fitting_choices(factor_nodes)
     if choices is not None:
         allowed &= choices
     pieces = ([np.arange(len(parent))] if most_rows is None

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InfeasibleError
-from ..mapspace import Mapspace
+from ..mapspace import Mapspace, counting, infeasible, order_tables, pruning
 from .fitting_children import fitting_children
 from .context import Budget, SearchContext
 from .events import Backtracked, GreedyRule, Hurried
@@ -63,8 +63,8 @@ class Greedy:
         context = context or SearchContext()
         budget = context.budget(context.time_limit)
         context.require_setup(space)
-        funnel = space.funnel()
-        space.require_nonempty(funnel)
+        funnel = counting.funnel(space, stop=context.stopped)     # out of time: estimated
+        infeasible.require_nonempty(space, funnel)
         descent = _Descent(self, space, objective, context, budget, tree)
         descent.run()
         events = [GreedyRule()]
@@ -101,7 +101,7 @@ class _Descent:
         if depth > self.tree.n_levels:
             return True
         everything = frozenset(range(self.space.n_dims))
-        many_orders = len(self.space.orders_for(depth - 1, everything)) > self.greedy.max_orders
+        many_orders = len(order_tables.orders_for(self.space, depth - 1, everything)) > self.greedy.max_orders
         for rank, node in enumerate(self.choose(parent, depth, first_order_only=many_orders or self.hurried)):
             if rank and self.backtracks >= MAX_BACKTRACKS:
                 return False
@@ -221,7 +221,7 @@ class _Descent:
             table = self.tree.table(children)
             costs = self.context.price(space.arch, space.workload, table)
             if depth == self.tree.n_levels:
-                mask = space.valid_mask(table)
+                mask = pruning.valid_mask(space, table)
                 self.incumbent.offer(table, costs, mask)
                 rows = np.flatnonzero(costs.valid & mask)
                 keys = ranking_keys(self.objective, costs, table)
@@ -250,7 +250,7 @@ class _Descent:
         split_reduction = table.factors[lv, 1:][:, reduction].prod(axis=(0, 1))
         word_bytes = np.array([space.arch.levels[depth].word_bytes(t) for t in space.workload.tensors])[:, None]
         filled = (costs.level_fills[depth] * word_bytes).sum(axis=0) * costs.level_instances[depth]
-        tiles = space.tile_words(table.factors)
+        tiles = pruning.tile_words(space, table.factors)
         volume = sum(tiles[t][depth] for t in range(len(space.workload.tensors)))
         return [-units, split_reduction, filled, -volume] + ranking_keys(self.objective, costs, table)[3:]
 

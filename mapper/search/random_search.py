@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..mapspace import Mapspace
+from ..mapspace import Mapspace, counting, infeasible, sampling
 from .context import SearchContext
 from .events import Draws
 from .objective import Objective
@@ -25,14 +25,14 @@ class RandomSearch:
         made depend on the machine's speed) or evaluation budget ends."""
         context = context or SearchContext()
         context.require_setup(space)
-        funnel = space.funnel(seed=self.seed)
-        space.require_nonempty(funnel)
+        funnel = counting.funnel(space, seed=self.seed, stop=context.stopped)
+        infeasible.require_nonempty(space, funnel)
         rng = np.random.default_rng(self.seed)
         incumbent, budget = Incumbent(space, objective, context), context.budget(context.time_limit)
         drawn, complete = 0, True
         while drawn < self.samples:
             count = min(self.batch, self.samples - drawn)
-            table = space.sample(count, rng)
+            table = sampling.sample(space, count, rng)
             drawn += count
             if len(table):
                 incumbent.offer(table)

@@ -10,7 +10,6 @@ the space and every mapping is one leaf, so a search over the tree covers the sp
 """
 from __future__ import annotations
 
-import copy
 import itertools
 from dataclasses import dataclass
 
@@ -19,7 +18,8 @@ import numpy as np
 from .. import tiles
 from ..cost.vectorised import fits_every_fanout
 from ..mapping import MappingTable, along_last
-from ..mapspace import TEMPORAL, Mapspace
+from ..mapspace import TEMPORAL, Mapspace, order_tables, pruning, sampling
+from .factor_rows import FactorRows
 
 
 JUDGED_ABOVE = 8        # loop orders a choice may take, at most, before it is judged on one (`_judged`)
@@ -52,62 +52,29 @@ class Nodes:
 
 
 class LevelTree:
-    def __init__(self, space: Mapspace):
+    def __init__(self, space: Mapspace, whole: "LevelTree | None" = None):
+        """The tree of `space`; with `whole`, the tree of a part of whole's space
+        (`Mapspace.part`): the same sorted factor rows, which do not depend on keeps, shared,
+        under the part's keep and stage choices."""
         self.space = space
         self.n_levels, self.n_dims = space.n_levels, space.n_dims
-        self.columns = sorted(range(len(space.slots)), key=lambda k: space.slots[k])
-        self.column_level = np.array([space.slots[k][0] for k in self.columns])
-        self.rows, self.cols, self.starts = [], [], []
-        self._smallest: dict[tuple[int, int, int], np.ndarray] = {}
-        self._order_rows: dict[tuple[int, int], np.ndarray] = {}
-        self.memo: dict = {}        # other modules' tables derived from the rows (shared by parts)
-        for table in space.dim_tables:
-            data = np.concatenate([table.prod(axis=1, keepdims=True), table[:, self.columns]], axis=1)
-            data = data[np.lexsort(data.T[::-1])]
-            self.rows.append(data)
-            self.cols.append(np.ascontiguousarray(data.T))     # one column gathered at a time
-            starts = []
-            for depth in range(self.n_levels + 1):
-                width = 1 + int((self.column_level < depth).sum())
-                change = np.any(data[1:, :width] != data[:-1, :width], axis=1)
-                starts.append(np.concatenate([[0], np.flatnonzero(change) + 1]))
-            self.starts.append(starts)
+        self.factor_rows = whole.factor_rows if whole is not None else FactorRows(space)
+        self.column_level = self.factor_rows.column_level
 
     def for_space(self, part: Mapspace) -> "LevelTree":
-        """The tree of a part of this space (`Mapspace.with_keeps`): the same sorted factor
-        rows, which do not depend on keeps, with the part's keep and stage choices."""
-        tree = copy.copy(self)
-        tree.space = part
-        return tree
+        """The tree of a part of this space (`Mapspace.part`), sharing its sorted rows."""
+        return LevelTree(part, whole=self)
 
     def roots(self) -> Nodes:
         """Depth-0 nodes: every combination of padded extents, with level 0's stages and keeps."""
         choice = self.space.choices[0]
-        per_dim = [np.arange(len(s[0])) for s in self.starts]
+        per_dim = [np.arange(len(s[0])) for s in self.factor_rows.starts]
         combos = [np.array(c) for c in itertools.product(*per_dim, range(len(choice.stages)),
                                                          range(len(choice.keeps)))]
         combos = np.array(combos).reshape(-1, self.n_dims + 2)
         n = len(combos)
         return Nodes(0, combos[:, :self.n_dims], np.zeros((0, self.n_dims, n), np.int64),
                      np.array(choice.stages)[combos[:, self.n_dims]][None], combos[:, self.n_dims + 1][None])
-
-    def _prefix_columns(self, depth: int, groups: np.ndarray, columns) -> list[list[np.ndarray]]:
-        """Per dim, the given columns (0: extent, 1 + c: slot `self.columns[c]`) of a
-        representative row of each node's group."""
-        index = [self.starts[d][depth][groups[:, d]] for d in range(self.n_dims)]
-        return [[self.cols[d][c][index[d]] for c in columns] for d in range(self.n_dims)]
-
-    def _child_ranges(self, nodes: Nodes):
-        """Per node and dim, the first child group and the number of child groups."""
-        k = nodes.depth
-        lo, count = [], []
-        for d in range(self.n_dims):
-            starts, below = self.starts[d][k], self.starts[d][k + 1]
-            ends = np.append(starts[1:], len(self.rows[d]))
-            first = np.searchsorted(below, starts[nodes.groups[:, d]])
-            lo.append(first)
-            count.append(np.searchsorted(below, ends[nodes.groups[:, d]]) - first)
-        return np.stack(lo, axis=1), np.stack(count, axis=1)
 
     @property
     def leaf_depth(self) -> int:
@@ -124,7 +91,7 @@ class LevelTree:
         if depth == self.n_levels - 1 or first_order_only:
             orders = 1
         else:
-            orders = max(len(self.space.orders_for(depth, self.space.looping_dims(depth))), 1)
+            orders = max(len(order_tables.orders_for(self.space, depth, sampling.looping_dims(self.space, depth))), 1)
         if depth + 1 < self.n_levels:
             choice = self.space.choices[depth + 1]
             return orders * len(choice.stages) * len(choice.keeps)
@@ -132,7 +99,7 @@ class LevelTree:
 
     def factor_children(self, nodes: Nodes) -> np.ndarray:
         """Per node, how many ways level k's factors can be chosen (before orders and choices)."""
-        return self._child_ranges(nodes)[1].prod(axis=1)
+        return self.factor_rows.child_ranges(nodes.depth, nodes.groups)[1].prod(axis=1)
 
     def children(self, nodes: Nodes, start: int = 0, stop: int | None = None,
                  first_order_only: bool = False) -> Nodes:
@@ -146,7 +113,7 @@ class LevelTree:
     def children_at(self, nodes: Nodes, flat: np.ndarray, first_order_only: bool = False) -> Nodes:
         """The children of the factor choices numbered `flat` (ascending), as `children` numbers them."""
         k, n_dims = nodes.depth, self.n_dims
-        lo, count = self._child_ranges(nodes)
+        lo, count = self.factor_rows.child_ranges(k, nodes.groups)
         per_node = count.prod(axis=1)
         ends = np.cumsum(per_node)
         parent = np.searchsorted(ends, flat, side="right")
@@ -159,19 +126,13 @@ class LevelTree:
         factor_nodes = Nodes(k + 1, groups, along_last(nodes.orders, parent),
                              along_last(nodes.stages, parent), along_last(nodes.keeps, parent))
         return self._with_orders_and_choices(factor_nodes, k, first_order_only,
-                                             self._fitting_choices(factor_nodes))
+                                             self.fitting_choices(factor_nodes))
 
     def spans(self, nodes: Nodes) -> np.ndarray:
         """(D, N) extent of every dim in the tile level `nodes.depth` holds."""
-        decided = 1 + np.flatnonzero(self.column_level < nodes.depth)
-        spans = []
-        for extent, *factors in self._prefix_columns(nodes.depth, nodes.groups, [0, *decided]):
-            for f in factors:
-                extent = extent // f
-            spans.append(extent)
-        return np.stack(spans)
+        return self.factor_rows.spans(nodes.depth, nodes.groups)
 
-    def _fitting_choices(self, nodes: Nodes) -> np.ndarray:
+    def fitting_choices(self, nodes: Nodes) -> np.ndarray:
         """(N, stages x keeps) which of level `depth`'s stage and keep options fit its capacity
         with the tile the node gives it, all False where level depth-1's split exceeds its
         fanout: what is ruled out here is never crossed with loop orders."""
@@ -183,16 +144,16 @@ class LevelTree:
             fits = fits_fanout[:, None]
         else:
             choice = space.choices[lv]
-            footprint = self._footprints(lv, self.spans(nodes), choice.keeps)
+            footprint = pruning.option_footprints(self.space, lv, self.spans(nodes), choice.keeps)
             capacity = space.arch.levels[lv].capacity
-            fits = np.stack([footprint * s <= capacity for s in choice.stages])        # (S, K, N)
+            fits = np.stack([tiles.within(footprint * s, capacity) for s in choice.stages])        # (S, K, N)
             fits = fits.reshape(-1, len(nodes)).T & (fits_fanout & self._deeper_levels_can_fit(nodes))[:, None]
         # judged apart only where a choice may take many orders: else pricing judges it as cheaply
         return self._judged(nodes, fits) if self.expansion(lv - 1) >= JUDGED_ABOVE * max(fits.shape[1], 1) else fits
 
     def _judged(self, nodes: Nodes, fits: np.ndarray) -> np.ndarray:
         """`fits` ((N, stages x keeps), of nodes whose last loop order is still to come) where
-        the node is valid (`Mapspace.valid_mask`: fragments, occupancy, every capacity) if
+        the node is valid (`pruning.valid_mask`: fragments, occupancy, every capacity) if
         complete, else `feasible`, judged on one order: no loop order changes either, and a
         convolution's children, crossed with up to 720 orders each, were mostly ruled out
         there, row by row (on h100's res2-3x3, most of the walk's time)."""
@@ -200,15 +161,9 @@ class LevelTree:
         rows, _ = self.expand(nodes, nodes.depth - 1, allowed=fits, order_rows=lambda level, mask: natural)
         table = self.table(rows)
         out = np.zeros_like(fits)
-        out[np.nonzero(fits)] = (self.space.valid_mask(table) if nodes.depth >= self.leaf_depth
+        out[np.nonzero(fits)] = (pruning.valid_mask(self.space, table) if nodes.depth >= self.leaf_depth
                                  else feasible(self.space, nodes.depth, table))
         return out
-
-    def _footprints(self, lv: int, spans: np.ndarray, keeps) -> np.ndarray:
-        """(keep options, N) bytes each keep option of level `lv` holds, given the dims' spans."""
-        workload = self.space.workload
-        words = [tiles.words(tensor, spans) for tensor in workload.tensors]
-        return tiles.option_bytes(self.space.arch.levels[lv], workload, words, keeps, spans.shape[1])
 
     def _deeper_levels_can_fit(self, nodes: Nodes) -> np.ndarray:
         """(N,) False where some level below `nodes.depth` cannot hold even the smallest tile any
@@ -221,21 +176,11 @@ class LevelTree:
             choice = self.space.choices[lv]
             if any(not keep for keep in choice.keeps):
                 continue
-            spans = np.stack([self._smallest_extents(d, nodes.depth, lv)[nodes.groups[:, d]]
+            spans = np.stack([self.factor_rows.smallest_extents(d, nodes.depth, lv)[nodes.groups[:, d]]
                               for d in range(self.n_dims)])
-            least = self._footprints(lv, spans, choice.keeps).min(axis=0) * min(choice.stages)
-            ok &= least <= self.space.arch.levels[lv].capacity
+            least = pruning.option_footprints(self.space, lv, spans, choice.keeps).min(axis=0) * min(choice.stages)
+            ok &= tiles.fits_level(self.space.arch.levels[lv], least)
         return ok
-
-    def _smallest_extents(self, d: int, depth: int, level: int) -> np.ndarray:
-        """Per group of dim d at `depth`, the smallest extent level `level` holds among its rows."""
-        key = (d, depth, level)
-        if key not in self._smallest:
-            rows = self.rows[d]
-            outer = 1 + np.flatnonzero(self.column_level < level)
-            extent = rows[:, 0] // rows[:, outer].prod(axis=1)
-            self._smallest[key] = np.minimum.reduceat(extent, self.starts[d][depth])
-        return self._smallest[key]
 
     def reorder(self, nodes: Nodes) -> Nodes:
         """The same nodes with every order class of their last decided level."""
@@ -308,34 +253,29 @@ class LevelTree:
         """Level `level`'s order classes for the loops in `mask`, sorted (memoised: the keep
         parts share them, as orders do not depend on keeps)."""
         key = (level, mask)
-        if key not in self._order_rows:
-            self._order_rows[key] = _sorted_rows(self.space.order_array(level, mask))
-        rows = self._order_rows[key]
+        memo = self.factor_rows.order_rows
+        if key not in memo:
+            memo[key] = _sorted_rows(order_tables.order_array(self.space, level, mask))
+        rows = memo[key]
         return rows[:1] if first_only else rows
 
     def level_factors(self, nodes: Nodes, level: int) -> np.ndarray:
         """(3, D, N) factors of `level` (decided: level < nodes.depth)."""
-        out = np.ones((3, self.n_dims, len(nodes)), np.int64)
-        mine = [c for c, k in enumerate(self.columns) if self.space.slots[k][0] == level]
-        values = self._prefix_columns(nodes.depth, nodes.groups, [1 + c for c in mine])
-        for i, c in enumerate(mine):
-            kind = self.space.slots[self.columns[c]][1]
-            for d in range(self.n_dims):
-                out[kind, d] *= values[d][i]
-        return out
+        return self.factor_rows.level_factors(nodes.depth, nodes.groups, level)
 
     def table(self, nodes: Nodes) -> MappingTable:
         """Each node as a mapping: decided levels as chosen, the remaining tile of every dim as
         temporal loops of level `depth`, deeper levels empty (unit loops, first keep option)."""
         k, n = nodes.depth, len(nodes)
         factors = np.ones((self.n_levels, 3, self.n_dims, n), np.int64)
-        chosen = [c for c, col in enumerate(self.columns) if self.space.slots[col][0] < k]
-        values = self._prefix_columns(k, nodes.groups, [0] + [1 + c for c in chosen])
+        columns = self.factor_rows.columns
+        chosen = [c for c, col in enumerate(columns) if self.space.slots[col][0] < k]
+        values = self.factor_rows.prefix_columns(k, nodes.groups, [0] + [1 + c for c in chosen])
         for d in range(self.n_dims):
             extent, *slots = values[d]
             decided = np.ones(n, np.int64)
             for c, value in zip(chosen, slots):
-                lv, kind = self.space.slots[self.columns[c]]
+                lv, kind = self.space.slots[columns[c]]
                 factors[lv, kind, d] = value
                 decided *= value
             if k < self.n_levels:
@@ -357,10 +297,7 @@ class LevelTree:
         keep = np.zeros((self.n_levels, len(self.space.workload.tensors), n), bool)
         for lv, choice in enumerate(self.space.choices):
             index = nodes.keeps[lv] if lv <= k else np.zeros(n, np.int64)
-            table = np.zeros((len(choice.keeps), keep.shape[1]), bool)
-            for i, option in enumerate(choice.keeps):
-                table[i, list(option)] = True
-            keep[lv] = table[index].T
+            keep[lv] = choice.keep_table(keep.shape[1])[index].T
         return MappingTable(factors, order, keep, stages)
 
 
@@ -379,12 +316,12 @@ def feasible(space: Mapspace, depth: int, table) -> np.ndarray:
     """What can already be ruled out: the decided levels' fanout and capacity, and a tile at
     level `depth` in which no innermost tile can meet the fragments of a fused role."""
     level = min(depth, space.n_levels - 1)
-    ok = space.fragments_possible(table.factors[level:].prod(axis=(0, 1)), table.factors.prod(axis=(0, 1)))
+    ok = pruning.fragments_possible(space, table.factors[level:].prod(axis=(0, 1)), table.factors.prod(axis=(0, 1)))
     if depth:
         ok &= fits_every_fanout(space.arch, table.factors[:depth])
-    words = space.tile_words(table.factors)
+    words = pruning.tile_words(space, table.factors)
     for lv in range(depth + 1):
         level = space.arch.levels[lv]
-        ok &= tiles.level_bytes(level, space.workload, [w[lv] for w in words], table.keep[lv],
-                                table.stages[lv]) <= level.capacity
+        ok &= tiles.fits_level(level, tiles.level_bytes(level, space.workload, [w[lv] for w in words],
+                                                        table.keep[lv], table.stages[lv]))
     return ok

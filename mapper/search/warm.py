@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..mapping import Mapping, MappingTable, to_table
-from ..mapspace import Mapspace
+from ..mapspace import Mapspace, order_tables, pruning
 from ..orders import signature
 
 
@@ -30,7 +30,7 @@ def admit(space: Mapspace, mapping: Mapping) -> MappingTable | None:
     if not ok[0]:
         return None
     table = MappingTable(table.factors, order, table.keep, table.stages)
-    return table if space.valid_mask(table)[0] else None
+    return table if pruning.valid_mask(space, table)[0] else None
 
 
 def factor_rows(space: Mapspace, table: MappingTable) -> list[int] | None:
@@ -58,7 +58,7 @@ def carried_orders(space: Mapspace, order: np.ndarray, factors: np.ndarray):
             rows = np.flatnonzero(masks[lv] == m)
             dims = frozenset(d for d in range(space.n_dims) if m >> d & 1)
             wanted = signature(space.workload, tuple(d for d in order[lv] if d in dims))
-            match = [r for r in space.order_array(lv, int(m))
+            match = [r for r in order_tables.order_array(space, lv, int(m))
                      if signature(space.workload, tuple(d for d in r if d in dims)) == wanted]
             if match:
                 out[lv][:, rows] = np.asarray(match[0])[:, None]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..cost import evaluate_many
 from ..errors import BudgetExhausted, MapperError, SpecError
 from ..mapping import Mapping, level_tiles, mapping_to_dict
-from ..mapspace import Mapspace
+from ..mapspace import Mapspace, pruning
 from ..report import evaluation_json
 from ..search import SearchContext, make_strategy, parse_objective
 from ..search.events import WarmStart
@@ -125,7 +125,7 @@ def _warm_figures(space, objective, incumbents, events) -> dict:
     best = None
     for table in admitted:
         costs = evaluate_many(space.arch, space.workload, table)
-        valid = costs.valid & space.valid_mask(table)
+        valid = costs.valid & pruning.valid_mask(space, table)
         if valid[0]:
             score = float(objective.score(costs)[0])
             best = score if best is None else min(best, score)

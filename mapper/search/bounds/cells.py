@@ -67,7 +67,7 @@ def innermost_cells(space: Mapspace, splits: SplitVectors, values: list[np.ndarr
     level, choice = space.arch.levels[j], space.choices[j]
     footprint = tiles.option_bytes(level, workload, [tiles.words(tensor, grid) for tensor in workload.tensors],
                                    choice.keeps, grid.shape[1]).min(axis=0)
-    grid = grid[:, footprint * min(choice.stages) <= level.capacity]
+    grid = grid[:, tiles.fits_level(level, footprint * min(choice.stages))]
     most = max(min(MAX_VECTORS, MAX_CELLS // every), MAX_WIDE_CELLS // max(1, grid.shape[1]))
     vectors = splits.above(j, most)                                                 # (V, j, D) or None
     per_vector = np.ones((1, space.n_dims)) if vectors is None else vectors.prod(axis=1).astype(float)

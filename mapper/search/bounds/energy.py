@@ -9,10 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import tails
-
-def action_energy(level, count, word_bytes, per_access, per_byte):
-    blocks = count if level.block_size == 1 else -(-count // level.block_size)
-    return blocks * per_access + count * (word_bytes * per_byte)
+from ...cost.energy import per_word
 
 def read_back_energy(updates, first, most_copies, read_keeper: float, read_parent: float):
     """The least energy an output's read-modify-write costs at its keeper c and above: c
@@ -43,18 +40,16 @@ def sharing_fanout(arch, tensor, first: int, stop: int) -> int:
 def serve_energy(level, tensor) -> float:
     """Energy per word a level sends down (an input's read) or takes back (an output's update),
     block rounding relaxed."""
-    if tensor.is_output:
-        return level.energy_update / level.block_size + level.word_bytes(tensor) * level.byte_energy_update
-    return read_energy(level, tensor)
+    return per_word(level, level.word_bytes(tensor), "update" if tensor.is_output else "read")
 
 def read_energy(level, tensor) -> float:
     """Energy per word read from a level (an output's partial sum read back too), block
     rounding relaxed."""
-    return level.energy_read / level.block_size + level.word_bytes(tensor) * level.byte_energy_read
+    return per_word(level, level.word_bytes(tensor), "read")
 
 def fill_energy(level, tensor) -> float:
     """Energy per word written into a level, block rounding relaxed."""
-    return level.energy_write / level.block_size + level.word_bytes(tensor) * level.byte_energy_write
+    return per_word(level, level.word_bytes(tensor), "write")
 
 
 class ValidShares(NamedTuple):

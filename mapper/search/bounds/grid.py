@@ -9,8 +9,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import tiles
-from ...mapspace import Mapspace
-from .energy import fill_energy, sharing_fanout
+from ...mapspace import Mapspace, tables
+from .energy import fill_energy, serve_energy, sharing_fanout
 from .refetch import merged_orders
 
 class TileGrid(NamedTuple):
@@ -33,14 +33,14 @@ def tile_grid(space: Mapspace, j: int, max_combinations: int, stages: int | None
     must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[j].keeps)]
     if not must:
         return None
-    values = [np.unique(space.level_view(rows)[2][:, j]) for rows in space.dim_tables]
+    values = [np.unique(tables.level_view(space, rows)[2][:, j]) for rows in space.dim_tables]
     if math.prod(len(v) for v in values) > max_combinations:
         return None
     grid = np.stack([g.ravel() for g in np.meshgrid(*values, indexing="ij")])        # (D, M)
     trips = np.maximum(np.array(workload.sizes, float)[:, None] / grid, 1.0)         # Q_d
     tile = {t: tiles.words(workload.tensors[t], grid) for t in must}
     footprint = sum(tile[t] * arch.levels[j].word_bytes(workload.tensors[t]) for t in must)
-    fits = footprint * (stages or min(space.choices[j].stages)) <= arch.levels[j].capacity
+    fits = tiles.fits_level(arch.levels[j], footprint * (stages or min(space.choices[j].stages)))
     if not fits.any():
         return None
     # a sliding window (p+r) fetches only the new slice as it moves, which the merged
@@ -126,8 +126,5 @@ def link_energy(space: Mapspace, j: int, t: int) -> LinkCost:
             continue
         lp = arch.levels[p]
         spread = sharing_fanout(arch, tensor, p, j)
-        wb = lp.word_bytes(tensor)
-        per_word = (lp.energy_update / lp.block_size + wb * lp.byte_energy_update if tensor.is_output
-                    else lp.energy_read / lp.block_size + wb * lp.byte_energy_read)
-        parents.append((per_word, spread))
+        parents.append((serve_energy(lp, tensor), spread))
     return LinkCost(own, tuple(parents))

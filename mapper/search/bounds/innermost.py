@@ -33,12 +33,11 @@ that order until the rest cannot be lower, or one is found below what would prun
 """
 from __future__ import annotations
 
-import copy
 import math
 import numpy as np
 
 from ... import tiles
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, tables
 from .energy import cheapest_read_above, fill_energy, read_back_energy, read_energy, serve_energy, sharing_fanout
 from .cells import Candidates, CellTerms, innermost_cells, smallest_total
 from .operand import SplitVectors, shared_dims
@@ -47,7 +46,6 @@ from .refetch import orders_by_way
 
 
 MAX_TILES = 200_000        # tile vectors of the innermost level (else no bound from here)
-
 MAX_CANDIDATES = 2_000_000  # (order, keep set, cell) triples kept sorted per set of parents
 
 class _GaveUp(Exception):
@@ -56,18 +54,22 @@ class _GaveUp(Exception):
 
 
 class InnermostBound:
-    def __init__(self, space: Mapspace, splits: SplitVectors, give_up=None):
+    def __init__(self, space: Mapspace, splits: SplitVectors, give_up=None, whole: "InnermostBound | None" = None):
+        """`whole`: the bound of the whole space, whose keep-free parts `for_space` shares."""
         self.space, self.give_up = space, give_up      # `give_up`: as `LinkBounds`'s
-        workload = space.workload
-        self.level = space.n_levels - 1
-        # what does not depend on keeps, shared with the parts' copies (`for_space`)
-        self.keep_free: dict = {}
-        # the rest, per part: per (depth, deepest keepers), and the exact refined minima
+        # per part: per (depth, deepest keepers), and the exact refined minima
         self.cache: dict[tuple, float] = {}
         self.terms: dict[tuple, CellTerms] = {}
         self.least: dict[tuple, float] = {}
         self.candidates: dict[tuple, Candidates] = {}
-        values = [np.unique(space.level_view(rows)[2][:, self.level]) for rows in space.dim_tables]
+        if whole is not None:
+            self._share(whole)
+            return
+        workload = space.workload
+        self.level = space.n_levels - 1
+        # what does not depend on keeps, shared with the parts' bounds (`for_space`)
+        self.keep_free: dict = {}
+        values = [np.unique(tables.level_view(space, rows)[2][:, self.level]) for rows in space.dim_tables]
         self.enabled = self.level >= 1 and math.prod(len(v) for v in values) <= MAX_TILES
         if not self.enabled:
             return
@@ -87,12 +89,18 @@ class InnermostBound:
                                           if not tensor.has_sliding_axis})
         self.orders, self.way_orders = list(by_way), list(by_way.values())
 
+    def _share(self, whole: "InnermostBound") -> None:
+        """What `whole` holds that does not depend on keeps (`__init__` builds it)."""
+        self.level, self.keep_free, self.enabled = whole.level, whole.keep_free, whole.enabled
+        if self.enabled:
+            self.tile, self.cell_vectors, self.cell_split, self.instances, self.trips, self.words = (
+                whole.tile, whole.cell_vectors, whole.cell_split, whole.instances, whole.trips, whole.words)
+            self.unsplit, self.unenumerated, self.orders, self.way_orders = (
+                whole.unsplit, whole.unenumerated, whole.orders, whole.way_orders)
+
     def for_space(self, part: Mapspace) -> "InnermostBound":
-        """The same bound for a part of the space (`Mapspace.with_keeps`): the tiles and splits
-        do not depend on keeps; the minima, which do, are recomputed."""
-        bound = copy.copy(self)
-        bound.space, bound.cache, bound.terms, bound.least, bound.candidates = part, {}, {}, {}, {}
-        return bound
+        """The bound of a part of the space (`Mapspace.part`): its minima, which depend on keeps, anew."""
+        return InnermostBound(part, None, self.give_up, whole=self)
 
     def bound(self, depth: int, deepest: list[np.ndarray]) -> np.ndarray | None:
         """Per node, the bound on what is still open at and below the deepest decided keepers,
@@ -417,7 +425,7 @@ class InnermostBound:
         fills = fills if own else c.fills
         for k, keep in enumerate(choice.keeps):
             footprint = tiles.option_bytes(level, workload, [w[cells] for w in self.words], [keep], len(cells))[0]
-            at = np.flatnonzero(footprint * min(choice.stages) <= level.capacity)
+            at = np.flatnonzero(tiles.fits_level(level, footprint * min(choice.stages)))
             fits = cells[at]
             for o in range(len(self.orders)):
                 total = np.zeros(len(fits))
@@ -484,8 +492,7 @@ class InnermostBound:
         out = np.repeat(least[None], len(self.orders), axis=0)
         unit = np.flatnonzero((tile[window.sliding_dims(tensor)] == 1).all(axis=0))
         if len(unit):
-            cutoffs = self.keep_free.setdefault(("window cutoffs", t), {})
-            steps = window.steps(tensor, trips[:, unit], self.way_orders, cutoffs, self.give_up)
-            out[:, unit] = np.maximum(out[:, unit], once[unit] * steps)
+            out[:, unit] = np.maximum(out[:, unit], once[unit] * window.steps_once(
+                tensor, trips[:, unit], self.way_orders, self.keep_free.setdefault(("window steps", t), {}),
+                self.keep_free.setdefault(("window cutoffs", t), {}), self.give_up))
         return out
-

@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...cost.timing import total_rate
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, tables
 from .grid import bytes_sent, bytes_written, link_energy, tile_grid
 from .innermost import InnermostBound
 from .latency import latency_bound
@@ -123,7 +123,7 @@ class LinkBounds:
                        for p in range(space.n_levels)]
 
     def for_space(self, part: Mapspace) -> "LinkBounds":
-        """The bounds of a part of this space (`Mapspace.with_keeps`), sharing what does not
+        """The bounds of a part of this space (`Mapspace.part`), sharing what does not
         depend on keeps."""
         return LinkBounds(part, self.max_combinations, whole=self)
 
@@ -241,7 +241,7 @@ def _copies_floor(space: Mapspace, grid: np.ndarray, must: list[int], weight: di
 
 def _largest_extents(space: Mapspace) -> np.ndarray:
     """(D,) each dim's largest extent in the space (its size, or its largest padded extent)."""
-    return np.array([int(space.level_view(rows)[2][:, 0].max()) for rows in space.dim_tables])
+    return np.array([int(tables.level_view(space, rows)[2][:, 0].max()) for rows in space.dim_tables])
 
 def _units_bound(space: Mapspace, j: int, values: list[np.ndarray], grid: np.ndarray,
                  best: np.ndarray, copies_floor, splits: SplitFloor | None) -> UnitsBound:

@@ -27,12 +27,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...cost import Costs
+from ...cost import Costs, access_energy
 from ...cost.timing import level_time, total_rate
 from ...mapping import MappingTable
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, pruning
 from ..objective import SLACK, TIE, Objective, beaten, cost_bound
-from .energy import ValidShares, action_energy, may_draw_masked, valid_shares
+from .energy import ValidShares, may_draw_masked, valid_shares
 from .latency import decided_latency_bound, feeder_wait
 from .link import LinkBounds
 from .operand import independent_bound, operand_bound, read_modify_write, serving_options
@@ -52,9 +52,9 @@ def least_macs(space: Mapspace, table: MappingTable | None = None, depth: int | 
     macs = space.workload.macs if table is None else table.factors.prod(axis=(0, 1, 2))
     if table is not None and depth is not None:
         spans = table.factors[min(depth, space.n_levels - 1):].prod(axis=(0, 1))
-        padding = space.fragment_padding_within(spans)
+        padding = pruning.fragment_padding_within(space, spans)
         return macs * np.where(padding > 1, padding * (1 - 1e-12), 1.0)
-    padding = space.fragment_padding
+    padding = pruning.fragment_padding(space)
     # a rounding error must not lift a ceil above the MACs' true cycles
     return macs * (padding * (1 - 1e-12)) if padding > 1 else macs
 
@@ -281,15 +281,14 @@ def _known(space: Mapspace, depth: int, table: MappingTable, costs: Costs, share
             if shares is not None and lv < shares.masked:
                 inst = inst * shares.tensor[t]
             fills = costs.level_fills[lv, t]
-            e = action_energy(level, fills, wb, level.energy_write, level.byte_energy_write)
+            e = access_energy(level, fills, wb, "write")
             by_tensor[t] += np.where(kept, e * inst, 0)
             known_write[lv] += np.where(kept, fills * wb, 0)
             exposed_write[lv] += np.where(kept & (table.stages[lv] == 1), fills * wb, 0)
             if lv < depth:
                 passing_known = kept & (child >= 0)
                 reads, updates = costs.level_reads[lv, t], costs.level_updates[lv, t]
-                e = (action_energy(level, reads, wb, level.energy_read, level.byte_energy_read)
-                     + action_energy(level, updates, wb, level.energy_update, level.byte_energy_update))
+                e = access_energy(level, reads, wb, "read") + access_energy(level, updates, wb, "update")
                 by_tensor[t] += np.where(passing_known, e * inst, 0)
                 child_stages = np.take_along_axis(table.stages, np.maximum(child, 0)[None], axis=0)[0]
                 waits = passing_known & (child_stages == 1)
@@ -315,7 +314,7 @@ def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | 
     n_levels, n = len(arch.levels), len(table)
     options = [serving_options(space, t, depth, table) for t in range(len(tensors))]
     served = sum(independent_bound(space, t, options[t]) for t in range(len(tensors)))
-    served = served + sum(read_modify_write(space, t, depth, table, links)
+    served = served + sum(read_modify_write(space, t, depth, table, None if links is None else links.units)
                           for t, tensor in enumerate(tensors) if tensor.is_output)
     inner_share = shares.least if may_draw_masked(space, shares, n_levels) else 1.0
     energy = known.energy + served * inner_share

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,9 +24,6 @@ from ...mapping import MappingTable
 from ...mapspace import SPATIAL_X, SPATIAL_Y, Mapspace
 from .energy import cheapest_read_above, fill_energy, read_back_energy, read_energy, serve_energy, sharing_fanout
 from .refetch import keepers, may_be_innermost, refetches
-
-if TYPE_CHECKING:
-    from .link import LinkBounds
 
 
 MAX_VECTORS = 4_096       # split vectors (over all undecided fanouts) enumerated at most
@@ -227,10 +224,7 @@ def serving_options(space: Mapspace, t: int, depth: int, table: MappingTable) ->
     # (where an undecided level must keep t, `LinkBounds` already charges the parent's reads)
     for lv in range(min(depth, n_levels - 1) + 1 if not deeper_must else 0):
         level = arch.levels[lv]
-        per_word = level.energy_read if not tensor.is_output else level.energy_update
-        per_byte = level.byte_energy_read if not tensor.is_output else level.byte_energy_update
-        compulsory = np.where(deepest == lv, words * (per_word / level.block_size
-                                                      + level.word_bytes(tensor) * per_byte), compulsory)
+        compulsory = np.where(deepest == lv, words * serve_energy(level, tensor), compulsory)
     out = []
     for lv in range(n_levels):
         if may_keep[lv]:
@@ -256,11 +250,12 @@ def independent_bound(space: Mapspace, t: int, options) -> np.ndarray | float:
     return np.where(np.isfinite(best), best, 0.0)
 
 def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
-                      links: "LinkBounds | None" = None) -> np.ndarray:
+                      units: list | None = None) -> np.ndarray:
     """The output's read-modify-write at its innermost keeper: its updates minus what its
     instances hold; the instances holding one element are the spatial splits above it over
     dims that do not index the output (decided ones as chosen, the rest at most what they can
-    reach)."""
+    reach: `units[level]`, the most units a level's splits can use (`LinkBounds.units`), else
+    its whole fanout)."""
     arch, workload = space.arch, space.workload
     tensor = workload.tensors[t]
     n_levels, n = len(arch.levels), len(table)
@@ -275,7 +270,7 @@ def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
             if above < depth:
                 sharing = sharing * table.factors[above, 1:][:, irrelevant].prod(axis=(0, 1))
             else:
-                sharing = sharing * (links.units[above] if links is not None else
+                sharing = sharing * (units[above] if units is not None else
                                      arch.fanout_units(above))
         if not may_keep[lv]:
             continue

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...cost.timing import total_rate
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, pruning, tables
 from .latency import feeder_wait
 from .grid import LinkCost
 from .split_floor import distinct_rows, joined, split_traffic
@@ -56,14 +56,31 @@ class SplitChain(NamedTuple):
         at = np.minimum(np.searchsorted(keys, theirs), len(keys) - 1)
         return np.where(keys[at] == theirs, least[at], np.inf)
 
-    def _lookup(self, known: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-        found = self.lookups.get(known)
+    def prefix_bound(self, level: int, decided: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """Per partial factor choice of `level` (a fanout) whose fanouts above it have split as
+        `decided` ((F', D, N), the fanouts < level) and whose own split of the first dims is
+        `first` ((d, N)), the least cycles over the combinations that agree on those (inf:
+        none): below `bound` of every choice it completes to, which agrees on more."""
+        i = self.fanouts.index(level)
+        rows = np.concatenate([decided.reshape(-1, decided.shape[-1]), first])
+        keys, least = self._lookup(tuple(range(i)), (i, len(first)))
+        theirs = _row_keys(rows.T)
+        at = np.minimum(np.searchsorted(keys, theirs), len(keys) - 1)
+        return np.where(keys[at] == theirs, least[at], np.inf)
+
+    def _lookup(self, known: tuple[int, ...], prefix: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct splits of the fanouts `known` (and, with `prefix` (fanout, d), that
+        fanout's first d dims) as sorted row keys, and the least cycles of each."""
+        found = self.lookups.get((known, prefix))
         if found is None:
-            ours = _row_keys(self.splits[list(known)].reshape(-1, self.splits.shape[-1]).T)
-            keys, inverse = np.unique(ours, return_inverse=True)
+            n = self.splits.shape[-1]
+            columns = [self.splits[list(known)].reshape(-1, n)]
+            if prefix is not None:
+                columns.append(self.splits[prefix[0], :prefix[1]])
+            keys, inverse = np.unique(_row_keys(np.concatenate(columns).T), return_inverse=True)
             least = np.full(len(keys), np.inf)
             np.minimum.at(least, inverse.ravel(), self.cycles)
-            found = self.lookups[known] = (keys, least)
+            found = self.lookups[known, prefix] = (keys, least)
         return found
 
 
@@ -86,10 +103,10 @@ def split_chain(space: Mapspace, links, macs: float) -> SplitChain | None:
     splits, extents = combos
     below = np.cumprod(splits, axis=0)                        # (F, D, C) splits above each fanout's child
     # the fragments are met by the innermost level's tile, its own split among the compute
-    # units included (`Mapspace.fragment_mask`): the region it holds is split by the fanouts above it
+    # units included (`pruning.fragment_mask`): the region it holds is split by the fanouts above it
     above = [f for f, lv in enumerate(fanouts) if lv < space.n_levels - 1]
     regions = extents // below[above[-1]] if above else extents
-    keep = space.fragments_possible(regions, extents)
+    keep = pruning.fragments_possible(space, regions, extents)
     splits, below = splits[..., keep], below[..., keep]
     if splits.shape[-1] == 0:
         return None
@@ -163,7 +180,7 @@ def _combinations(space: Mapspace, fanouts):
     limits = np.array([arch.fanout_units(lv) for lv in fanouts])
     options = []
     for rows in space.dim_tables:
-        _, spatial, tile = space.level_view(rows)
+        _, spatial, tile = tables.level_view(space, rows)
         spatial = spatial[:, list(fanouts)]
         fits = (spatial <= limits).all(axis=1)      # the others `joined` drops: too wide alone
         options.append(distinct_rows(np.column_stack([spatial[fits], tile[fits, 0]])))

@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, pruning, tables
 from .grid import LinkCost
 
 MAX_SPLIT_VECTORS = 2_000_000
@@ -74,7 +74,7 @@ def split_vectors(space: Mapspace, j: int) -> np.ndarray | None:
     if vectors is None:
         return None
     splits, regions, extents = vectors
-    splits = splits[:, space.fragments_possible(regions, extents)]
+    splits = splits[:, pruning.fragments_possible(space, regions, extents)]
     return splits if splits.shape[1] else None
 
 
@@ -114,7 +114,7 @@ def _split_vectors(space: Mapspace, j: int, instances: int):
     whose product fits the instances; None when too many."""
     options = []
     for rows in space.dim_tables:
-        _, spatial, tile = space.level_view(rows)
+        _, spatial, tile = tables.level_view(space, rows)
         split, extent = spatial[:, :j].prod(axis=1), tile[:, 0]
         fits = split <= instances
         split, extent = distinct_rows(np.stack([split[fits], extent[fits]], axis=1)).T

@@ -11,7 +11,6 @@ nodes that the root's bound could not cut (docs/RESULTS.md).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,9 +18,8 @@ from ...mapping import along_last
 from ..bounds.cells import cell_of
 from ..tree import Nodes
 from .copies_cut import CopiesCut
+from .view import WalkView
 
-if TYPE_CHECKING:
-    from .walk import Walk
 
 
 class CellCut(CopiesCut):
@@ -29,30 +27,30 @@ class CellCut(CopiesCut):
     known (`__call__`); `known_cycles` are the nodes' cycles bounds (the cut's copy). What it
     takes from the nodes is the copies cut's (`split_terms`)."""
 
-    def __init__(self, walk: "Walk", nodes: Nodes, known_cycles: np.ndarray):
-        super().__init__(walk, nodes, known_cycles)
+    def __init__(self, view: WalkView, nodes: Nodes, known_cycles: np.ndarray):
+        super().__init__(view, nodes, known_cycles)
         # the factors the nodes decided, per level above theirs: (levels, 3, D, N)
-        self.decided = np.stack([walk.tree.level_factors(nodes, level) for level in range(nodes.depth)])
+        self.decided = np.stack([view.tree.level_factors(nodes, level) for level in range(nodes.depth)])
 
     @staticmethod
-    def applies(walk: "Walk", nodes: Nodes) -> bool:
+    def applies(view: WalkView, nodes: Nodes) -> bool:
         """Whether the objective has an energy part, the children decide the level just above
         the innermost one, and the innermost bound enumerates every fanout's splits in a
         space of exact factors (so that a choice's tile and splits name one of its cells)."""
-        inner = walk.links.innermost
-        return (walk.objective.kind not in ("bytes", "cycles") and inner.enabled
+        inner = view.links.innermost
+        return (view.objective.kind not in ("bytes", "cycles") and inner.enabled
                 and nodes.depth == inner.level - 1 and inner.cell_vectors is not None
                 and not any(x > 1 for x in inner.unsplit) and inner.perfect())
 
     def __call__(self, parents: np.ndarray, groups: np.ndarray, bar: tuple) -> np.ndarray:
         """(M,) True where every completion of the factor choice (`parents`, its `groups`) is
         beaten by the incumbent's ranking key `bar`."""
-        walk, nodes, k, terms = self.walk, self.nodes, self.nodes.depth, self.terms
-        inner = walk.links.innermost
+        view, nodes, k, terms = self.view, self.nodes, self.nodes.depth, self.terms
+        inner = view.links.innermost
         children = Nodes(k + 1, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages, nodes.keeps)))
-        mine = walk.tree.level_factors(children, k)                                     # (3, D, M)
+        mine = view.tree.level_factors(children, k)                                     # (3, D, M)
         levels = np.concatenate([self.decided[:, :, :, parents], mine[None]])           # (k + 1, 3, D, M)
-        sizes = np.array(walk.space.workload.sizes, np.int64)[:, None]
+        sizes = np.array(view.space.workload.sizes, np.int64)[:, None]
         tile = sizes // levels.prod(axis=(0, 1))                                        # (D, M)
         vectors = levels[:, 1:].prod(axis=1).transpose(2, 0, 1)                         # (M, k + 1, D)
         cell = cell_of(inner.tile, inner.cell_vectors, tile, vectors[:, :inner.level], inner.keep_free)

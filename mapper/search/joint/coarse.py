@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...errors import MapperError
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, counting, infeasible
 from ...rescale import rescale
 from ..context import SearchContext
 from ..events import CoarseStart
@@ -42,7 +42,7 @@ def shrunk(space: Mapspace) -> Mapspace | None:
     smaller = replace(workload, name=f"{workload.name} (coarse)", sizes=tuple(sizes))
     try:
         coarse = Mapspace(space.arch, smaller, space.constraints)
-        coarse.require_nonempty(coarse.funnel())
+        infeasible.require_nonempty(coarse, counting.funnel(coarse))
     except MapperError:
         return None
     return coarse

@@ -12,7 +12,6 @@ children of four depth-1 nodes, whose bound had every SM fill only its own share
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,9 +19,8 @@ from ...mapping import along_last
 from ..bounds.node import leak_per_cycle, split_terms
 from ..objective import beaten, cost_bound
 from ..tree import Nodes
+from .view import WalkView
 
-if TYPE_CHECKING:
-    from .walk import Walk
 
 
 class CopiesCut:
@@ -30,30 +28,30 @@ class CopiesCut:
     at the nodes' level is known (`__call__`); `known_cycles` are the nodes' cycles bounds
     (the cut's copy, raised in place as the incumbent improves)."""
 
-    def __init__(self, walk: "Walk", nodes: Nodes, known_cycles: np.ndarray):
-        self.walk, self.nodes, self.known_cycles = walk, nodes, known_cycles
-        space = walk.space
-        table = walk.tree.table(nodes)
-        self.terms = split_terms(space, nodes.depth, table, walk.context.price(space.arch, space.workload, table),
-                                 walk.links)
-        self.leak = leak_per_cycle(walk.space.arch)
+    def __init__(self, view: WalkView, nodes: Nodes, known_cycles: np.ndarray):
+        self.view, self.nodes, self.known_cycles = view, nodes, known_cycles
+        space = view.space
+        table = view.tree.table(nodes)
+        self.terms = split_terms(space, nodes.depth, table, view.context.price(space.arch, space.workload, table),
+                                 view.links)
+        self.leak = leak_per_cycle(view.space.arch)
 
     @staticmethod
-    def applies(walk: "Walk", nodes: Nodes) -> bool:
+    def applies(view: WalkView, nodes: Nodes) -> bool:
         """Whether the objective has an energy part and the nodes' level splits a fanout
         that shares nothing, which the innermost bound takes (`takes_split_at`)."""
-        return (walk.objective.kind not in ("bytes", "cycles")
-                and walk.links.innermost.takes_split_at(nodes.depth))
+        return (view.objective.kind not in ("bytes", "cycles")
+                and view.links.innermost.takes_split_at(nodes.depth))
 
     def __call__(self, parents: np.ndarray, groups: np.ndarray, bar: tuple) -> np.ndarray:
         """(M,) True where every completion of the factor choice (`parents`, its `groups`) is
         beaten by the incumbent's ranking key `bar`."""
         nodes, k, terms = self.nodes, self.nodes.depth, self.terms
         children = Nodes(k + 1, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages, nodes.keeps)))
-        split = self.walk.tree.level_factors(children, k)[1:].prod(axis=0)             # (D, M)
+        split = self.view.tree.level_factors(children, k)[1:].prod(axis=0)             # (D, M)
         if terms.split is not None:
             split = split * terms.split[:, parents]
-        return self._beaten(parents, self.walk.links.innermost.with_split(k, [d[parents] for d in terms.deepest], split),
+        return self._beaten(parents, self.view.links.innermost.with_split(k, [d[parents] for d in terms.deepest], split),
                             bar)
 
     def _beaten(self, parents: np.ndarray, inner: np.ndarray, bar: tuple) -> np.ndarray:
@@ -63,4 +61,4 @@ class CopiesCut:
         share = terms.inner_share[parents] if np.ndim(terms.inner_share) else terms.inner_share
         cycles = self.known_cycles[parents]
         energy = terms.base[parents] + share * inner + self.leak * cycles
-        return beaten(self.walk.objective, cost_bound(self.walk.objective, energy, cycles), bar)
+        return beaten(self.view.objective, cost_bound(self.view.objective, energy, cycles), bar)

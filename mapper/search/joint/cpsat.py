@@ -22,7 +22,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from ... import tiles
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, sampling, tables
 from ..bounds import link_weight
 from ..context import SearchContext
 
@@ -85,7 +85,7 @@ class Proposals:
             ok = outcome and outcome[0] in (cp_model.OPTIMAL, cp_model.FEASIBLE) and collector.solutions
             if ok:
                 index = np.array(collector.solutions, np.int64).T                       # (D, S)
-                self.answer = self.space.assemble([t[i] for t, i in zip(self.space.dim_tables, index)])
+                self.answer = sampling.assemble(self.space, [t[i] for t, i in zip(self.space.dim_tables, index)])
         return self.answer
 
 
@@ -140,7 +140,7 @@ class _Model:
     def __init__(self, space: Mapspace):
         self.space = space
         model = self.model = cp_model.CpModel()
-        self.views = views = [space.level_view(t) for t in space.dim_tables]     # temporal, spatial, tile
+        self.views = views = [tables.level_view(space, t) for t in space.dim_tables]     # temporal, spatial, tile
         self.rows = [model.new_int_var(0, len(t) - 1, f"row_{d}") for d, t in enumerate(space.dim_tables)]
         dims, levels = range(space.n_dims), range(space.n_levels)
         self.tile_index = [[self.indexed(d, views[d][2][:, lv], f"tidx_{lv}_{d}") for d in dims] for lv in levels]
@@ -233,7 +233,7 @@ class _Model:
         bits = sum(terms) * min(space.choices[lv].stages) if terms else 0
         capacity = arch.levels[lv].capacity
         if terms and not math.isinf(capacity):
-            model.add(bits <= int(capacity * 8))
+            model.add(tiles.within(bits, int(capacity * 8)))
         return bits
 
     def occupancy(self, footprint_bits: list) -> None:

@@ -2,7 +2,6 @@
 and which of them this worker walks when the walk is shared between cores (`Share`)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,9 +14,8 @@ from .cell_cut import CellCut
 from .copies_cut import CopiesCut
 from .order_free import OrderFreeCut, PartialOrderFreeCut
 from .parallel import Claims, content_hashes
+from .view import WalkView
 
-if TYPE_CHECKING:
-    from .walk import Walk
 
 class Cut:
     """Rules out children of a list of nodes before they are expanded and priced:
@@ -31,40 +29,44 @@ class Cut:
       with the parent's energy bound. Children with too few units are most of what a walk
       on a GPU would price otherwise. Likewise the least time of every level under the
       splits the choice decides (`bounds.split_chain`): on a convolution's seven dims a
-      level's orders and stages multiply each factor choice by dozens.
+      level's orders and stages multiply each factor choice by dozens. Both are also asked
+      of partial choices as their dims are crossed in (`reaching`), with the most units and
+      the least chain time the dims still to come leave them.
     It counts what it sees, so that the walk times its slices per row generated: sized per
     row priced, they shrank to a few hundred rows where the cut drops most (docs/RESULTS.md)."""
 
-    def __init__(self, walk: "Walk", nodes: Nodes, known: NodeBounds):
+    def __init__(self, view: WalkView, nodes: Nodes, known: NodeBounds):
         # its own copy: raised where a better incumbent lets the bounds be refined (the walk's
         # own, sorted, must stay as they are)
-        self.walk, self.nodes, self.known = walk, nodes, NodeBounds(*(b.copy() for b in known))
+        self.view, self.nodes, self.known = view, nodes, NodeBounds(*(b.copy() for b in known))
         self.splits = None                  # (L', D, N) spatial splits of the decided levels, per dim
-        if walk.objective.kind not in ("energy", "bytes"):      # the units bound time only
-            self.splits = np.stack([walk.tree.level_factors(nodes, level)[1:].prod(axis=0)
-                                    for level in range(nodes.depth)] or [np.ones((walk.space.n_dims, len(nodes)), np.int64)])
-        self.chain = walk.links.chain(least_macs(walk.space)) if self.splits is not None else None
-        self.bar, self.dead, self.prefix = walk.incumbent.bar, np.zeros(len(nodes), bool), None
+        if view.objective.kind not in ("energy", "bytes"):      # the units bound time only
+            self.splits = np.stack([view.tree.level_factors(nodes, level)[1:].prod(axis=0)
+                                    for level in range(nodes.depth)] or [np.ones((view.space.n_dims, len(nodes)), np.int64)])
+        self.chain = view.links.chain(least_macs(view.space)) if self.splits is not None else None
+        # asked of partial factor choices as their dims are crossed in (`fitting_children`)
+        self.reaching = self._reaching if self.splits is not None else None
+        self.bar, self.dead, self.prefix = view.incumbent.bar, np.zeros(len(nodes), bool), None
         self.tied = None                    # nodes whose bounds tie the incumbent's key so far
         self.seen = self.kept = 0
         self.allowed = None         # (M, stages, keeps) of the choices of the last call, where judged
         # where the children are leaves: their factor choices bounded before the orders
-        self.order_free = next((kind(walk, nodes, self.known.cycles) for kind in (OrderFreeCut, PartialOrderFreeCut)
-                                if kind.applies(walk, nodes)), None)
+        self.order_free = next((kind(view, nodes, self.known.cycles) for kind in (OrderFreeCut, PartialOrderFreeCut)
+                                if kind.applies(view, nodes)), None)
         # where the children split a fanout that shares nothing: their copies there bounded
-        self.copies = CopiesCut(walk, nodes, self.known.cycles) if CopiesCut.applies(walk, nodes) else None
+        self.copies = CopiesCut(view, nodes, self.known.cycles) if CopiesCut.applies(view, nodes) else None
         # where the children decide the innermost level's cell: each bounded by its own
-        self.cells = CellCut(walk, nodes, self.known.cycles) if CellCut.applies(walk, nodes) else None
+        self.cells = CellCut(view, nodes, self.known.cycles) if CellCut.applies(view, nodes) else None
 
     def alive(self, parents: np.ndarray) -> np.ndarray:
         """Whether each of `parents` is still neither beaten nor outranked."""
-        walk = self.walk
-        bar = walk.incumbent.bar
+        view = self.view
+        bar = view.incumbent.bar
         if bar != self.bar:                 # a better mapping since the nodes were kept
             self.bar = bar
             self._refine(int(parents.min()) if len(parents) else 0)
-            self.dead = (beaten(walk.objective, self.known.objective, bar)
-                         | outranked(walk.objective, self.known, self._prefix(), bar))
+            self.dead = (beaten(view.objective, self.known.objective, bar)
+                         | outranked(view.objective, self.known, self._prefix(), bar))
             self.tied = None
         return ~self.dead[parents]
 
@@ -74,17 +76,17 @@ class Cut:
         (`bounds.node.lower_bounds`, `refine_below`). Without it, a worker that made its list
         under a worse incumbent walks on, after a better one is found, into nodes whose bounds
         refined under it exceed it (docs/RESULTS.md)."""
-        walk = self.walk
-        innermost = walk.links.innermost
+        view = self.view
+        innermost = view.links.innermost
         if (not innermost.enabled or self.nodes.depth >= innermost.level
-                or walk.objective.kind not in ("energy", "edp", "delay_energy")):
+                or view.objective.kind not in ("energy", "edp", "delay_energy")):
             return
-        rows = first + np.flatnonzero(~beaten(walk.objective, self.known.objective[first:], self.bar))
+        rows = first + np.flatnonzero(~beaten(view.objective, self.known.objective[first:], self.bar))
         if not len(rows):
             return
-        table = walk.tree.table(self.nodes.take(rows))
-        fresh = lower_bounds(walk.space, walk.objective, self.nodes.depth, table,
-                             walk.context.price(walk.space.arch, walk.space.workload, table), walk.links,
+        table = view.tree.table(self.nodes.take(rows))
+        fresh = lower_bounds(view.space, view.objective, self.nodes.depth, table,
+                             view.context.price(view.space.arch, view.space.workload, table), view.links,
                              refine_below=self.bar)
         for known, new in zip(self.known, fresh):
             known[rows] = np.maximum(known[rows], new)
@@ -92,7 +94,7 @@ class Cut:
     def _prefix(self) -> np.ndarray:
         """(P, N) the nodes' decided factors, the first content keys (`ranking_keys`)."""
         if self.prefix is None:
-            table = self.walk.tree.table(self.nodes)
+            table = self.view.tree.table(self.nodes)
             self.prefix = table.factors[:self.nodes.depth].reshape(-1, len(table))
         return self.prefix
 
@@ -103,11 +105,11 @@ class Cut:
         tied that closely are looked at (equally good mappings: an optimum's mirror image and
         its neighbours can cost exactly the same, and their subtrees can be much of the walk;
         docs/RESULTS.md)."""
-        walk, bar = self.walk, self.walk.incumbent.bar
+        view, bar = self.view, self.view.incumbent.bar
         if bar is None:
             return np.zeros(len(parents), bool)
         if self.tied is None:
-            columns = [bound_primary(walk.objective, self.known.objective), self.known.energy,
+            columns = [bound_primary(view.objective, self.known.objective), self.known.energy,
                        self.known.cycles, *self._prefix()]
             self.tied = np.all([column == value for column, value in zip(columns, bar)], axis=0)
         rows = np.flatnonzero(self.tied[parents])
@@ -116,22 +118,20 @@ class Cut:
             nodes, k = self.nodes, self.nodes.depth
             children = Nodes(k + 1, groups[rows], *(along_last(a, parents[rows])
                                                    for a in (nodes.orders, nodes.stages, nodes.keeps)))
-            own = walk.tree.level_factors(children, k).reshape(-1, len(rows))
+            own = view.tree.level_factors(children, k).reshape(-1, len(rows))
             known = NodeBounds(*(b[parents[rows]] for b in self.known))
             prefix = np.concatenate([self._prefix()[:, parents[rows]], own])
-            out[rows] = outranked(walk.objective, known, prefix, bar)
+            out[rows] = outranked(view.objective, known, prefix, bar)
         return out
 
     def __call__(self, parents: np.ndarray, units: np.ndarray, groups: np.ndarray) -> np.ndarray:
-        walk, bar = self.walk, self.walk.incumbent.bar
+        bar = self.view.incumbent.bar
         out = ~self.alive(parents) | self._outranked_children(parents, groups)
         if self.splits is not None:
-            time = compute_bound(walk.space, self.nodes.depth + 1,
-                                 self.splits[:, :, parents].prod(axis=(0, 1)) * units.prod(axis=0), walk.links)
+            time = self._compute_time(parents, units)
             if self.chain is not None:
                 time = np.maximum(time, self._chain_bound(parents, groups))
-            out |= beaten(walk.objective, cost_bound(walk.objective, self.known.energy[parents],
-                                                     np.maximum(self.known.cycles[parents], time)), bar)
+            out |= self._beaten_in(parents, time)
         for cut in (self.copies, self.cells):
             rows = np.flatnonzero(~out) if cut is not None and bar is not None else ()
             if len(rows):
@@ -148,6 +148,38 @@ class Cut:
         self.kept += len(out) - int(out.sum())
         return out
 
+    def _compute_time(self, parents: np.ndarray, units: np.ndarray) -> np.ndarray:
+        """(M,) the fewest cycles of the MACs on the units the choices reach, their split of
+        the nodes' level being `units` (its factor per mesh axis, (2, M))."""
+        view = self.view
+        return compute_bound(view.space, self.nodes.depth + 1,
+                             self.splits[:, :, parents].prod(axis=(0, 1)) * units.prod(axis=0), view.links)
+
+    def _beaten_in(self, parents: np.ndarray, time: np.ndarray) -> np.ndarray:
+        """(M,) whether the parents' bounds, with `time` as their least cycles where more, are
+        beaten by the incumbent."""
+        view = self.view
+        return beaten(view.objective, cost_bound(view.objective, self.known.energy[parents],
+                                                 np.maximum(self.known.cycles[parents], time)), view.incumbent.bar)
+
+    def _reaching(self, parents: np.ndarray, most: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """(M,) False where a partial factor choice is beaten with the fewest cycles it can
+        still reach: the compute time on the most units its later dims can add (`most`,
+        (2, M), per mesh axis), or the least time of every level over the splits that agree
+        with its first dims' (`first`, (d, M); `SplitChain.prefix_bound`). The compute time
+        only falls as units are added, and the chain's least over more combinations is no
+        higher, so every choice it completes to is beaten too: the cut (`__call__`) would
+        drop it."""
+        if self.view.incumbent.bar is None:
+            return np.ones(len(parents), bool)
+        time = self._compute_time(parents, most)
+        k = self.nodes.depth
+        if self.chain is not None and k in self.chain.fanouts:
+            above = [self.splits[lv][:, parents] for lv in self.chain.fanouts if lv < k]
+            decided = np.stack(above) if above else np.zeros((0, self.view.space.n_dims, len(parents)), np.int64)
+            time = np.maximum(time, self.chain.prefix_bound(k, decided, first))
+        return ~self._beaten_in(parents, time)
+
     def _chain_bound(self, parents: np.ndarray, groups: np.ndarray) -> np.ndarray | float:
         """Per factor choice, the chain's bound (`bounds.split_chain`) under the splits it and
         its parent decide."""
@@ -160,7 +192,7 @@ class Cut:
             else:
                 children = Nodes(k + 1, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages,
                                                                                    nodes.keeps)))
-                splits.append(self.walk.tree.level_factors(children, k)[1:].prod(axis=0))
+                splits.append(self.view.tree.level_factors(children, k)[1:].prod(axis=0))
         return self.chain.bound(k + 1, np.stack(splits)) if splits else float(self.chain.cycles.min())
 
     def dilution(self) -> float:

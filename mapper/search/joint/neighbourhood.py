@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from ...mapping import MappingTable, along_last
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, pruning, sampling
 from ..context import Budget
 from ..result import Incumbent
 from ..warm import carried_orders, factor_rows
@@ -54,7 +54,7 @@ def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0
             offer_sliced(space, incumbent, varied, spent)
             if not spent():        # each batch takes a while: the budget is asked between them
                 offer_sliced(space, incumbent, _with_every_choice(space, varied, rng), spent)
-            if len(dims) == 1 and varied.factors.shape[-1] * space.expansion_bound() <= EXPAND_LIMIT:
+            if len(dims) == 1 and varied.factors.shape[-1] * sampling.expansion_bound(space) <= EXPAND_LIMIT:
                 _offer_expanded(space, incumbent, varied.factors, spent)
         if incumbent.key == before:
             break
@@ -63,13 +63,13 @@ def improve(space: Mapspace, incumbent: Incumbent, budget: Budget, seed: int = 0
 
 
 def every_choice(space: Mapspace, factors: np.ndarray, rng: np.random.Generator) -> MappingTable:
-    """Every keep/stage/order choice of a few factor rows (`Mapspace.expand`), where that is
+    """Every keep/stage/order choice of a few factor rows (`sampling.expand`), where that is
     bounded (EXPAND_CHOICES keep-and-stage combinations, EXPAND_LIMIT rows); else CHOICE_LIMIT
     random draws of them in all: one step between two looks at the budget stays short."""
     if (math.prod(len(c.keeps) * len(c.stages) for c in space.choices) <= EXPAND_CHOICES
-            and space.expanded_rows(factors) <= EXPAND_LIMIT):
-        return space.expand(factors)
-    return space.draw_choices(factors, max(1, CHOICE_LIMIT // max(1, factors.shape[-1])), rng)
+            and sampling.expanded_rows(space, factors) <= EXPAND_LIMIT):
+        return sampling.expand(space, factors)
+    return sampling.draw_choices(space, factors, max(1, CHOICE_LIMIT // max(1, factors.shape[-1])), rng)
 
 
 def _vary(space: Mapspace, table: MappingTable, rows: list[int], dims: tuple[int, ...],
@@ -85,8 +85,8 @@ def _vary(space: Mapspace, table: MappingTable, rows: list[int], dims: tuple[int
     per_dim = [np.repeat(space.dim_tables[d][[r]], n, axis=0) for d, r in enumerate(rows)]
     for d, pick in zip(dims, picks):
         per_dim[d] = space.dim_tables[d][pick]
-    factors = space.assemble(per_dim)
-    factors = along_last(factors, space.coupled_mask(factors))
+    factors = sampling.assemble(space, per_dim)
+    factors = along_last(factors, pruning.coupled_mask(space, factors))
     n = factors.shape[-1]
     keep = np.repeat(table.keep, n, axis=-1)
     stages = np.repeat(table.stages, n, axis=-1)
@@ -117,11 +117,11 @@ def _with_every_choice(space: Mapspace, table: MappingTable, rng: np.random.Gene
 def _offer_expanded(space: Mapspace, incumbent: Incumbent, factors: np.ndarray, spent) -> None:
     """Every mapping of the given factor rows (all orders, keeps and stages), priced in slices
     of about BATCH_ROWS with the budget asked between them."""
-    step = max(1, BATCH_ROWS // space.expansion_bound())
+    step = max(1, BATCH_ROWS // sampling.expansion_bound(space))
     for start in range(0, factors.shape[-1], step):
         if spent():
             return
-        _offer(space, incumbent, space.expand(factors[..., start:start + step]))
+        _offer(space, incumbent, sampling.expand(space, factors[..., start:start + step]))
 
 
 def offer_sliced(space: Mapspace, incumbent: Incumbent, table: MappingTable, spent) -> None:
@@ -136,4 +136,4 @@ def offer_sliced(space: Mapspace, incumbent: Incumbent, table: MappingTable, spe
 
 def _offer(space: Mapspace, incumbent: Incumbent, table: MappingTable) -> None:
     if len(table):
-        incumbent.offer(table, mask=space.valid_mask(table))
+        incumbent.offer(table, mask=pruning.valid_mask(space, table))

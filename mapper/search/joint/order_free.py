@@ -23,19 +23,18 @@ as the least over more orders is only lower.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...cost.timing import level_time
 from ...mapping import along_last
+from ...mapspace import pruning
 from ...orders import tensor_best_orders
 from ..bounds.node import leak_per_cycle, order_free_parts
 from ..objective import beaten, cost_bound
 from ..tree import Nodes, feasible, in_pieces
+from .view import WalkView
 
-if TYPE_CHECKING:
-    from .walk import Walk
 
 
 WORTH = 2       # the orders' expansion, at most, as a share of the choice's own: else not bounded
@@ -46,36 +45,36 @@ class OrderFreeCut:
     their loop order, stages and keeps (`__call__`); `known_cycles` are the nodes' own cycles
     bounds (the cut's copy, which it raises in place as the incumbent improves)."""
 
-    def __init__(self, walk: "Walk", nodes: Nodes, known_cycles: np.ndarray):
-        self.walk, self.nodes, self.known_cycles = walk, nodes, known_cycles
+    def __init__(self, view: WalkView, nodes: Nodes, known_cycles: np.ndarray):
+        self.view, self.nodes, self.known_cycles = view, nodes, known_cycles
         self._orders: dict[tuple[int, int], np.ndarray] = {}
         self.allowed = None         # the stage and keep options that fit the choices of the last call
-        arch, tensors = walk.space.arch, walk.space.workload.tensors
+        arch, tensors = view.space.arch, view.space.workload.tensors
         self._leaks = np.array([level.leak for level in arch.levels])[:, None]
         self._word_bytes = np.array([[level.word_bytes(t) for t in tensors] for level in arch.levels])[:, :, None]
 
     @staticmethod
-    def applies(walk: "Walk", nodes: Nodes) -> bool:
+    def applies(view: WalkView, nodes: Nodes) -> bool:
         """Whether the nodes' children are leaves and the objective has a cost bound."""
-        return nodes.depth + 1 == walk.tree.leaf_depth and walk.objective.kind != "bytes"
+        return nodes.depth + 1 == view.tree.leaf_depth and view.objective.kind != "bytes"
 
     def _order_rows(self, level: int, mask: int) -> np.ndarray:
         """(K, D) `tensor_best_orders` of the loops in `mask`, unit dims after them."""
         if (level, mask) not in self._orders:
-            n_dims = self.walk.tree.n_dims
+            n_dims = self.view.tree.n_dims
             dims = tuple(d for d in range(n_dims) if mask >> d & 1)
             rest = [d for d in range(n_dims) if not mask >> d & 1]
             self._orders[level, mask] = np.array([list(o) + rest for o in tensor_best_orders(
-                self.walk.space.workload, dims)], np.int64).reshape(-1, n_dims)
+                self.view.space.workload, dims)], np.int64).reshape(-1, n_dims)
         return self._orders[level, mask]
 
     def __call__(self, parents: np.ndarray, groups: np.ndarray, bar: tuple) -> np.ndarray:
         """(M,) True where every completion of the factor choice (`parents`, its `groups`) is
         beaten by the incumbent's ranking key `bar`, or none is valid; False where its own
         expansion is too small for the bound to save pricing."""
-        nodes, k, tree = self.nodes, self.nodes.depth, self.walk.tree
+        nodes, k, tree = self.nodes, self.nodes.depth, self.view.tree
         choices = Nodes(k + 1, groups, *(along_last(a, parents) for a in (nodes.orders, nodes.stages, nodes.keeps)))
-        allowed = self.allowed = tree._fitting_choices(choices)
+        allowed = self.allowed = tree.fitting_choices(choices)
         priced = self._priced_options(allowed)
         # only where the rows priced here are at most half of what the choice expands to
         mine = tree.expansions(choices, k, priced, order_rows=self._order_rows)
@@ -84,7 +83,7 @@ class OrderFreeCut:
         if not len(worth):
             return out
         # priced a slice's rows at a time (`Walk.chunk_rows`), so that memory stays bounded
-        for piece in in_pieces(mine[worth], self.walk.chunk_rows(k + 1)):
+        for piece in in_pieces(mine[worth], self.view.chunk_rows(k + 1)):
             rows = worth[piece]
             out[rows] = self._beaten(choices.take(rows), priced[rows], parents[rows], bar)
         return out
@@ -96,20 +95,20 @@ class OrderFreeCut:
 
     def _beaten(self, choices: Nodes, allowed: np.ndarray, parents: np.ndarray, bar: tuple) -> np.ndarray:
         energy, cycles = self.bounds(choices, allowed, parents)
-        return beaten(self.walk.objective, cost_bound(self.walk.objective, energy, cycles), bar)
+        return beaten(self.view.objective, cost_bound(self.view.objective, energy, cycles), bar)
 
     def bounds(self, choices: Nodes, allowed: np.ndarray, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(energy, cycles) bounds on every completion of each factor choice (`choices`, with the
         next level's options `allowed`, of the nodes `parents`): inf where none is valid."""
-        walk, space, tree = self.walk, self.walk.space, self.walk.tree
+        view, space, tree = self.view, self.view.space, self.view.tree
         rows, choice_of = tree.expand(choices, self.nodes.depth, allowed=allowed, order_rows=self._order_rows)
         table = tree.table(rows)
-        valid = np.flatnonzero(space.valid_mask(table))
+        valid = np.flatnonzero(pruning.valid_mask(space, table))
         out = np.full(len(parents), np.inf), np.full(len(parents), np.inf)
         if not len(valid):
             return out
-        costs = walk.context.price(space.arch, space.workload, table.take(valid))
-        walk.incumbent.evaluated += len(valid)
+        costs = view.context.price(space.arch, space.workload, table.take(valid))
+        view.incumbent.evaluated += len(valid)
         # the rows come choice by choice (`LevelTree.expand`): `least` takes each choice's least
         choice_of = choice_of[valid]
         first = np.flatnonzero(np.r_[True, choice_of[1:] != choice_of[:-1]])
@@ -153,21 +152,21 @@ class PartialOrderFreeCut(OrderFreeCut):
     with more, the same choice fits no better (`tree.feasible` grows with the stages).
     """
 
-    def __init__(self, walk: "Walk", nodes: Nodes, known_cycles: np.ndarray):
-        super().__init__(walk, nodes, known_cycles)
-        self._leak = leak_per_cycle(walk.space.arch)
-        choice = walk.space.choices[nodes.depth + 1]
+    def __init__(self, view: WalkView, nodes: Nodes, known_cycles: np.ndarray):
+        super().__init__(view, nodes, known_cycles)
+        self._leak = leak_per_cycle(view.space.arch)
+        choice = view.space.choices[nodes.depth + 1]
         self._fewest_first = np.argsort(choice.stages, kind="stable")     # stage options, fewest first
         self._keep_options = len(choice.keeps)
 
     @staticmethod
-    def applies(walk: "Walk", nodes: Nodes) -> bool:
+    def applies(view: WalkView, nodes: Nodes) -> bool:
         """Whether the nodes' children are partial nodes and the objective has a cost bound."""
-        return nodes.depth + 1 < walk.tree.leaf_depth and walk.objective.kind != "bytes"
+        return nodes.depth + 1 < view.tree.leaf_depth and view.objective.kind != "bytes"
 
     def _priced_options(self, allowed: np.ndarray) -> np.ndarray:
         """Per keep option allowed, its fewest stages allowed only ((N, stages x keeps), laid out
-        as `LevelTree._fitting_choices` lays them out)."""
+        as `LevelTree.fitting_choices` lays them out)."""
         n = len(allowed)
         by_stage = allowed.reshape(n, -1, self._keep_options)[:, self._fewest_first]     # (N, S, K)
         first = by_stage & (np.cumsum(by_stage, axis=1) == 1)
@@ -176,7 +175,7 @@ class PartialOrderFreeCut(OrderFreeCut):
         return priced.reshape(n, -1)
 
     def bounds(self, choices: Nodes, allowed: np.ndarray, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        walk, space, tree = self.walk, self.walk.space, self.walk.tree
+        view, space, tree = self.view, self.view.space, self.view.tree
         rows, choice_of = tree.expand(choices, self.nodes.depth, allowed=allowed, order_rows=self._order_rows)
         table = tree.table(rows)
         kept = np.flatnonzero(feasible(space, self.nodes.depth + 1, table))
@@ -184,9 +183,9 @@ class PartialOrderFreeCut(OrderFreeCut):
         if not len(kept):
             return out
         table = table.take(kept)
-        costs = walk.context.price(space.arch, space.workload, table)
-        walk.incumbent.evaluated += len(kept)
-        by_tensor, rest, moved = order_free_parts(space, self.nodes.depth + 1, table, costs, walk.links)
+        costs = view.context.price(space.arch, space.workload, table)
+        view.incumbent.evaluated += len(kept)
+        by_tensor, rest, moved = order_free_parts(space, self.nodes.depth + 1, table, costs, view.links)
         choice_of = choice_of[kept]
         first = np.flatnonzero(np.r_[True, choice_of[1:] != choice_of[:-1]])
         priced = choice_of[first]

@@ -72,7 +72,7 @@ def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links
     for picks in itertools.product(*[range(len(choice.keeps)) for choice in space.choices]):
         if budget.spent():
             return None
-        part = space.with_keeps(picks)
+        part = space.part(picks)
         parts.append(bounded_part(part, objective, tree.for_space(part), links.for_space(part), budget.context, picks))
     order = bound_order(objective, np.stack([p.first for p in parts]))   # stable: ties in keep-vector order
     return [parts[i] for i in order]

@@ -27,12 +27,12 @@ docs/SEARCH.md describes the design; `settings.JointTuning` holds what tunes it.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ...mapping import to_table
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, counting, infeasible, sampling
 from ..bounds import LinkBounds
 from ..context import SearchContext
 from ..events import CpsatSkipped, Event, InParts, NoWarmStart, RandomFallback, StoppedEarly, WarmStart
@@ -73,19 +73,26 @@ class Joint:
     tuning: JointTuning = field(default_factory=JointTuning)
     name: str = "joint"
 
+    @property
+    def starts(self) -> incumbents.Starts:
+        """What the searches for incumbents read of these settings (`incumbents.py`); the
+        coarse start runs this search, without it or given mappings, on the smaller shape."""
+        coarse = replace(self, incumbents=(), coarse=False) if self.coarse else None
+        return incumbents.Starts(self.local_search, self.dives, self.seed, self.cpsat_seconds, self.tuning, coarse)
+
     def run(self, space: Mapspace, objective: Objective, context: SearchContext | None = None,
             progress=None) -> SearchResult:
         context = context or SearchContext()
         budget = context.budget(context.time_limit)      # covers the warm start and the proposals too
         context.require_setup(space)
-        funnel = space.funnel()
-        space.require_nonempty(funnel)
+        funnel = counting.funnel(space, stop=context.stopped)     # out of time: estimated
+        infeasible.require_nonempty(space, funnel)
         tree = LevelTree(space)
         incumbent = Incumbent(space, objective, context)
         events: list[Event] = []
         self._warm_start(space, objective, incumbent, context, events, tree)
         if self.incumbents:
-            events.append(incumbents.given(self, space, incumbent))
+            events.append(incumbents.given(self.incumbents, space, incumbent))
         if context.past_deadline():
             return self._set_up_too_long(space, funnel, incumbent, context, events)
         links = LinkBounds(space, give_up=context.past_deadline)
@@ -167,11 +174,11 @@ class Joint:
         space = setup.space
         counted = context.per_evaluation is not None
         in_order = (counted and not context.walk_first) or context.time_limit is None
-        cpsat = _Cpsat(self, walk, events)
-        if incumbents.cpsat_wanted(self, walk):
+        cpsat = _Cpsat(self.starts, walk, events)
+        if incumbents.cpsat_wanted(self.starts, walk):
             if in_order:                # before the rest, which it may start from
                 events.append(incumbents.offer_proposals(
-                    space, incumbent, incumbents.start_cpsat(self, space, walk.objective, incumbent, context), context))
+                    space, incumbent, incumbents.start_cpsat(self.starts, space, walk.objective, incumbent, context), context))
             else:
                 # solved in a thread once the walk has gone on for `walk_polish_after`, and
                 # offered by the walk once ready: where the walk proves the optimum sooner it
@@ -179,7 +186,7 @@ class Joint:
                 # its import and thread took a core from the walk; docs/RESULTS.md)
                 cpsat.deferred = True
                 walk.run_later(cpsat.start)
-        improve_incumbent = lambda: incumbents.improve_incumbent(self, walk, parts, funnel, events)  # noqa: E731
+        improve_incumbent = lambda: incumbents.improve_incumbent(self.starts, walk, parts, funnel, events)  # noqa: E731
         # walked whole, worker 0's local search comes before its walk (it is what finds a large
         # array's optimum); in parts (on several cores, or one under an evaluation budget) only
         # its polished dives do: the walk's units are then the parts' roots, which a worker
@@ -189,14 +196,14 @@ class Joint:
             # in parts: the polished dives first (one into each of the best parts finds these
             # spaces' optima), the local search across parts later, from inside the walk
             claims = setup.claims       # they end once another worker's walk has ended
-            incumbents.dives(self, walk, parts, events, polish=walk.polish,
+            incumbents.dives(self.starts, walk, parts, events, polish=walk.polish,
                              until=None if claims is None else claims.some_walk_ended)
-            walk.run_later(lambda: incumbents.across_parts(self, walk, parts, events),
+            walk.run_later(lambda: incumbents.across_parts(self.starts, walk, parts, events),
                            after=self.tuning.parts_search_after)
         elif setup.worker == 0 and (in_order or setup.parallel):
             improve_incumbent()
         else:
-            incumbents.dives(self, walk, parts, events, polish=False)
+            incumbents.dives(self.starts, walk, parts, events, polish=False)
             if setup.worker == 0:       # one core: later, from inside the walk
                 walk.run_later(improve_incumbent)
         try:
@@ -213,17 +220,17 @@ class _Cpsat:
     offered by the walk as soon as they are ready (its first solution may come after its cap),
     and polished by a short local search when they improve the incumbent."""
 
-    def __init__(self, joint: Joint, walk: Walk, events: list[Event]):
-        self.joint, self.walk, self.events = joint, walk, events
+    def __init__(self, starts: incumbents.Starts, walk: Walk, events: list[Event]):
+        self.starts, self.walk, self.events = starts, walk, events
         self.deferred = self.due = False    # given to the walk to start; started (or not wanted by then)
 
     def start(self) -> None:
-        joint, walk, events = self.joint, self.walk, self.events
+        starts, walk, events = self.starts, self.walk, self.events
         space, incumbent, context = walk.setup.space, walk.incumbent, walk.context
         self.due = True
-        if not incumbents.cpsat_wanted(joint, walk):        # too little time left by now
+        if not incumbents.cpsat_wanted(starts, walk):        # too little time left by now
             return
-        proposals = incumbents.start_cpsat(joint, space, walk.objective, incumbent, context)
+        proposals = incumbents.start_cpsat(starts, space, walk.objective, incumbent, context)
         if isinstance(proposals, Event):
             events.append(proposals)
             return
@@ -231,14 +238,14 @@ class _Cpsat:
         def offer(proposals):
             before = incumbent.key
             events.append(incumbents.offer_proposals(space, incumbent, proposals, context))
-            if joint.local_search and incumbent.key != before:
-                improve(space, incumbent, context.budget(joint.tuning.part_polish_seconds), seed=joint.seed,
+            if starts.local_search and incumbent.key != before:
+                improve(space, incumbent, context.budget(starts.tuning.part_polish_seconds), seed=starts.seed,
                         stop=walk.budget.spent)
         # on a counting clock, taken once the walk has counted the solve's deterministic cap
         # (waiting for it then if need be): solved in line, it held up the walk and the other
         # workers, which wait for this one at their next exchange (`synced.py`), for seconds
         # (on h100's GEMMs it finds nothing; docs/RESULTS.md)
-        after = incumbents.cpsat_cap(joint, context) if context.per_evaluation is not None else None
+        after = incumbents.cpsat_cap(starts, context) if context.per_evaluation is not None else None
         walk.offer_when_ready(proposals, offer, after)
 
 
@@ -246,7 +253,7 @@ def _random_draws(space: Mapspace, incumbent: Incumbent) -> None:
     """Random members of the space offered until one is valid (at most ten draws)."""
     rng = np.random.default_rng(0)
     for _ in range(10):
-        sample = space.sample(20_000, rng)
+        sample = sampling.sample(space, 20_000, rng)
         if len(sample):
             incumbent.offer(sample)
         if incumbent.table is not None:

@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from ...mapspace import Mapspace
+from ...mapspace import Mapspace, pruning
 from ..bounds import LinkBounds, NodeBounds, lower_bounds
 from ..context import Budget, SearchContext
 from ..fitting_children import fitting_children
@@ -33,6 +33,7 @@ from ..objective import Objective, beaten, bound_order, bound_primary, outranked
 from ..result import Incumbent
 from ..tree import LevelTree, Nodes, feasible
 from .cut import Cut, Share
+from .view import WalkView
 from .neighbourhood import improve
 from .parallel import Claims, content_hashes
 from .parts import Part
@@ -173,7 +174,7 @@ class Walk:
         # priced a part at a time, so that memory stays bounded (docs/RESULTS.md)
         step = max(1, self.setup.tuning.priced_cells // math.prod(table.factors.shape[:-1]))
         if children.depth >= tree.leaf_depth:
-            rows = np.flatnonzero(space.valid_mask(table))
+            rows = np.flatnonzero(pruning.valid_mask(space, table))
             before = self.incumbent.key
             for start in range(0, len(rows), step):
                 self.incumbent.offer(table.take(rows[start:start + step]))
@@ -450,7 +451,12 @@ class Walk:
     def _cut(self, nodes: Nodes, known: NodeBounds | None) -> Cut | None:
         """What rules out children of `nodes` before they are priced (`Cut`); None for the
         roots, whose energy and cycles bounds are not kept."""
-        return None if known is None else Cut(self, nodes, known)
+        return None if known is None else Cut(self.view(), nodes, known)
+
+    def view(self) -> WalkView:
+        """What the cuts read of this walk, for the part it walks now."""
+        return WalkView(self.objective, self.space, self.tree, self.links, self.incumbent, self.context,
+                        self.chunk_rows)
 
 
 def _factor_choices(children: Nodes) -> int:
