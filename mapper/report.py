@@ -229,9 +229,11 @@ def kernel_shape_text(arch: Arch, workload: Workload, mapping: Mapping) -> str:
     sharing = [f"{t.name} to {math.prod(c for name, c in ctas.items() if workload.dim_index(name) not in t.dims)}"
                for t in workload.operands]
     native = "".join(f"{role}{size}" for role, size in arch.for_workload(workload).compute.native_shape) or "none"
-    return (f"thread-block cluster {'x'.join(map(str, ctas.values()))} CTAs ({' x '.join(ctas)}), each tile "
-            f"multicast from {arch.levels[_clustered_level(arch)].name} to the CTAs sharing it "
-            f"({', '.join(sharing)}); MMA shape {native}")
+    shape = f"thread-block cluster {'x'.join(map(str, ctas.values()))} CTAs ({' x '.join(ctas)})"
+    if math.prod(ctas.values()) == 1:       # a mapspace without clusters (the default) or one CTA chosen
+        return f"{shape}: no multicast (`--mapspace clusters` searches clusters); MMA shape {native}"
+    return (f"{shape}, each tile multicast from {arch.levels[_clustered_level(arch)].name} to the CTAs "
+            f"sharing it ({', '.join(sharing)}); MMA shape {native}")
 
 
 def search_json(result, arch: Arch, workload: Workload) -> dict:

@@ -146,9 +146,3 @@ def problems(draw, kinds=tuple(EINSUMS), allow_bypass: bool = True, latency: boo
     arch = draw(archs(latency=latency, clusters=clusters))
     return arch, workload, draw(mappings(arch, workload, allow_bypass))
 
-
-def without_clusters(arch):
-    """`arch` without thread-block clusters: every CTA reads its own tiles from L2, as on the
-    GPU presets before they modelled clusters (what tests written then take as given)."""
-    import dataclasses
-    return dataclasses.replace(arch, levels=tuple(dataclasses.replace(level, clusters=None) for level in arch.levels))

@@ -2,8 +2,10 @@
 a cluster share is read once from L2 and multicast (exact counts, by hand, in both cost paths
 and the literal simulator), the cluster shapes the part can schedule, the search's bounds and
 result on spaces with clusters, and the cluster in the emitted CUTLASS and Triton forms."""
+import json
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -340,3 +342,50 @@ def test_the_cluster_mapping_tiles_the_same_in_mlir(tmp_path):
         [contraction] = loops_around(apply(tmp_path, text), "mapper.contraction")
         nests.append(contraction)
     assert nests[0] == nests[1] and ("forall", (128, 128)) in nests[0]
+
+
+# ----------------------------------------------------------------------------- opt-in
+
+def test_clusters_are_in_a_space_only_where_its_mapspace_asks():
+    """Without `clusters: true` the space's arch has no block clusters: no cluster slot, the
+    fanout of the SMs alone (every default result is the arch's without clusters); the preset
+    `clusters` mapspace is the default one with them."""
+    from mapper.load import load_constraints
+    from mapper.mapspace.common import SPATIAL_Y
+    default, clustered = Mapspace(H100, GEMM), Mapspace(H100, GEMM, load_constraints("clusters"))
+    assert not default.arch.has_clusters and clustered.arch.has_clusters
+    assert (1, SPATIAL_Y) not in default.slots and (1, SPATIAL_Y) in clustered.slots
+    assert default.arch.fanout(1) == (132, 1) and clustered.arch.fanout(1) == (132, 16)
+    preset = load_constraints("clusters")
+    assert preset.clusters and preset == replace(load_constraints("default"), name="clusters",
+                                                 description=preset.description, clusters=True)
+
+
+@pytest.mark.parametrize("value", ["yes", 1])
+def test_a_clusters_key_that_is_no_boolean_names_it(value):
+    from mapper.load import constraints_from_dict
+    with pytest.raises(SpecError, match=re.escape("c.yaml: clusters: expected true")):
+        constraints_from_dict({"name": "c", "clusters": value}, Where("c.yaml"))
+
+
+def test_a_warm_start_with_a_cluster_needs_the_clusters_mapspace(tmp_path, capsys):
+    """A mapping file that splits over a cluster starts no search of a space without clusters:
+    one line naming the file and `--mapspace clusters`; with it, the search runs."""
+    import yaml
+    from mapper.cli import main
+    path = tmp_path / "clustered.yaml"
+    path.write_text(yaml.safe_dump({"arch": "h100", "workload": "gemm-4096", "mapping": h100_mapping({"m": 2})}))
+    args = ["search", "h100", "gemm-4096", "--warm-start", str(path), "--max-evaluations", "2000", "--json"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(path) in err and "use --mapspace clusters" in err and len(err.splitlines()) == 1
+    assert main(args + ["--mapspace", "clusters"]) == 0
+    assert json.loads(capsys.readouterr().out)["kernel"]["cluster"]["m"] >= 1
+
+
+def test_the_report_says_there_is_no_cluster_under_the_default_mapspace(capsys):
+    from mapper.cli import main
+    assert main(["search", "h100", "gemm-1024", "--max-evaluations", "2000"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("thread-block cluster"))
+    assert line.startswith("thread-block cluster 1x1x1 CTAs (m x n x k): no multicast")
+    assert "--mapspace clusters" in line and line.endswith("MMA shape m16n8k16")
