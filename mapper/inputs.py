@@ -107,7 +107,20 @@ def with_warm_starts(found: SearchInputs, paths) -> SearchInputs:
             warm.append(_timeloop_mapping(path, found))
         else:
             warm.append(load_warm_start(path, found.arch, found.workload))
+        _require_clusters_allowed(warm[-1], found.arch, found.constraints, Where(str(path)))
     return replace(found, warm_starts=tuple(warm))
+
+
+def _require_clusters_allowed(mapping: Mapping, arch: Arch, constraints: Constraints, where: Where) -> None:
+    """A mapping that splits a fanout over a thread-block cluster's CTAs (mesh y of a level with
+    `block_clusters`) starts only a search whose mapspace has clusters (`clusters: true`)."""
+    if constraints.clusters:
+        return
+    for level, lm in zip(arch.levels, mapping.levels):
+        if level.clusters is not None and any(axis == 1 for _, _, axis in lm.spatial):
+            raise where.error(f"this mapping splits {level.name}'s fanout over a thread-block cluster "
+                              f"(spatial axis y), which mapspace '{constraints.name}' leaves out: "
+                              "use --mapspace clusters")
 
 
 def load_warm_start(name_or_path, arch: Arch, workload: Workload) -> Mapping:

@@ -203,8 +203,44 @@ def mapping_text(arch: Arch, workload: Workload, mapping: Mapping, ev: Evaluatio
                  rows, align_left=5)
 
 
+def _clustered_level(arch: Arch) -> int | None:
+    return next((lv for lv, level in enumerate(arch.levels) if level.clusters is not None), None)
+
+
+def cluster_ctas(arch: Arch, workload: Workload, mapping: Mapping) -> dict[str, int] | None:
+    """Per dim, the CTAs of one thread-block cluster (the mesh-y split of the level with
+    `block_clusters`); None where the architecture has none."""
+    level = _clustered_level(arch)
+    if level is None:
+        return None
+    ctas = {name: 1 for name in workload.dims}
+    for d, b, a in mapping.levels[level].spatial:
+        if a == 1:
+            ctas[workload.dims[d]] *= b
+    return ctas
+
+
+def kernel_shape_text(arch: Arch, workload: Workload, mapping: Mapping) -> str:
+    """The thread-block cluster and the MMA shape on a GPU with clusters ("" elsewhere): what
+    a kernel for the mapping launches and issues, and which operand each cluster shares."""
+    ctas = cluster_ctas(arch, workload, mapping)
+    if ctas is None:
+        return ""
+    sharing = [f"{t.name} to {math.prod(c for name, c in ctas.items() if workload.dim_index(name) not in t.dims)}"
+               for t in workload.operands]
+    native = "".join(f"{role}{size}" for role, size in arch.for_workload(workload).compute.native_shape) or "none"
+    shape = f"thread-block cluster {'x'.join(map(str, ctas.values()))} CTAs ({' x '.join(ctas)})"
+    if math.prod(ctas.values()) == 1:       # a mapspace without clusters (the default) or one CTA chosen
+        return f"{shape}: no multicast (`--mapspace clusters` searches clusters); MMA shape {native}"
+    return (f"{shape}, each tile multicast from {arch.levels[_clustered_level(arch)].name} to the CTAs "
+            f"sharing it ({', '.join(sharing)}); MMA shape {native}")
+
+
 def search_json(result, arch: Arch, workload: Workload) -> dict:
     out = evaluation_json(arch, workload, result.mapping, result.evaluation)
+    ctas = cluster_ctas(arch, workload, result.mapping)
+    if ctas is not None:
+        out["kernel"] = {"cluster": ctas, "mma": dict(arch.for_workload(workload).compute.native_shape)}
     out["search"] = {
         "strategy": result.strategy, "objective": result.objective.name, "score": result.score,
         "evaluated": result.evaluated, "seconds": result.seconds,
@@ -227,7 +263,9 @@ def search_text(result, arch: Arch, workload: Workload) -> str:
               "differ (a longer --time-limit, or --max-evaluations, is reproducible)"]
              if result.stopped_by == "clock" else [])
     notes = "\n".join(f"  - {n}" for n in result.notes + clock)
-    parts = [head + ("\n" + notes if notes else ""), mapping_text(arch, workload, result.mapping, ev),
+    shape = kernel_shape_text(arch, workload, result.mapping)
+    parts = [head + ("\n" + notes if notes else ""),
+             mapping_text(arch, workload, result.mapping, ev) + ("\n" + shape if shape else ""),
              evaluation_text(arch, workload, result.mapping, ev), funnel_text(result.funnel)]
     return "\n\n".join(parts)
 

@@ -104,6 +104,24 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class BlockClusters:
+    """Thread-block clusters on the fanout from a GPU's L2 to its SMs (Hopper and later): the
+    CTAs of one cluster are co-scheduled on one GPC, and a tile all of them need is read once
+    from L2 and multicast into each one's shared memory (TMA multicast). In a mapping, that
+    fanout's spatial loops on mesh axis y are the cluster (its CTAs), those on axis x the
+    clusters side by side; only the y loops share."""
+    max_ctas: int                       # the largest cluster the part runs (16: non-portable)
+    gpc_sms: tuple[int, ...]            # SMs per GPC: a cluster never spans two
+
+    def schedulable(self, ctas):
+        """How many clusters of `ctas` CTAs run at once (may be an array; 0 above `max_ctas`):
+        each GPC holds as many whole clusters as its SMs allow."""
+        ctas = np.asarray(ctas)
+        fits = sum(np.asarray(sms) // np.maximum(ctas, 1) for sms in self.gpc_sms)
+        return np.where(ctas <= self.max_ctas, fits, 0)
+
+
+@dataclass(frozen=True)
 class Level:
     """One storage level. Capacity and bandwidth are per instance (bytes, bytes per cycle)."""
 
@@ -138,14 +156,26 @@ class Level:
     area: float | None = None
     area_source: str = ""
     energy_source: str = ""          # where the energies came from, when the component model gave them
+    # thread-block clusters on this level's fanout (`block_clusters:`); None: none
+    clusters: BlockClusters | None = None
 
     @property
     def instances(self) -> int:
         return self.mesh[0] * self.mesh[1]
 
     def shares(self, tensor: "Tensor") -> bool:
-        """Whether children that need the same words of `tensor` are served together."""
-        return self.reduction if tensor.is_output else self.multicast
+        """Whether children that need the same words of `tensor` may be served together (on
+        some mesh axis: `shared_axes` says which)."""
+        return any(self.shared_axes(tensor))
+
+    def shared_axes(self, tensor: "Tensor") -> tuple[bool, bool]:
+        """Whether children differing only along mesh axis x (resp. y) that need the same words
+        of `tensor` are served together: both or neither, except under block clusters, whose
+        CTAs (axis y) share an input by multicast while clusters (axis x) fetch their own."""
+        if self.clusters is not None and not tensor.is_output:
+            return self.multicast, True
+        shared = self.reduction if tensor.is_output else self.multicast
+        return shared, shared
 
     def may_keep(self, tensor_name: str) -> bool:
         return self.keeps is None or tensor_name in self.keeps
@@ -254,10 +284,40 @@ class Arch:
         return tuple(level.name for level in self.levels)
 
     def fanout(self, i: int) -> tuple[int, int]:
-        """Spatial fanout (x, y) from level i to the next level (or the compute units)."""
+        """The most a spatial split from level i to the next level (or the compute units) may
+        take on each mesh axis (x, y): the meshes' ratio, or under block clusters all the
+        children on x and the largest cluster on y (`fits_fanout` couples the two)."""
         below = self.levels[i + 1].mesh if i + 1 < len(self.levels) else self.compute.mesh
         above = self.levels[i].mesh
+        if self.levels[i].clusters is not None:     # the loader allows them on a fanout along x only
+            return below[0] // above[0], self.levels[i].clusters.max_ctas
         return below[0] // above[0], below[1] // above[1]
+
+    def fanout_units(self, i: int) -> int:
+        """The most children a split from level i keeps busy (x times y of `fanout`, but the
+        children themselves under block clusters)."""
+        if self.levels[i].clusters is not None:
+            return self.fanout(i)[0]
+        return math.prod(self.fanout(i))
+
+    def sharing_units(self, i: int, tensor: Tensor) -> int:
+        """The most children of level i's fanout one transfer of `tensor` serves: 1 where its
+        network cannot share it, a block cluster's CTAs where only they do (the bounds' limit)."""
+        shared = self.levels[i].shared_axes(tensor)
+        if all(shared) or not any(shared):
+            return self.fanout_units(i) if shared[0] else 1
+        return min(self.fanout_units(i), math.prod(f for f, s in zip(self.fanout(i), shared) if s))
+
+    def fits_fanout(self, i: int, units_x, units_y):
+        """Where a split from level i of `units_x` by `units_y` (arrays or ints) fits its
+        fanout: each axis within `fanout`, and under block clusters no more clusters (x) than
+        the part runs at once with `units_y` CTAs each."""
+        fx, fy = self.fanout(i)
+        ok = (np.asarray(units_x) <= fx) & (np.asarray(units_y) <= fy)
+        clusters = self.levels[i].clusters
+        if clusters is not None:
+            ok = ok & (np.asarray(units_x) <= clusters.schedulable(units_y))
+        return ok
 
     def per_sm_levels(self) -> tuple[int, int] | None:
         """(shared-memory level, register level) of a GPU: the level with one instance per SM
@@ -278,6 +338,19 @@ class Arch:
             return self
         families = tuple(family(t.dtype) for t in workload.operands if t.dtype)
         return dataclasses.replace(self, compute=self.compute.for_operands(families))
+
+    def without_clusters(self) -> "Arch":
+        """This architecture with no level's `block_clusters` (a fanout's meshes alone): what a
+        mapspace without `clusters: true` maps onto; itself where no level has them."""
+        if all(level.clusters is None for level in self.levels):
+            return self
+        return dataclasses.replace(self, levels=tuple(dataclasses.replace(level, clusters=None)
+                                                      for level in self.levels))
+
+    @property
+    def has_clusters(self) -> bool:
+        """Whether some level's fanout runs thread-block clusters (`block_clusters`)."""
+        return any(level.clusters is not None for level in self.levels)
 
     @property
     def peak_macs_per_cycle(self) -> int:

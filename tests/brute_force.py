@@ -79,7 +79,7 @@ from collections import Counter, namedtuple
 
 # One loop of the flattened nest: its level, 'temporal' or 'spatial', its dim and bound, and
 # `stride`, the step it makes in its dim.
-Loop = namedtuple("Loop", "level kind dim bound stride")
+Loop = namedtuple("Loop", "level kind dim bound stride axis")
 
 
 def simulate(problem: dict, nest: list[dict], compute_fanout=(1, 1), valid=None) -> dict:
@@ -106,6 +106,11 @@ def simulate(problem: dict, nest: list[dict], compute_fanout=(1, 1), valid=None)
         # spatial reduction for the output): their children's requests are never merged
         flag = "reduction" if spec["output"] else "multicast"
         private = {level for level, lv_spec in enumerate(nest) if not lv_spec.get(flag, True)}
+        if not spec["output"]:
+            # block clusters: the CTAs of a cluster (axis y) share an input by multicast, even
+            # where the clusters side by side (axis x) cannot
+            clustered = {level for level, lv_spec in enumerate(nest) if lv_spec.get("clusters")}
+            private = (private - clustered) | {(level, "x") for level in clustered & private}
         limits = _limits(spec["axes"], valid)
         for position, level in enumerate(keepers):
             child = keepers[position + 1] if position + 1 < len(keepers) else None
@@ -238,16 +243,16 @@ def _flatten(nest):
     raw = []
     for level, spec in enumerate(nest):
         for dim, bound in spec.get("temporal", ()):
-            raw.append((level, "temporal", dim, bound))
-        for dim, bound, _axis in spec.get("spatial", ()):
-            raw.append((level, "spatial", dim, bound))
+            raw.append((level, "temporal", dim, bound, None))
+        for dim, bound, axis in spec.get("spatial", ()):
+            raw.append((level, "spatial", dim, bound, axis))
     loops = []
-    for position, (level, kind, dim, bound) in enumerate(raw):
+    for position, (level, kind, dim, bound, axis) in enumerate(raw):
         stride = 1
         for later in raw[position + 1:]:
             if later[2] == dim:
                 stride *= later[3]
-        loops.append(Loop(level, kind, dim, bound, stride))
+        loops.append(Loop(level, kind, dim, bound, stride, axis))
     return loops
 
 
@@ -395,7 +400,12 @@ def _private_positions(loops, level, private, below=None):
     """Positions, within a key of spatial indices, of the spatial loops at levels >= `level`
     (and < `below`) whose network cannot share data."""
     spatial = [loop for loop in loops if loop.kind == "spatial" and (below is None or loop.level < below)]
-    return [i for i, loop in enumerate(spatial) if loop.level >= level and loop.level in private]
+    return [i for i, loop in enumerate(spatial) if loop.level >= level and _private(loop, private)]
+
+
+def _private(loop, private) -> bool:
+    """Whether a spatial loop's network cannot share: its level's, or its axis's at that level."""
+    return loop.level in private or (loop.level, loop.axis) in private
 
 
 def _child_traffic(loops, level, child_history, private=frozenset()):
@@ -449,7 +459,7 @@ def _mac_traffic(loops, level, axes, private=frozenset()):
     # contribute). Steps whose temporal part names the same coordinate make the same requests,
     # so each such coordinate is worked out once and counted as often as it occurs.
     steps = Counter(_coordinates(axes, _dim_values(time, step)) for step in _settings(time))
-    mine = [i for i, loop in enumerate(inner) if loop.level in private]
+    mine = [i for i, loop in enumerate(inner) if _private(loop, private)]
     traffic = {}
     for instance in _settings(outer):
         here = _coordinates(axes, _dim_values(outer, instance))

@@ -51,7 +51,7 @@ def workloads(draw, kinds=tuple(EINSUMS), max_macs: int = 600, sizes=SMALL_SIZES
 
 @st.composite
 def archs(draw, min_levels: int = 2, max_levels: int = 3, latency: bool = False, capacity: bool = False,
-          native: bool = False, gpu: bool = False):
+          native: bool = False, gpu: bool = False, clusters: bool = False):
     """Random architectures; with `latency`, levels may declare an access latency and a
     three-level one may be a GPU (its middle level per SM) with tight occupancy limits; with
     `capacity`, the levels below the first may hold only a few words (small enough that tiles
@@ -59,7 +59,8 @@ def archs(draw, min_levels: int = 2, max_levels: int = 3, latency: bool = False,
     compute units may have a native operation shape m x n x k of sizes 1 or 2, whose roles the
     workloads' dims play by name (GEMMs) or by their einsum's structure (convolutions: k = c.r,
     a role two dims share); with `gpu`, a GPU of three or more levels (the second per SM), whose
-    ragged tails are masked (`tails.py`)."""
+    ragged tails are masked (`tails.py`); with `clusters`, a level fanning out along x alone
+    may carry block clusters (its children in GPCs of 1 to 4, clusters of up to 2 or 4)."""
     n_levels = draw(st.integers(min_levels, max_levels))
     mesh = [1, 1]
     levels = []
@@ -90,6 +91,11 @@ def archs(draw, min_levels: int = 2, max_levels: int = 3, latency: bool = False,
         if capacity and i > 0:
             levels[-1]["capacity"] = draw(st.sampled_from(["unlimited", "8 B", "16 B", "32 B", "128 B"]))
     compute_mesh = [mesh[0] * draw(st.sampled_from([1, 2])), mesh[1] * draw(st.sampled_from([1, 2]))]
+    for above, below in zip(levels, levels[1:]):
+        children = below["mesh"][0] // above["mesh"][0]
+        if clusters and children > 1 and below["mesh"][1] == above["mesh"][1] and draw(st.booleans()):
+            gpcs = [min(4, children - 4 * g) for g in range(-(-children // 4))]
+            above["block_clusters"] = {"max_ctas": draw(st.sampled_from([2, 4])), "gpc_sms": gpcs}
     data = {"name": "random", "clock": "1 GHz", "levels": levels,
             "compute": {"mesh": compute_mesh, "instances": compute_mesh[0] * compute_mesh[1],
                         "macs_per_cycle": draw(st.sampled_from([1, 2])), "energy": 1.0,
@@ -134,7 +140,9 @@ def mappings(draw, arch, workload, allow_bypass: bool = True):
 
 
 @st.composite
-def problems(draw, kinds=tuple(EINSUMS), allow_bypass: bool = True, latency: bool = False):
+def problems(draw, kinds=tuple(EINSUMS), allow_bypass: bool = True, latency: bool = False,
+             clusters: bool = False):
     workload = draw(workloads(kinds))
-    arch = draw(archs(latency=latency))
+    arch = draw(archs(latency=latency, clusters=clusters))
     return arch, workload, draw(mappings(arch, workload, allow_bypass))
+

@@ -105,8 +105,11 @@ def test_a_mesh_sets_the_instances_and_instances_set_a_one_row_mesh():
     assert [level(a, "RegisterFile").mesh for a in archs] == [(8, 8), (16, 16)]
     assert [level(a, "RegisterFile").instances for a in archs] == [64, 256]
     assert {a.compute.mesh for a in archs} == {base.compute.mesh}
-    smem = derive("h100", "SMEM.instances=66,132")
-    assert [level(a, "SMEM").mesh for a in smem] == [(66, 1), (132, 1)]
+    smem = derive("a100", "SMEM.instances=54,108")
+    assert [level(a, "SMEM").mesh for a in smem] == [(54, 1), (108, 1)]
+    # h100's thread-block clusters list its GPCs' SMs: another SM count needs its own GPCs
+    with pytest.raises(SpecError, match="GPCs hold 132 SMs, but this level fans out to 66"):
+        derive("h100", "SMEM.instances=66,132")
 
 
 # ----------------------------------------------------------------------------- keys and the store

@@ -19,7 +19,7 @@ def as_plain(arch, workload, mapping):
              "temporal": [(dims[d], b) for d, b in lm.temporal],
              "spatial": [(dims[d], b, AXES[a]) for d, b, a in lm.spatial],
              "keep": {workload.tensors[t].name for t in lm.keep},
-             "multicast": level.multicast, "reduction": level.reduction}
+             "multicast": level.multicast, "reduction": level.reduction, "clusters": level.clusters is not None}
             for level, lm in zip(arch.levels, mapping.levels)]
     return problem, nest, arch.fanout(len(arch.levels) - 1)
 

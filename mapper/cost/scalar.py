@@ -137,22 +137,23 @@ def _distinct_children(tensor, levels, parent, child, spans_below, arch_levels,
     instances of level `child`, or the compute units): identical tiles share one transfer,
     except across a fanout whose network cannot share (no multicast / no reduction)."""
     count = 1
-    sharing = []
+    sharing = []             # (level, the mesh axes of its loops that share)
     for lv in range(parent, child):
-        if arch_levels[lv].shares(tensor):
-            sharing.append(lv)
-        else:                    # each child of this fanout is served on its own
-            count *= math.prod(b for _, b, _ in levels[lv].spatial)
+        shared = arch_levels[lv].shared_axes(tensor)
+        if any(shared):      # under block clusters, only the CTAs of a cluster (axis y) share
+            sharing.append((lv, {a for a in (0, 1) if shared[a]}))
+        # each child of a fanout (or mesh axis of it) that cannot share is served on its own
+        count *= math.prod(b for _, b, a in levels[lv].spatial if not shared[a])
     # pooled: offsets from every fanout in between may coincide; per_fanout (Timeloop's rule):
     # identical tiles are looked for within one fanout at a time
-    groups = [[lv] for lv in sharing] if per_fanout else [sharing]
+    groups = [[s] for s in sharing] if per_fanout else [sharing]
     for axis in tensor.axes:
         for group in groups:
             progressions = []
-            for lv in group:
+            for lv, axes in group:
                 inner = spans_below(lv + 1) if lv + 1 < len(levels) else [1] * len(spans_below(lv))
                 for d, c in axis:
-                    bound = math.prod(b for dd, b, _ in levels[lv].spatial if dd == d)
+                    bound = math.prod(b for dd, b, a in levels[lv].spatial if dd == d and a in axes)
                     progressions.append((c * inner[d], bound))
             count *= distinct_offsets(tuple(progressions))
     return count

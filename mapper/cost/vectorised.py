@@ -187,11 +187,19 @@ def _energy(arch: Arch, level_energy, instances, spatial_all, executed_per_unit,
 
 def _valid(arch: Arch, nest: Nest, footprint: np.ndarray) -> np.ndarray:
     """(N,) tiles fit every level's capacity and spatial loops fit every fanout."""
-    fanout = np.array([arch.fanout(lv) for lv in range(nest.n_levels)])[:, :, None]   # (L, 2, 1)
+    return tiles.fits(arch, footprint) & fits_every_fanout(arch, nest.spatial_xy, spatial=True)
+
+
+def fits_every_fanout(arch: Arch, factors: np.ndarray, spatial: bool = False) -> np.ndarray:
+    """(N,) every level's spatial split fits its fanout (`Arch.fits_fanout`); `factors` as a
+    table's (L, 3, D, N) (or its spatial slots alone, (L, 2, D, N), with `spatial`)."""
+    xy = factors if spatial else factors[:, 1:]
     # a product over the dims, one multiply each (numpy's prod over a middle axis is slower)
-    spread = product_of([nest.spatial_xy[:, :, d] for d in range(nest.n_dims)])    # (L, 2, N)
-    fits_fanout = (spread <= fanout).all(axis=(0, 1))
-    return tiles.fits(arch, footprint) & fits_fanout
+    units = product_of([xy[:, :, d] for d in range(xy.shape[2])])                 # (L, 2, N)
+    ok = np.ones(factors.shape[-1], bool)
+    for lv in range(len(units)):
+        ok &= arch.fits_fanout(lv, units[lv, 0], units[lv, 1])
+    return ok
 
 
 def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:

@@ -50,35 +50,41 @@ def _distinct_children(arch: Arch, tensor, nest: Nest, parent: int, child: int) 
     axis are both split spatially need the sumset; the rest is a product of bounds."""
     n = nest.n
     count = np.ones(n, np.int64)
-    levels = []
+    levels = []                                    # (level, its sharing loops' bounds per dim)
     for lv in range(parent, child):
-        if arch.levels[lv].shares(tensor):
-            levels.append(lv)
-        else:                                      # each child of this fanout is served alone
-            count = count * nest.spatial[lv].prod(axis=0)
+        shared = arch.levels[lv].shared_axes(tensor)
+        if all(shared):
+            levels.append((lv, nest.spatial[lv]))
+            continue
+        for a in (0, 1):
+            if shared[a]:                          # a block cluster's CTAs (the innermost loops)
+                levels.append((lv, nest.spatial_xy[lv, a]))
+            else:                                  # each child of this fanout is served alone
+                count = count * nest.spatial_xy[lv, a].prod(axis=0)
     if arch.multicast == "per_fanout":
         # Timeloop's rule: identical tiles are looked for within one fanout at a time
-        for lv in levels:
-            count = count * _distinct_over(tensor, nest, [lv])
+        for level in levels:
+            count = count * _distinct_over(tensor, nest, [level])
         return count
     return count * _distinct_over(tensor, nest, levels)
 
 
-def _distinct_over(tensor, nest: Nest, levels: list[int]) -> np.ndarray:
-    """Distinct tiles of `tensor` over the spatial loops of `levels` (all sharing)."""
+def _distinct_over(tensor, nest: Nest, levels: list[tuple[int, np.ndarray]]) -> np.ndarray:
+    """Distinct tiles of `tensor` over the sharing spatial loops of `levels` ((level, bounds
+    (D, N)) pairs, each level's loops inside the tile below it)."""
     n = nest.n
     if not levels:                                 # no spatial loop in between: one tile
         return np.ones(n, np.int64)
-    inner = [nest.span[lv + 1] if lv + 1 < nest.n_levels else np.ones_like(nest.span[0]) for lv in levels]
+    inner = [nest.span[lv + 1] if lv + 1 < nest.n_levels else np.ones_like(nest.span[0]) for lv, _ in levels]
     per_axis = []
     for axis in tensor.axes:
-        bounds = [product_of([nest.spatial[lv, d] for lv in levels]) for d, _ in axis]
+        bounds = [product_of([spatial[d] for _, spatial in levels]) for d, _ in axis]
         product = product_of(bounds)
         if len(axis) > 1:                          # only an axis over several dims can collide
             collide = np.flatnonzero(sum(b > 1 for b in bounds) > 1)
             if len(collide):
-                params = np.stack([p for i, lv in enumerate(levels) for d, c in axis
-                                   for p in (c * inner[i][d][collide], nest.spatial[lv, d][collide])], axis=1)
+                params = np.stack([p for i, (_, spatial) in enumerate(levels) for d, c in axis
+                                   for p in (c * inner[i][d][collide], spatial[d][collide])], axis=1)
                 unique, inverse = _unique_rows(params)
                 sizes = np.array([distinct_offsets(tuple(zip(row[0::2].tolist(), row[1::2].tolist())))
                                   for row in unique])
@@ -234,11 +240,11 @@ class _Below:
             self.requests = self.blocks = np.ones(n)
             self.waits = np.zeros(n, bool)   # it fetches this tensor (an output only to read back)
 
-    def cross(self, fanout, relevant_fanout, shares: bool) -> None:
-        """The walk reaches a level: its spatial fanout lies between it and the keeper below.
-        Where the level shares, children differing only in dims not indexing the tensor hold
-        the same tile (multicast / reduction): only the fanout over its dims counts."""
-        self.fan = self.fan * (relevant_fanout if shares else fanout)
+    def cross(self, served) -> None:
+        """The walk reaches a level: its spatial fanout lies between it and the keeper below,
+        whose children need `served` distinct tiles (`_served`)."""
+        self.fan = self.fan * served
+
 
     def kept_at(self, kept, lv: int, loads, buffered) -> None:
         """Where level lv keeps the tensor, it is the keeper below the levels above."""
@@ -269,6 +275,23 @@ class _Below:
         self.waits = np.where(kept, waits, self.waits)
 
 
+def _served(level, tensor, nest: Nest, lv: int, spatial_all, relevant_fanout, relevant) -> np.ndarray:
+    """Distinct tiles of `tensor` the children of one instance of level lv need (an axis
+    without sliding windows): where the fanout shares, children differing only in dims not
+    indexing the tensor hold the same tile (multicast / reduction), so only the split over
+    its dims counts; under block clusters only the split of the clusters' CTAs shares."""
+    shared = level.shared_axes(tensor)
+    if shared[0] == shared[1]:
+        return relevant_fanout[lv] if shared[0] else spatial_all[lv]
+    xy, served = nest.spatial_xy[lv], np.ones(nest.n, np.int64)
+    for a in (0, 1):
+        if not shared[a]:
+            served = served * xy[a].prod(axis=0)
+        elif len(relevant):
+            served = served * product_of([xy[a, d] for d in relevant])
+    return served
+
+
 def _supply(arch: Arch, tensor, nest: Nest, lv: int, below: _Below) -> np.ndarray:
     """Words one instance of level lv sends down: the keeper below's loads times the distinct
     tiles among its children there (identical tiles are multicast / reduced)."""
@@ -294,7 +317,7 @@ def walk_tensor(arch: Arch, workload: Workload, nest: Nest, t: int, loads, spati
                        else np.ones_like(spatial_all))
     below = _Below(macs_per_unit, nest.n_levels, lat is not None)
     for lv in range(nest.n_levels - 1, -1, -1):
-        below.cross(spatial_all[lv], relevant_fanout[lv], arch.levels[lv].shares(tensor))
+        below.cross(_served(arch.levels[lv], tensor, nest, lv, spatial_all, relevant_fanout, relevant))
         kept = kept_flag(nest.keep[lv, t])
         if lat is not None and lat.latency[lv]:
             lat.serve(lv, kept, below)

@@ -65,6 +65,9 @@ class GemmView:
     output: int
     bits: tuple[int, int, int]           # of the m x k operand, the k x n operand, the output
     changes: tuple[str, ...] = ()
+    # per role, the CTAs of one thread-block cluster (the spatial y split of a level with
+    # `block_clusters`, part of `wave`): (1, 1, 1) without clusters
+    cluster: tuple[int, int, int] = (1, 1, 1)
 
     @property
     def num_warps(self) -> int:
@@ -123,7 +126,8 @@ def gemm_view(arch: Arch, workload: Workload, mapping: Mapping) -> GemmView:
         sizes=by_role(workload.sizes), extents=by_role(tiles[0]), block=by_role(tiles[smem]),
         warp=by_role(tiles[rf]), warps=warps, wave=wave, stages=mapping.levels[smem].stages,
         group_m=None, instruction=_instruction(arch, workload, dims), operands=operands,
-        output=workload.output, bits=tuple(workload.tensors[t].bits for t in (*operands, workload.output)))
+        output=workload.output, bits=tuple(workload.tensors[t].bits for t in (*operands, workload.output)),
+        cluster=_cluster(arch, mapping, dims, smem))
     group_m, group_change = _group_m(mapping, view, smem)
     if group_change:
         changes.append(group_change)
@@ -141,6 +145,18 @@ def _spatial(mapping: Mapping, dims, smem: int):
         if d in dims[:2]:
             warps[dims.index(d)] *= bound
     return tuple(warps), tuple(wave)
+
+
+def _cluster(arch: Arch, mapping: Mapping, dims, smem: int) -> tuple[int, int, int]:
+    """Per role, the CTAs of a thread-block cluster: the mesh-y splits above SMEM of a level
+    whose fanout has block clusters."""
+    cluster = [1, 1, 1]
+    for lv, level in enumerate(mapping.levels[:smem]):
+        if arch.levels[lv].clusters is not None:
+            for d, bound, axis in level.spatial:
+                if axis == 1 and d in dims:
+                    cluster[dims.index(d)] *= bound
+    return tuple(cluster)
 
 
 def _operand_order(workload: Workload, dims, inputs) -> tuple[int, int] | None:

@@ -20,6 +20,7 @@ SM_OF_ARCH = (("h100", 90), ("h200", 90), ("a100", 80))     # preset name prefix
 TYPE_OF_BITS = MappingProxyType({8: "s8", 16: "bf16", 32: "f32", 64: "f64"})
 CXX_OF_BITS = MappingProxyType({8: "int8_t", 16: "cutlass::bfloat16_t", 32: "float", 64: "double"})
 WGMMA_M, WGMMA_MAX_N, WARPGROUP = 64, 256, 4
+PORTABLE_CLUSTER = 8        # CTAs per cluster every sm90+ part runs (CUDA's portable cluster size)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,29 @@ def cutlass_shape(view: GemmView) -> CutlassShape:
     if view.group_m:
         changes.append(f"swizzle: the mapping's waves cover {view.group_m} rows of blocks (GROUP_M); CUTLASS's "
                        "rasterisation is set at run time (not emitted)")
-    return CutlassShape(sm, cta, warps, warp, instruction, (1, 1, 1), stages, tuple(changes))
+    cluster = view.cluster
+    if cluster[2] > 1:
+        changes.append(f"cluster: the mapping's cluster splits k ({view.dim_names[2]}) over {cluster[2]} CTAs; "
+                       "CUTLASS's clusters multicast along m and n only: emitted cluster k 1")
+        cluster = (cluster[0], cluster[1], 1)
+    if sm < 90 and cluster != (1, 1, 1):
+        changes.append(f"cluster: sm{sm} has no thread-block clusters: emitted 1x1x1")
+        cluster = (1, 1, 1)
+    if cluster[0] * cluster[1] > PORTABLE_CLUSTER:
+        changes.append(f"cluster: {cluster[0] * cluster[1]} CTAs is above the portable {PORTABLE_CLUSTER}: the kernel "
+                       "must set cudaFuncAttributeNonPortableClusterSizeAllowed")
+    return CutlassShape(sm, cta, warps, warp, instruction, cluster, stages, tuple(changes))
+
+
+def cluster_line(view: GemmView, cluster: tuple[int, int, int]) -> str:
+    """What the cluster shape shares: the CTAs along m read one B tile, those along n one A
+    tile, each loaded once from L2 and multicast (TMA multicast)."""
+    if cluster[:2] == (1, 1):
+        return "// cluster 1x1x1: the mapping shares nothing across SMs (no multicast below L2)"
+    shared = [f"{operand} multicast to the {count} CTAs along {role}" for operand, count, role
+              in (("B", cluster[0], view.dim_names[0]), ("A", cluster[1], view.dim_names[1])) if count > 1]
+    return (f"// cluster {'x'.join(map(str, cluster))}: each tile read once from L2 per cluster, "
+            f"{'; '.join(shared)} (TMA multicast)")
 
 
 def profiler_args(view: GemmView, shape: CutlassShape) -> str:
@@ -156,5 +179,5 @@ def cutlass_text(view: GemmView, epilogue=()) -> str:
             f"{'x'.join(map(str, shape.warp))}, instruction {'x'.join(map(str, shape.instruction))}, cluster "
             f"{'x'.join(map(str, shape.cluster))}, {shape.stages} stages"]
     head += [f"// mapper: changed: {line}" for line in shape.changes]
-    head.append("// cluster 1x1x1: the mapping shares nothing across SMs (no multicast below L2)")
+    head.append(cluster_line(view, shape.cluster))
     return "\n".join(head) + "\n\n" + "/* profiler:\n" + profiler_args(view, shape) + "\n*/\n\n" + template_text(view, shape, epilogue)

@@ -27,19 +27,23 @@ class TritonConfig:
     num_warps: int
     group_m: int | None = None
     changes: tuple[str, ...] = ()
+    num_ctas: int = 1        # the CTAs of a thread-block cluster one program spans (sm90+)
 
     def kwargs_text(self) -> str:
         meta = {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_K": self.block_k}
         if self.group_m:
             meta["GROUP_M"] = self.group_m
         inner = ", ".join(f"'{k}': {v}" for k, v in meta.items())
-        return f"triton.Config({{{inner}}}, num_stages={self.num_stages}, num_warps={self.num_warps})"
+        ctas = f", num_ctas={self.num_ctas}" if self.num_ctas > 1 else ""
+        return f"triton.Config({{{inner}}}, num_stages={self.num_stages}, num_warps={self.num_warps}{ctas})"
 
     def as_dict(self) -> dict:
         out = {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_K": self.block_k,
                "num_stages": self.num_stages, "num_warps": self.num_warps}
         if self.group_m:
             out["GROUP_M"] = self.group_m
+        if self.num_ctas > 1:
+            out["num_ctas"] = self.num_ctas
         return out
 
 
@@ -47,7 +51,16 @@ def triton_config(view: GemmView) -> TritonConfig:
     """The config of `view`, with a line for everything Triton cannot take as the mapping says."""
     changes = list(view.changes)
     blocks = []
-    for role, name, size in zip("MNK", view.dim_names, view.block):
+    # a Triton program spans its cluster's CTAs (num_ctas): its block is the cluster's tile
+    cluster = (view.cluster[0], view.cluster[1], 1)
+    if view.cluster[2] > 1:
+        changes.append(f"num_ctas: the mapping's cluster splits k ({view.dim_names[2]}) over {view.cluster[2]} "
+                       "CTAs; a Triton program's CTAs split its block along m and n only: not emitted")
+    if cluster != (1, 1, 1):
+        changes.append(f"num_ctas: one program spans the mapping's {cluster[0]}x{cluster[1]} cluster of CTAs "
+                       f"(num_ctas={cluster[0] * cluster[1]}), its block the cluster's tile")
+    for role, name, size, ctas in zip("MNK", view.dim_names, view.block, cluster):
+        size = size * ctas
         block = max(MIN_DOT, power_of_two_at_least(size))
         if block != size:
             why = "a power of two (tl.arange)" if size >= MIN_DOT else f"at least {MIN_DOT} (tl.dot)"
@@ -62,8 +75,9 @@ def triton_config(view: GemmView) -> TritonConfig:
         split = "x".join(str(w) for w in view.warps)
         changes.append(f"warp tile: the mapping's {view.warp[0]}x{view.warp[1]}x{view.warp[2]} per warp "
                        f"({split} warps over m x n x k) is Triton's own choice of warp layout, not a parameter")
-    return TritonConfig(*blocks, num_stages=view.stages, num_warps=warps, group_m=view.group_m,
-                        changes=tuple(changes))
+    group_m = view.group_m and view.group_m // cluster[0]       # rows of programs, not of CTAs
+    return TritonConfig(*blocks, num_stages=view.stages, num_warps=warps, group_m=group_m if group_m != 1 else None,
+                        changes=tuple(changes), num_ctas=cluster[0] * cluster[1])
 
 
 def config_text(view: GemmView) -> str:
@@ -119,9 +133,14 @@ def kernel_text(views: list[GemmView], epilogue=(), notes: list[str] | None = No
                              for c, n in zip(configs, notes))
     steps = epilogue_names(epilogue)
     epilogue_code = "\n".join("    " + line for line in epilogue_lines(steps)) or "    pass"
-    return (_comments(view, configs[0].changes)
-            + KERNEL.replace("@CONFIGS@", config_lines).replace("@EPILOGUE@", epilogue_code)
+    text = (KERNEL.replace("@CONFIGS@", config_lines).replace("@EPILOGUE@", epilogue_code)
             .replace("@STEPS@", repr(steps)).replace("@WORKLOAD@", view.workload))
+    if any(c.num_ctas > 1 for c in configs):        # a cluster launch: the program's CTAs
+        text = text.replace(LAUNCH, LAUNCH[:-1] + ", num_ctas=config.num_ctas)")
+    return _comments(view, configs[0].changes) + text
+
+
+LAUNCH = "num_warps=config.num_warps, num_stages=config.num_stages)"
 
 
 KERNEL = '''"""Matmul for @WORKLOAD@ emitted by mapper: C = epilogue(A @ B), A (M x K), B (K x N),

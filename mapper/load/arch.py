@@ -11,7 +11,7 @@ import dataclasses
 from ..errors import shown
 from ..limits import MAX_INSTANCES, MAX_LEVELS, MAX_STAGES
 from ..dtypes import canonical, family, known_names
-from ..spec import Arch, Compute, DtypeRate, GpuFacts, Level, Technology
+from ..spec import Arch, BlockClusters, Compute, DtypeRate, GpuFacts, Level, Technology
 from ..units import (Where, parse_bandwidth, parse_bytes, parse_energy, parse_frequency,
                      parse_latency)
 from ..validate import fields, name_list, name_text, positive_int, text
@@ -76,7 +76,7 @@ def _level_energies(data, capacity: float, where: Where, tech: Technology) -> tu
 LEVEL_KEYS = ("name", "capacity", "bandwidth", "read_bandwidth", "write_bandwidth", "block_size", "energy",
               "energy_per_byte", "leak", "keeps", "max_stages", "instances", "mesh", "multicast",
               "spatial_reduction", "latency", "word_bits", "cluster_size", "area", "area_per_byte",
-              "description")
+              "block_clusters", "description")
 
 
 def _level(data, where: Where, clock_hz: float, tech: Technology) -> Level:
@@ -107,7 +107,37 @@ def _level(data, where: Where, clock_hz: float, tech: Technology) -> Level:
         positive_int(data["word_bits"], where / "word_bits", limit=1024),
         cluster_size=positive_int(data.get("cluster_size", 1), where / "cluster_size", limit=1 << 20),
         area=area, area_source=area_source, energy_source=energy_source,
+        clusters=None if data.get("block_clusters") is None else _clusters(data["block_clusters"], where / "block_clusters"),
     )
+
+
+def _clusters(data, where: Where) -> BlockClusters:
+    """`block_clusters: {max_ctas: 16, gpc_sms: [18, 18, 16, ...]}` (checked against the
+    fanout it sits on by `_check_clusters`, once the meshes are known)."""
+    fields(data, where, ("max_ctas", "gpc_sms"))
+    sms = data["gpc_sms"]
+    if not isinstance(sms, list) or not sms:
+        raise (where / "gpc_sms").error(f"expected a list of SMs per GPC, e.g. [18, 16, 16], got {shown(sms)}")
+    return BlockClusters(max_ctas=positive_int(data["max_ctas"], where / "max_ctas", limit=MAX_INSTANCES),
+                         gpc_sms=tuple(positive_int(v, where / "gpc_sms" / i, limit=MAX_INSTANCES)
+                                       for i, v in enumerate(sms)))
+
+
+def _check_clusters(arch: Arch, where: Where) -> None:
+    """Block clusters sit on a fanout along mesh axis x (their CTAs are axis y of a mapping's
+    split), above another level, and their GPCs hold exactly the children of that fanout."""
+    for i, level in enumerate(arch.levels):
+        if level.clusters is None:
+            continue
+        key = where / "levels" / i / "block_clusters"
+        below = arch.levels[i + 1].mesh if i + 1 < len(arch.levels) else None
+        if below is None or below[1] != level.mesh[1]:
+            raise key.error("block clusters need a level below this one, fanning out along mesh x only")
+        children = below[0] // level.mesh[0]
+        if sum(level.clusters.gpc_sms) != children:
+            raise (key / "gpc_sms").error(f"the GPCs hold {sum(level.clusters.gpc_sms)} SMs, but this level fans "
+                                          f"out to {children}: they must be the same (with another SM count, "
+                                          "list its GPCs, or leave block_clusters out)")
 
 
 def _flag(data, key: str, where: Where) -> bool:
@@ -235,5 +265,6 @@ def arch_from_dict(data, where: Where) -> Arch:
                    "above another: the global-memory loads they mask)") if key == "tails" else ""
             raise (where / "model" / key).error(f"expected {' or '.join(allowed)}, got {shown(model[key])}{why}")
     chosen = {key: model.get(key, allowed[0]) for key, allowed in rules.items()}
+    _check_clusters(arch, where)
     return dataclasses.replace(arch, multicast=chosen["multicast"], leakage=chosen["leakage"],
                                cycle_rule=chosen["cycles"], tails=chosen["tails"])

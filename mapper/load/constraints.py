@@ -49,7 +49,7 @@ def _ranges(value, where: Where):
 
 def constraints_from_dict(data, where: Where):
     fields(data, where, ("name",), ("description", "factors", "max_padding", "align_to_native",
-                                    "min_utilization", "min_occupancy", "levels"))
+                                    "min_utilization", "min_occupancy", "clusters", "levels"))
     factors = data.get("factors", "auto")
     if not isinstance(factors, str) or factors not in ("auto", "perfect", "imperfect"):
         raise (where / "factors").error(f"expected 'auto', 'perfect' or 'imperfect', got {shown(factors)}")
@@ -99,9 +99,12 @@ def constraints_from_dict(data, where: Where):
     align = data.get("align_to_native", True)
     if not isinstance(align, bool):
         raise (where / "align_to_native").error("expected true or false")
+    clusters = data.get("clusters", False)
+    if not isinstance(clusters, bool):
+        raise (where / "clusters").error("expected true (thread-block clusters in the space) or false")
     return Constraints(name=name_text(data["name"], where / "name"), file=where.file,
                        description=text(data.get("description", ""), where / "description"),
                        factors=factors, max_padding=float(max_padding),
                        align_to_native=align, min_utilization=float(min_util),
                        min_occupancy=positive_int(data.get("min_occupancy", 1), where / "min_occupancy"),
-                       levels=tuple(levels))
+                       clusters=clusters, levels=tuple(levels))

@@ -118,12 +118,17 @@ def _level_mapping(entry: dict, w: Where, lv: int, level: Level, arch: Arch, wor
                 "a level has at most one temporal loop per dim")
     spatial = tuple(_loop(item, w / "spatial" / j, True, workload, product) for j, item in enumerate(spatial_raw))
     fanout = arch.fanout(lv)
+    used = [math.prod(b for _, b, ax in spatial if ax == a) for a in (0, 1)]
     for a, axis_name in enumerate(AXES):
-        used = math.prod(b for _, b, ax in spatial if ax == a)
-        if used > fanout[a]:
+        if used[a] > fanout[a]:
+            what = "CTAs in a block cluster" if a == 1 and level.clusters is not None else "instances"
             raise (w / "spatial").error(
-                f"spatial fanout along {axis_name} is {used}, above the {fanout[a]} instances "
+                f"spatial fanout along {axis_name} is {used[a]}, above the {fanout[a]} {what} "
                 f"this level fans out to along {axis_name}")
+    if not arch.fits_fanout(lv, *used):
+        raise (w / "spatial").error(
+            f"{used[0]} block clusters of {used[1]} CTAs (spatial x by y), but the part runs at most "
+            f"{int(level.clusters.schedulable(used[1]))} clusters of {used[1]} at once")
     keep_names = _keep_names(entry, w, lv, level, workload)
     stages = positive_int(entry.get("stages", 1), w / "stages")
     if stages > level.max_stages:

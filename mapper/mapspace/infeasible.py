@@ -44,7 +44,7 @@ def _why(space: Mapspace, step: str) -> str:
                     f"'{space.constraints.name}': widen its temporal/spatial/tile ranges.")
         return _why_not_aligned(space, empty)
     if step == "fanout":
-        best = max(space.arch.fanout(lv)[0] * space.arch.fanout(lv)[1] for lv in range(space.n_levels))
+        best = max(space.arch.fanout_units(lv) for lv in range(space.n_levels))
         return (f"Spatial splits must use at least {space.constraints.min_utilization:.0%} of the "
                 f"{space.arch.compute.instances} compute units and fit each level's fanout "
                 f"(largest {best}): lower min_utilization.")

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import tails, tiles
 from ..cost import occupancy
+from ..cost.vectorised import fits_every_fanout
 from ..mapping import MappingTable
 from . import order_tables, tables
 from .common import TEMPORAL
@@ -23,8 +24,7 @@ def tile_words(space: Mapspace, factors: np.ndarray) -> list[np.ndarray]:
 
 
 def fanout_mask(space: Mapspace, factors: np.ndarray) -> np.ndarray:
-    fanout = np.array([space.arch.fanout(lv) for lv in range(space.n_levels)])[:, :, None]
-    ok = (factors[:, 1:].prod(axis=2) <= fanout).all(axis=(0, 1))
+    ok = fits_every_fanout(space.arch, factors)
     if space.constraints.min_utilization > 0:
         used = factors[:, 1:].prod(axis=(0, 1, 2))
         ok &= used >= space.constraints.min_utilization * space.arch.compute.instances

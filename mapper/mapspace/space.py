@@ -58,9 +58,11 @@ class Mapspace:
     def __post_init__(self):
         if self.picks is not None:
             return      # a part, made by `part` from a space already checked
-        # the compute unit's rate and native shape for this workload's operand dtypes
-        object.__setattr__(self, "arch", self.arch.for_workload(self.workload))
         object.__setattr__(self, "constraints", self.constraints or Constraints())
+        # the compute unit's rate and native shape for this workload's operand dtypes, and
+        # thread-block clusters only where the mapspace asks for them (`clusters: true`)
+        arch = self.arch.for_workload(self.workload)
+        object.__setattr__(self, "arch", arch if self.constraints.clusters else arch.without_clusters())
         check_together(self.arch, self.workload, self.constraints)     # names across the files, sizes
 
     def part(self, picks: tuple[int, ...]) -> "Mapspace":

@@ -57,6 +57,33 @@ def constraint_mask(space, d: int, rows: np.ndarray) -> np.ndarray:
     return ok
 
 
+def cluster_mask(space, d: int, rows: np.ndarray) -> np.ndarray:
+    """Dims a thread-block cluster (`block_clusters`: a level's spatial y) may split. Not a
+    dim that indexes every input on axes of its own (a GEMM's k): such a split shares no
+    tile and prices as the same split over the clusters side by side (x), which the part
+    schedules at least as often, so only that one is in the space (as one loop order
+    stands for its class). Not a dim of a sliding window (a convolution's p, r): TMA
+    multicast sends one box to the CTAs that need it, and CTAs whose windows overlap
+    share none whole."""
+    def on_own_axes(tensor) -> bool:         # indexed by d, and only on axes of d alone
+        axes = [axis for axis in tensor.axes if any(dd == d and c for dd, c in axis)]
+        return bool(axes) and all(sum(1 for _, c in axis if c) == 1 for axis in axes)
+
+    def in_a_window(tensor) -> bool:
+        return any(sum(1 for _, c in axis if c) > 1 and any(dd == d and c for dd, c in axis)
+                   for axis in tensor.axes)
+
+    inputs = [t for t in space.workload.tensors if not t.is_output]
+    shares_nothing = bool(inputs) and all(on_own_axes(t) for t in inputs)
+    if not shares_nothing and not any(in_a_window(t) for t in space.workload.tensors):
+        return np.ones(rows.shape[0], bool)
+    ok = np.ones(rows.shape[0], bool)
+    for k, (lv, kind) in enumerate(space.slots):
+        if kind == SPATIAL_Y and space.arch.levels[lv].clusters is not None:
+            ok &= rows[:, k] == 1
+    return ok
+
+
 def divisibility_mask(space, d: int, rows: np.ndarray) -> np.ndarray:
     """Where dim d alone plays a role of the native op shape (`roles.py`), its innermost
     tile is a multiple of the role's native size, or the whole dim when it is smaller (decode's
@@ -94,6 +121,6 @@ def pruned_tables(space) -> dict[str, list[np.ndarray]]:
     """Per pruning step ("raw", "constraints", "divisibility"), the per-dim tables that survive
     it; built once per space and its parts (`Mapspace.step_tables`)."""
     raw = [_dim_rows(space, d) for d in range(space.n_dims)]
-    constrained = [r[constraint_mask(space, d, r)] for d, r in enumerate(raw)]
+    constrained = [r[constraint_mask(space, d, r) & cluster_mask(space, d, r)] for d, r in enumerate(raw)]
     divisible = [r[divisibility_mask(space, d, r) & tail_mask(space, d, r)] for d, r in enumerate(constrained)]
     return {"raw": raw, "constraints": constrained, "divisibility": divisible}

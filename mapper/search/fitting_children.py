@@ -175,7 +175,7 @@ def _may_fit(tree: LevelTree, k: int, units: np.ndarray, spans: np.ndarray) -> n
     """Where the split so far is within level k's fanout, and level k+1 can hold the tile (its
     later dims at their least) in one of its keep sets with its fewest stages."""
     space = tree.space
-    ok = (units <= np.array(space.arch.fanout(k))[:, None]).all(axis=0)
+    ok = space.arch.fits_fanout(k, units[0], units[1])
     if k + 1 < tree.n_levels:
         choice = space.choices[k + 1]
         if all(choice.keeps):

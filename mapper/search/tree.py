@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import tiles
+from ..cost.vectorised import fits_every_fanout
 from ..mapping import MappingTable, along_last
 from ..mapspace import TEMPORAL, Mapspace, order_tables, pruning, sampling
 from .factor_rows import FactorRows
@@ -137,8 +138,8 @@ class LevelTree:
         fanout: what is ruled out here is never crossed with loop orders."""
         space, lv = self.space, nodes.depth
         level_above = self.level_factors(nodes, lv - 1)
-        fanout = np.array(space.arch.fanout(lv - 1))[:, None]
-        fits_fanout = (level_above[1:].prod(axis=1) <= fanout).all(axis=0)
+        units = level_above[1:].prod(axis=1)
+        fits_fanout = space.arch.fits_fanout(lv - 1, units[0], units[1])
         if lv >= self.n_levels:
             fits = fits_fanout[:, None]
         else:
@@ -316,9 +317,8 @@ def feasible(space: Mapspace, depth: int, table) -> np.ndarray:
     level `depth` in which no innermost tile can meet the fragments of a fused role."""
     level = min(depth, space.n_levels - 1)
     ok = pruning.fragments_possible(space, table.factors[level:].prod(axis=(0, 1)), table.factors.prod(axis=(0, 1)))
-    fanout = np.array([space.arch.fanout(lv) for lv in range(depth)]).reshape(depth, 2, 1)
     if depth:
-        ok &= (table.factors[:depth, 1:].prod(axis=2) <= fanout).all(axis=(0, 1))
+        ok &= fits_every_fanout(space.arch, table.factors[:depth])
     words = pruning.tile_words(space, table.factors)
     for lv in range(depth + 1):
         level = space.arch.levels[lv]

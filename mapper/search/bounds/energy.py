@@ -35,8 +35,7 @@ def cheapest_read_above(arch, tensor, level: int) -> float:
 def sharing_fanout(arch, tensor, first: int, stop: int) -> int:
     """The most children one transfer of `tensor` can serve across the fanouts of levels
     first..stop-1 (only the networks that multicast, or reduce, share)."""
-    return math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(first, stop)
-                     if arch.levels[x].shares(tensor))
+    return math.prod(arch.sharing_units(x, tensor) for x in range(first, stop))
 
 def serve_energy(level, tensor) -> float:
     """Energy per word a level sends down (an input's read) or takes back (an output's update),

@@ -38,7 +38,7 @@ import numpy as np
 
 from ... import tiles
 from ...mapspace import Mapspace, tables
-from .energy import cheapest_read_above, fill_energy, read_back_energy, read_energy, serve_energy
+from .energy import cheapest_read_above, fill_energy, read_back_energy, read_energy, serve_energy, sharing_fanout
 from .cells import Candidates, CellTerms, innermost_cells, smallest_total
 from .operand import SplitVectors, shared_dims
 from . import window
@@ -77,10 +77,10 @@ class InnermostBound:
         self.tile, self.cell_vectors, self.cell_split, self.instances, self.trips = cells
         # the fanouts above the level no vector splits (a network that shares nothing is
         # not enumerated, `SplitVectors`): a word may have a copy under each of their units
-        self.unsplit = [math.prod(space.arch.fanout(x)) if splits.per_level[x] is None else 1
+        self.unsplit = [space.arch.fanout_units(x) if splits.per_level[x] is None else 1
                         for x in range(self.level)]
         # and the sharing fanouts, when the vectors are too many to enumerate: at their whole
-        self.unenumerated = [math.prod(space.arch.fanout(x)) if cells.vectors is None and splits.per_level[x] is not None
+        self.unenumerated = [space.arch.fanout_units(x) if cells.vectors is None and splits.per_level[x] is not None
                              else 1 for x in range(self.level)]
         self.words = [tiles.words(tensor, self.tile) for tensor in workload.tensors]
         # per way the merged loops above may refetch them, per tensor the dims out to its
@@ -265,12 +265,13 @@ class InnermostBound:
                 if not arch.levels[x].shares(tensor) or not shared.any():
                     continue
                 if self.cell_vectors is None or x >= self.level:
-                    fx, fy = arch.fanout(x)         # not enumerated: the whole fanout may multicast
-                    spread = spread * fx * fy
+                    # not enumerated: the whole fanout may multicast (a block cluster's CTAs)
+                    spread = spread * arch.sharing_units(x, tensor)
                 elif tensor.has_sliding_axis:
                     windows.append(x)
                 else:
-                    spread = spread * self.cell_vectors[:, x][:, shared].prod(axis=1)
+                    spread = spread * np.minimum(self.cell_vectors[:, x][:, shared].prod(axis=1),
+                                                 arch.sharing_units(x, tensor))
             if windows:
                 spread = spread * window.multicast(arch, tensor, self.cell_vectors, self.tile, self.level, windows)
             self.keep_free[key] = spread
@@ -402,8 +403,7 @@ class InnermostBound:
         space, workload = self.space, self.space.workload
         arch, j, tensor = space.arch, self.level, workload.tensors[t]
         level, macs = arch.levels[j], float(workload.macs)
-        below = math.prod(arch.fanout(x)[0] * arch.fanout(x)[1] for x in range(j, space.n_levels)
-                          if arch.levels[x].shares(tensor))
+        below = sharing_fanout(arch, tensor, j, space.n_levels)
         served = np.full(self.tile.shape[1], macs / below * serve_energy(level, tensor))
         if not tensor.is_output:
             return served

@@ -63,7 +63,7 @@ def reachable_units(space: Mapspace, depth: int, decided_units: np.ndarray, link
     product over the decided levels) times every fanout still open below depth `depth`."""
     arch = space.arch
     reach = (math.prod(links.units[depth:]) if links is not None
-             else math.prod(arch.fanout(lv)[0] * arch.fanout(lv)[1] for lv in range(depth, space.n_levels)))
+             else math.prod(arch.fanout_units(lv) for lv in range(depth, space.n_levels)))
     return np.minimum(decided_units * reach, arch.compute.instances)
 
 def compute_bound(space: Mapspace, depth: int, decided_units: np.ndarray,

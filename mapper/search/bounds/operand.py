@@ -40,9 +40,9 @@ class SplitVectors:
 
     def _level(self, lv: int):
         space = self.space
-        fx, fy = space.arch.fanout(lv)
+        units = space.arch.fanout_units(lv)
         level = space.arch.levels[lv]
-        if fx * fy == 1 or not any(level.shares(t) for t in space.workload.tensors):
+        if units == 1 or not any(level.shares(t) for t in space.workload.tensors):
             return None         # a fanout that shares nothing serves every unit on its own
         values = []
         for rows in space.dim_tables:
@@ -54,7 +54,7 @@ class SplitVectors:
         if math.prod(len(v) for v in values) > 50 * MAX_VECTORS:
             return np.zeros((0, space.n_dims), np.int64)
         grid = np.array(list(itertools.product(*values)), np.int64).reshape(-1, space.n_dims)
-        return grid[grid.prod(axis=1) <= fx * fy]
+        return grid[grid.prod(axis=1) <= units]
 
     def above(self, level: int, most: int):
         """(V, level, D) every split vector of the fanouts above `level`, or None where there
@@ -97,6 +97,11 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
     spans = table.factors[depth:].prod(axis=(0, 1)) if depth < n_levels else np.ones((space.n_dims, n), np.int64)
     # nodes alike in everything the bound reads are computed once
     features = [decided.reshape(-1, n), spans]
+    # under block clusters only a decided split's CTAs (mesh y) share: kept apart
+    decided_y = table.factors[:, 2].copy()
+    decided_y[depth:] = 1
+    if any(level.clusters is not None for level in arch.levels):
+        features.append(decided_y.reshape(-1, n))
     for opts in options:
         for option in opts:
             features += [np.broadcast_to(option.candidate, (n,))[None].astype(np.int64),
@@ -116,7 +121,9 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
             share = np.ones((len(first), len(vectors)))
             for level in range(lv, n_levels):
                 if arch.levels[level].shares(workload.tensors[t]) and shared.any():
-                    share = share * _splits(decided, vectors, level, depth, shared, first)
+                    # at most what the network shares (a block cluster's CTAs)
+                    share = share * _shared_splits(arch, workload.tensors[t], (decided, decided_y), vectors,
+                                                   level, depth, shared, first)
             energy = workload.macs * serve_energy(arch.levels[lv], workload.tensors[t]) / share
             c = np.broadcast_to(comp, (n,))[first][:, None]
             energy = np.where(np.broadcast_to(at_deepest, (n,))[first][:, None], np.maximum(energy, c), energy + c)
@@ -142,7 +149,8 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
             for t, levels in zip(link.tensors, link.levels):
                 spread = np.ones(total.shape)
                 for level in levels:
-                    spread = spread * _splits(decided, vectors, level, depth, ~workload.relevance[t], first)
+                    spread = spread * _shared_splits(arch, workload.tensors[t], (decided, decided_y), vectors,
+                                                     level, depth, ~workload.relevance[t], first)
                 spreads.append(spread)
             total = total + link.at(spreads)
         joint = total.min(axis=1)
@@ -162,11 +170,22 @@ def _read_modify_write(space: Mapspace, t: int, lv: int, share, decided, vectors
     copies, unsplit = np.ones_like(share), 1
     for above in range(lv):
         if above >= depth and splits.per_level[above] is None:
-            unsplit *= math.prod(space.arch.fanout(above))
+            unsplit *= space.arch.fanout_units(above)
             continue
         copies = copies * _splits(decided, vectors, above, depth, ~workload.relevance[t], first)
     return read_back_energy(workload.macs / share, words * np.minimum(copies, level.instances), unsplit,
                             read_energy(level, tensor), cheapest_read_above(space.arch, tensor, lv))
+
+def _shared_splits(arch, tensor, decided: tuple, vectors, level: int, depth: int, dims: np.ndarray,
+                   first) -> np.ndarray:
+    """(U, V) `_splits` over `dims` at most what level's network shares of `tensor`: where
+    only a block cluster's CTAs share (`Level.shared_axes`), a decided split's mesh-y loops
+    alone (`decided`: (both axes, y alone)), an undecided one at most a cluster's CTAs."""
+    both, y_only = decided
+    if level < depth and arch.levels[level].shared_axes(tensor) == (False, True):
+        return _splits(y_only, vectors, level, depth, dims, first)
+    return np.minimum(_splits(both, vectors, level, depth, dims, first), arch.sharing_units(level, tensor))
+
 
 def _splits(decided, vectors, level: int, depth: int, dims: np.ndarray, first) -> np.ndarray:
     """(U, V) product of the spatial splits over `dims` at `level`: as decided above `depth`,
@@ -252,7 +271,7 @@ def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
                 sharing = sharing * table.factors[above, 1:][:, irrelevant].prod(axis=(0, 1))
             else:
                 sharing = sharing * (units[above] if units is not None else
-                                     arch.fanout(above)[0] * arch.fanout(above)[1])
+                                     arch.fanout_units(above))
         if not may_keep[lv]:
             continue
         level = arch.levels[lv]

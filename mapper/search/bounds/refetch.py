@@ -97,7 +97,7 @@ def refetches(space: Mapspace, t: int, depth: int, table: MappingTable) -> np.nd
     could_hold = np.zeros(n, bool)
     spread = 1
     for lv in range(depth + 1, space.n_levels):
-        spread *= arch.fanout(lv - 1)[0] * arch.fanout(lv - 1)[1]
+        spread *= arch.fanout_units(lv - 1)
         if any(t in k for k in space.choices[lv].keeps):
             could_hold |= tiles.fits_level(arch.levels[lv], tile / spread * arch.levels[lv].word_bytes(workload.tensors[t]))
     return np.where(could_hold, _outside_relevant(space, t, depth, table), repeats)

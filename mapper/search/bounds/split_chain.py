@@ -94,7 +94,7 @@ def split_chain(space: Mapspace, links, macs: float) -> SplitChain | None:
     """The chain of `space` (`links`: its `LinkBounds`), or None where no level has a fanout,
     the combinations are too many, or none leaves a fused tensor-core role room."""
     arch = space.arch
-    fanouts = tuple(lv for lv in range(space.n_levels) if math.prod(arch.fanout(lv)) > 1)
+    fanouts = tuple(lv for lv in range(space.n_levels) if arch.fanout_units(lv) > 1)
     if not fanouts:
         return None
     combos = _combinations(space, fanouts)
@@ -177,7 +177,7 @@ def _combinations(space: Mapspace, fanouts):
     combinations of each dim's own (splits, extent) options whose product per fanout fits
     it; None when more than `MAX_COMBINATIONS`."""
     arch = space.arch
-    limits = np.array([math.prod(arch.fanout(lv)) for lv in fanouts])
+    limits = np.array([arch.fanout_units(lv) for lv in fanouts])
     options = []
     for rows in space.dim_tables:
         _, spatial, tile = tables.level_view(space, rows)

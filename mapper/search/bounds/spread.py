@@ -64,9 +64,12 @@ def spread_bound(space: Mapspace, j: int, splits: SplitVectors, max_combinations
         tensor = workload.tensors[t]
         nearest_must = max(p for p in range(j) if all(t in k for k in space.choices[p].keeps))
         shared = tuple(x for x in range(nearest_must, j)
-                       if arch.levels[x].shares(tensor) and math.prod(arch.fanout(x)) > 1)
+                       if arch.levels[x].shares(tensor) and arch.fanout_units(x) > 1)
         irrelevant = ~workload.relevance[t]
-        spreads = vectors[:, list(shared)][:, :, irrelevant].prod(axis=(1, 2)) if shared else np.ones(1, np.int64)
+        # each level's split over the dims the tensor ignores, at most what its network shares
+        spreads = np.ones(1, np.int64)
+        for x in shared:
+            spreads = spreads * np.minimum(vectors[:, x][:, irrelevant].prod(axis=1), arch.sharing_units(x, tensor))
         widest = sharing_fanout(arch, tensor, nearest_must, j)
         levels.append(shared)
         values.append(np.unique(np.append(spreads, widest)).astype(float))

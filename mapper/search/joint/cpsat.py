@@ -191,15 +191,22 @@ class _Model:
         units each dim's split keeps busy (for the objective)."""
         space, log_units = self.space, []
         for lv in range(space.n_levels):
+            fans = []
             for kind, limit in zip((1, 2), space.arch.fanout(lv)):
                 cols = [k for k, slot in enumerate(space.slots) if slot == (lv, kind)]
                 if not cols:
                     continue
                 parts = [self.indexed(d, space.dim_tables[d][:, cols[0]], f"sp_{lv}_{kind}_{d}")
                          for d in range(space.n_dims)]
-                self.model.add(self.product(parts, f"fan_{lv}_{kind}")[0] <= limit)
+                fans.append(self.product(parts, f"fan_{lv}_{kind}"))
+                self.model.add(fans[-1][0] <= limit)
                 log_units += [self.element(d, np.round(np.log2(space.dim_tables[d][:, cols[0]]) * SCALE),
                                            f"lsp_{lv}_{kind}_{d}")[0] for d in range(space.n_dims)]
+            if len(fans) == 2 and space.arch.levels[lv].clusters is not None:
+                # block clusters side by side (x) times their CTAs (y): at most the children
+                # (the schedulable count per cluster size is checked when the proposal is priced)
+                both = _product(self.model, [(v, hi) for v, hi in fans], f"fan_{lv}_xy")
+                self.model.add(both[0] <= space.arch.fanout_units(lv))
         return log_units
 
     def capacity(self, lv: int):
