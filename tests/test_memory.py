@@ -33,9 +33,9 @@ def test_priced_tables_reuse_freed_memory():
         pytest.skip("not glibc: the allocator is left as it is")
     kept, default = _faults("keep"), _faults("default")
     # three 20,000-row tables: thousands of fresh pages each without (about 4,900 in all since
-    # the cost model made fewer temporaries; 45,000 before), next to none with (10 alone; a few
-    # hundred from the interpreter's own allocations under load)
-    assert default > 2_000 and kept < default / 20, (kept, default)
+    # the cost model made fewer temporaries; 45,000 before), next to none with (0-10 alone; a
+    # few hundred from the interpreter's own allocations when the suite runs beside it)
+    assert default > 2_000 and kept < default / 8, (kept, default)
 
 
 def _glibc() -> bool:
