@@ -32,6 +32,18 @@ def _walk(space, objective, tree):
     setup = WalkSetup(space, objective, tree, LinkBounds(space), context, context.budget(None),
                       JointTuning(), 4_000, False)
     return Walk(setup, Incumbent(space, objective, context))
+
+
+def sampled_scores(space, objective, seed: int):
+    """200 mappings drawn from the space (`sampling.sample`) and their scores under `objective`;
+    (None, None) where none of the draws is valid."""
+    sample = sampling.sample(space, 200, np.random.default_rng(seed))
+    if not len(sample):
+        return None, None
+    costs = evaluate_many(space.arch, space.workload, sample)
+    return sample, {"edp": costs.edp, "energy": costs.energy_pj, "cycles": costs.cycles}[objective.kind]
+
+
 NEVER_BEATEN = (np.inf, np.inf, np.inf)      # a ranking key no bound exceeds: every node refined
 
 
@@ -254,11 +266,9 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
         (level.name, LevelConstraints(bypass=data.draw(st.booleans()))) for level in arch.levels[1:])
     space = Mapspace(arch, workload, Constraints(levels=levels))
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
-    sample = sampling.sample(space, 200, np.random.default_rng(data.draw(st.integers(0, 1000))))
-    if not len(sample):
+    sample, score = sampled_scores(space, objective, data.draw(st.integers(0, 1000)))
+    if sample is None:
         return
-    costs = evaluate_many(arch, workload, sample)
-    score = {"edp": costs.edp, "energy": costs.energy_pj, "cycles": costs.cycles}[objective.kind]
     links = LinkBounds(space)
     for depth in range(space.n_levels + 1):
         node = _prefix_table(space, sample, depth)
