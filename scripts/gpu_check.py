@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mapper.cost import evaluate  # noqa: E402
 from mapper.emit.command import top_mappings  # noqa: E402
-from mapper.emit.common import gemm_view  # noqa: E402
-from mapper.emit.from_config import BlockConfig, mapping_of_config  # noqa: E402
+from mapper.emit.common import BlockConfig, gemm_view  # noqa: E402
+from mapper.emit.from_config import mapping_of_config  # noqa: E402
 from mapper.emit.triton import kernel_text, triton_config  # noqa: E402
 from mapper.load import load_arch, workload_from_dict  # noqa: E402
 from mapper.units import Where  # noqa: E402

@@ -10,9 +10,9 @@ import yaml
 
 from mapper.cli import main
 from mapper.cost import evaluate
-from mapper.emit.common import EmitError, gemm_view
+from mapper.emit.common import BlockConfig, EmitError, gemm_view
 from mapper.emit.cutlass import cutlass_shape, cutlass_text
-from mapper.emit.from_config import BlockConfig, mapping_of_config
+from mapper.emit.from_config import mapping_of_config
 from mapper.emit.mlir import tile_plan
 from mapper.emit.triton import config_text, kernel_text, triton_config
 from mapper.load import load_arch, load_workload

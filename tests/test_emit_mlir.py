@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from mapper.emit.common import GELU_CUBIC, GELU_SCALE
-from mapper.emit.from_config import BlockConfig, mapping_of_config
+from mapper.emit.common import BlockConfig
+from mapper.emit.from_config import mapping_of_config
 from mapper.emit.mlir import executable_plan, mlir_text, payload_text, tile_plan, transform_text
 from mapper.load import load_arch, load_workload
 from mapper.load.mapping import load_mapping, mapping_from_dict

@@ -9,7 +9,8 @@ import yaml
 from mapper.cli import main
 from mapper.cost import evaluate
 from mapper.emit.common import gemm_view
-from mapper.emit.from_config import BlockConfig, mapping_of_config
+from mapper.emit.common import BlockConfig
+from mapper.emit.from_config import mapping_of_config
 from mapper.emit.triton import triton_config
 from mapper.load import load_arch, load_workload
 from mapper.load.mapping import load_mapping, mapping_from_dict

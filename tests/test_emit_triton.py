@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from mapper.emit.common import GELU_CUBIC, GELU_SCALE, gemm_view
-from mapper.emit.from_config import BlockConfig, mapping_of_config
+from mapper.emit.common import BlockConfig
+from mapper.emit.from_config import mapping_of_config
 from mapper.emit.triton import kernel_text
 from mapper.load import load_arch, load_workload
 from mapper.load.mapping import load_mapping

@@ -30,7 +30,8 @@ from ..mapspace import Mapspace
 from ..units import Where
 from .common import EmitError, epilogue_names, gemm_view
 from .cutlass import cutlass_text
-from .from_config import BlockConfig, config_from_dict, mapping_of_config
+from .common import BlockConfig
+from .from_config import config_from_dict, mapping_of_config
 from .mlir import mlir_text
 from .triton import autotune_text, config_text, kernel_text, triton_config
 

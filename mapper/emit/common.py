@@ -44,6 +44,19 @@ def source(spec) -> str:
 
 
 @dataclass(frozen=True)
+class BlockConfig:
+    """A GEMM kernel's block config, as Triton's autotuner names it (read back into a mapping
+    by `from_config`, written from one by `triton`)."""
+    block_m: int
+    block_n: int
+    block_k: int
+    num_stages: int
+    num_warps: int
+    group_m: int | None = None
+    warps_m: int | None = None      # how the block's warps split m (read back only; else as square as may be)
+
+
+@dataclass(frozen=True)
 class GemmView:
     """A GEMM mapping read as a kernel's parameters. Per role (m, n, k) tuples; `dims` the
     workload dims playing them; `batch` the batch-like dims (outer grid axes)."""

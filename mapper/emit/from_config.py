@@ -19,7 +19,7 @@ Invariant: `emit` of the result gives the config back (tests/test_emit_roundtrip
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from types import MappingProxyType
 
@@ -31,24 +31,13 @@ from ..mapping import LevelMapping, Mapping
 from ..spec import Arch, Workload
 from ..units import Where
 from ..validate import fields, integer
-from .common import EmitError, gemm_dims, source
+from .common import BlockConfig, EmitError, gemm_dims, source
 
 KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
 OPTIONAL = ("GROUP_M", "warps_m")
 # A thread block holds at most 1,024 threads (CUDA's limit): MAX_WARPS warps of 32; more stages
 # than a level takes are priced with its most (`mapping_of_config`): the loader's stage limit
 LIMITS = MappingProxyType({"num_warps": MAX_WARPS, "warps_m": MAX_WARPS, "num_stages": MAX_STAGES})
-
-
-@dataclass(frozen=True)
-class BlockConfig:
-    block_m: int
-    block_n: int
-    block_k: int
-    num_stages: int
-    num_warps: int
-    group_m: int | None = None
-    warps_m: int | None = None
 
 
 def config_from_dict(data, where: Where) -> BlockConfig:

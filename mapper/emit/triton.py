@@ -12,20 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .common import GELU_CUBIC, GELU_SCALE, GemmView, epilogue_names, power_of_two_at_least
+from .common import GELU_CUBIC, GELU_SCALE, BlockConfig, GemmView, epilogue_names, power_of_two_at_least
 
 MIN_DOT = 16          # tl.dot's smallest block side
 MAX_WARPS = 32        # 1,024 threads per block
 
 
 @dataclass(frozen=True)
-class TritonConfig:
-    block_m: int
-    block_n: int
-    block_k: int
-    num_stages: int
-    num_warps: int
-    group_m: int | None = None
+class TritonConfig(BlockConfig):
+    """The block config written for a mapping, with what Triton could not take as it says."""
     changes: tuple[str, ...] = ()
     num_ctas: int = 1        # the CTAs of a thread-block cluster one program spans (sm90+)
 
