@@ -20,9 +20,15 @@ TRIM_BYTES = 256 * 2**20         # free memory at the heap's top kept for reuse
 def keep_freed_memory() -> bool:
     """Sets the allocator's thresholds for this process (and the workers it forks); True where
     the C library took them."""
+    return set_thresholds(mmap_bytes=MMAP_BYTES, trim_bytes=TRIM_BYTES)
+
+
+def set_thresholds(*, mmap_bytes: int, trim_bytes: int) -> bool:
+    """Fixes glibc's mmap and trim thresholds (which also stops it moving them itself); True
+    where the C library took both."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):          # not glibc: its own allocator, left as it is
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_BYTES))
+    return bool(mallopt(M_MMAP_THRESHOLD, mmap_bytes)) and bool(mallopt(M_TRIM_THRESHOLD, trim_bytes))
