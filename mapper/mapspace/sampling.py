@@ -112,28 +112,36 @@ def _with_drawn_choices(space: Mapspace, factors: np.ndarray, rng: np.random.Gen
     return table.take(pruning.valid_mask(space, table))
 
 
+EXPAND_BATCH = 100_000        # rows crossed with keep/stage choices and checked together
+
+
 def expand(space: Mapspace, factors: np.ndarray) -> MappingTable:
-    """All keep/stage/order choices for each factor combination, pruned by capacity."""
-    n = factors.shape[-1]
+    """All keep/stage/order choices for each factor combination, pruned by capacity: per
+    keep-and-stage combination (the last level's fastest), the factor rows with every
+    combination of order classes, in that order."""
     combos = list(itertools.product(*[itertools.product(range(len(c.keeps)), range(len(c.stages)))
                                       for c in space.choices]))
+    keep = np.zeros((space.n_levels, len(space.workload.tensors), len(combos)), bool)
+    stages = np.ones((space.n_levels, len(combos)), np.int64)
+    for lv, choice in enumerate(space.choices):
+        keep[lv] = choice.keep_table(len(space.workload.tensors))[[k for k, _ in (c[lv] for c in combos)]].T
+        stages[lv] = np.array(choice.stages)[[s for _, s in (c[lv] for c in combos)]]
+    # the orders depend on the factors alone: built once, then crossed with each choice
+    picked, order = _every_order(space, factors)
+    per_batch = max(1, EXPAND_BATCH // max(1, len(picked)))
     tables = []
-    for combo in combos:
-        keep_idx = [np.full(n, k) for k, _ in combo]
-        stage_idx = [np.full(n, s) for _, s in combo]
-        table = _build(space, factors, keep_idx, stage_idx, None)
-        table = table.take(pruning.valid_mask(space, table))
-        if len(table):
-            tables.append(table)
-    if tables:
-        return MappingTable.concat(tables)
-    empty = [np.zeros(0, np.int64)] * space.n_levels
-    return _build(space, factors[..., :0], empty, empty, None)
+    for start in range(0, len(combos), per_batch):
+        combo = np.repeat(np.arange(start, min(len(combos), start + per_batch)), len(picked))
+        rows = np.tile(picked, len(combo) // max(1, len(picked)))
+        table = MappingTable(along_last(factors, rows), np.tile(order, len(combo) // max(1, len(picked))),
+                             along_last(keep, combo), along_last(stages, combo))
+        tables.append(table.take(pruning.valid_mask(space, table)))
+    return MappingTable.concat(tables)
 
 
 def _build(space: Mapspace, factors, keep_idx, stage_idx, rng) -> MappingTable:
-    """Tables for factor arrays with the given keep/stage choices; with `rng`, one random order
-    class per level, else every combination of order classes (rows repeated)."""
+    """Tables for factor arrays with the given keep/stage choices and one random order class
+    per level."""
     n = factors.shape[-1]
     keep = np.zeros((space.n_levels, len(space.workload.tensors), n), bool)
     stages = np.ones((space.n_levels, n), np.int64)
@@ -141,21 +149,26 @@ def _build(space: Mapspace, factors, keep_idx, stage_idx, rng) -> MappingTable:
         keep[lv] = choice.keep_table(len(space.workload.tensors))[keep_idx[lv]].T
         stages[lv] = np.array(choice.stages)[stage_idx[lv]]
     masks = pruning.nonunit_masks(space, factors)
-    if rng is not None:
-        order = np.empty((space.n_levels, space.n_dims, n), np.int64)
-        for lv in range(space.n_levels):
-            for m in np.unique(masks[lv]):
-                rows = np.flatnonzero(masks[lv] == m)
-                options = order_tables.order_array(space, lv, int(m))
-                order[lv, :, rows] = options[rng.integers(0, len(options), size=len(rows))]
-        return MappingTable(factors, order, keep, stages)
+    order = np.empty((space.n_levels, space.n_dims, n), np.int64)
+    for lv in range(space.n_levels):
+        for m in np.unique(masks[lv]):
+            rows = np.flatnonzero(masks[lv] == m)
+            options = order_tables.order_array(space, lv, int(m))
+            order[lv, :, rows] = options[rng.integers(0, len(options), size=len(rows))]
+    return MappingTable(factors, order, keep, stages)
+
+
+def _every_order(space: Mapspace, factors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, order): every combination of order classes of each factor row, the rows grouped
+    by their non-unit masks (`rows` indexes `factors`, `order` is (L, D, len(rows)))."""
+    n = factors.shape[-1]
     if n == 0:
-        return MappingTable(factors, np.zeros((space.n_levels, space.n_dims, 0), np.int64), keep, stages)
-    # every combination of order classes: group rows by their non-unit masks
+        return np.zeros(0, np.int64), np.zeros((space.n_levels, space.n_dims, 0), np.int64)
+    masks = pruning.nonunit_masks(space, factors)
     key = np.zeros(n, np.int64)
     for lv in range(space.n_levels):
         key = key * (1 << space.n_dims) + masks[lv]
-    parts = []
+    picked, orders = [], []
     for value in np.unique(key):
         rows = np.flatnonzero(key == value)
         per_level = [order_tables.order_array(space, lv, int(masks[lv][rows[0]])) for lv in range(space.n_levels)]
@@ -163,8 +176,6 @@ def _build(space: Mapspace, factors, keep_idx, stage_idx, rng) -> MappingTable:
         # over all the group's rows
         grid = np.indices([len(p) for p in per_level]).reshape(space.n_levels, -1)
         order = np.stack([options[grid[lv]].T for lv, options in enumerate(per_level)])
-        order = np.repeat(order, len(rows), axis=2)
-        picked = np.tile(rows, grid.shape[1])
-        parts.append(MappingTable(along_last(factors, picked), order, along_last(keep, picked),
-                                  along_last(stages, picked)))
-    return MappingTable.concat(parts)
+        orders.append(np.repeat(order, len(rows), axis=2))
+        picked.append(np.tile(rows, grid.shape[1]))
+    return np.concatenate(picked), np.concatenate(orders, axis=2)

@@ -95,8 +95,9 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
     decided = table.factors[:, 1:].prod(axis=1)                                     # (L, D, N)
     decided[depth:] = 1
     spans = table.factors[depth:].prod(axis=(0, 1)) if depth < n_levels else np.ones((space.n_dims, n), np.int64)
-    # nodes alike in everything the bound reads are computed once
-    features = [decided.reshape(-1, n), spans]
+    # nodes alike in everything the energy reads are priced once, per split vector; the
+    # extents left below (`spans`) only decide which vectors fit each node
+    features = [decided.reshape(-1, n)]
     # under block clusters only a decided split's CTAs (mesh y) share: kept apart
     decided_y = table.factors[:, 2].copy()
     decided_y[depth:] = 1
@@ -107,10 +108,13 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
             features += [np.broadcast_to(option.candidate, (n,))[None].astype(np.int64),
                          np.broadcast_to(option.deepest, (n,))[None].astype(np.int64),
                          np.ascontiguousarray(np.broadcast_to(option.compulsory, (n,)), np.float64).view(np.int64)[None]]
-    _, first, inverse = np.unique(np.concatenate(features), axis=1, return_index=True, return_inverse=True)
+    features = np.concatenate(features)
+    _, first, inverse = np.unique(np.concatenate([features, spans]), axis=1, return_index=True, return_inverse=True)
+    _, alike, group = np.unique(features[:, first], axis=1, return_index=True, return_inverse=True)
+    first_of_group, group = first[alike], group.reshape(-1)
     free = vectors[:, depth:].prod(axis=1) if depth < n_levels else np.ones((len(vectors), space.n_dims), np.int64)
     fits = (free[None, :, :] <= spans[:, first].T[:, None, :]).all(axis=2)          # (U, V)
-    total = np.zeros((len(first), len(vectors)))
+    total = np.zeros((len(first_of_group), len(vectors)))
     for t, opts in enumerate(options):
         if not opts:
             continue
@@ -118,30 +122,29 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
         irrelevant = ~workload.relevance[t]
         best = np.full(total.shape, np.inf)
         for lv, candidate, at_deepest, comp, fill, deepest in opts:
-            share = np.ones((len(first), len(vectors)))
+            share = np.ones((len(first_of_group), len(vectors)))
             for level in range(lv, n_levels):
                 if arch.levels[level].shares(workload.tensors[t]) and shared.any():
                     # at most what the network shares (a block cluster's CTAs)
                     share = share * _shared_splits(arch, workload.tensors[t], (decided, decided_y), vectors,
-                                                   level, depth, shared, first)
+                                                   level, depth, shared, first_of_group)
             energy = workload.macs * serve_energy(arch.levels[lv], workload.tensors[t]) / share
-            c = np.broadcast_to(comp, (n,))[first][:, None]
-            energy = np.where(np.broadcast_to(at_deepest, (n,))[first][:, None], np.maximum(energy, c), energy + c)
+            c = np.broadcast_to(comp, (n,))[first_of_group][:, None]
+            energy = np.where(np.broadcast_to(at_deepest, (n,))[first_of_group][:, None], np.maximum(energy, c), energy + c)
             if workload.tensors[t].is_output:
-                energy = energy + _read_modify_write(space, t, lv, share, decided, vectors, depth, first, splits)
+                energy = energy + _read_modify_write(space, t, lv, share, decided, vectors, depth, first_of_group, splits)
             if fill:
                 # every copy below the deepest decided keeper: units that differ only in dims
                 # the tensor does not depend on hold the same words
-                copies = np.ones((len(first), len(vectors)))
-                above = np.broadcast_to(deepest, (n,))[first][:, None]
+                copies = np.ones((len(first_of_group), len(vectors)))
+                above = np.broadcast_to(deepest, (n,))[first_of_group][:, None]
                 for level in range(lv):
-                    copies = np.where(above <= level, copies * _splits(decided, vectors, level, depth, irrelevant, first),
+                    copies = np.where(above <= level, copies * _splits(decided, vectors, level, depth, irrelevant, first_of_group),
                                       copies)
                 energy = energy + workload.touched_words(t) * fill * copies
-            best = np.where(np.broadcast_to(candidate, (n,))[first][:, None], np.minimum(best, energy), best)
+            best = np.where(np.broadcast_to(candidate, (n,))[first_of_group][:, None], np.minimum(best, energy), best)
         total += np.where(np.isfinite(best), best, 0.0)
-    total = np.where(fits, total, np.inf)
-    bound = total.min(axis=1)
+    bound = np.where(fits, total[group], np.inf).min(axis=1)
     joint = None
     if by_spread:
         for link in by_spread:
@@ -150,10 +153,10 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
                 spread = np.ones(total.shape)
                 for level in levels:
                     spread = spread * _shared_splits(arch, workload.tensors[t], (decided, decided_y), vectors,
-                                                     level, depth, ~workload.relevance[t], first)
+                                                     level, depth, ~workload.relevance[t], first_of_group)
                 spreads.append(spread)
             total = total + link.at(spreads)
-        joint = total.min(axis=1)
+        joint = np.where(fits, total[group], np.inf).min(axis=1)
         joint = np.where(np.isfinite(joint), joint, 0.0)[inverse.reshape(-1)]
     return np.where(np.isfinite(bound), bound, 0.0)[inverse.reshape(-1)], joint
 
