@@ -316,14 +316,16 @@ def table(rows: list[dict]) -> str:
 
 
 def plan_lines(shape: ShapeResult) -> list[str]:
-    """`--plan`: each config of a shape, its form and num_ctas, the model's cycles, the notes."""
-    lines = [f"{shape.label}:"]
+    """`--plan`: each config of a shape, its form and num_ctas, the model's cycles, the notes
+    (those every config shares once, under the shape)."""
+    shared = set.intersection(*(set(t.form.notes) for t in shape.tried))
+    lines = [f"{shape.label}:"] + [f"  every config: {note}" for note in shape.tried[0].form.notes if note in shared]
     for t in shape.tried:
         c = t.config
         lines.append(f"  {t.source:8} {c.block_m}x{c.block_n}x{c.block_k} stages {c.num_stages} warps "
                      f"{t.form.num_warps} GROUP_M {c.group_m or 1}: {t.form.label}, num_ctas {t.form.num_ctas}, "
                      f"predicted {t.predicted_cycles:,.0f} cycles")
-        lines += [f"           {note}" for note in t.form.notes]
+        lines += [f"           {note}" for note in t.form.notes if note not in shared]
     return lines
 
 
