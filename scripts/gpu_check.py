@@ -3,7 +3,8 @@ for a list of GEMM shapes with (a) mapper's pick (the joint search's best, zero 
 autotuning over a list of commonly used Triton matmul configs, (c) mapper's `--top 8` list.
 
     python scripts/gpu_check.py [--arch h100] [--shapes full|small] [--csv gpu_check.csv]
-                                [--time-limit 20] [--top 8] [--only SUBSTRING] [--interpret]
+                                [--time-limit 20] [--top 8] [--only SUBSTRING] [--mapspace clusters]
+                                [--capability 9.0] [--plan] [--interpret]
 
 Per shape it prints and writes (CSV) the TFLOP/s of (a), of the best of (b) and of the best of
 (c); the ratio of (a) to the autotuned best (b); the tuning time (b) took, which (a) saves; and
@@ -11,6 +12,14 @@ the Spearman rank correlation between the model's predicted cycles (each config 
 a mapping and priced) and the measured times over every config tried. A second CSV
 (`*_configs.csv`) lists every config: source, predicted cycles, measured milliseconds.
 Every config's output is checked against torch.matmul before it is timed.
+
+Each config runs in the form the device takes (`mapper/emit/triton_forms.py`): on compute
+capability 9.0 and later the Hopper form (operand tiles through TMA tensor descriptors where the
+installed Triton has them and the operands allow them, the mapping's thread-block cluster as
+num_ctas, whole warpgroups where the mapping's MMA is wgmma), below it the Ampere form (pointer
+loads, mma.sync, one CTA a program). The table and both CSVs say each kernel's form and
+num_ctas. `--capability` plans for another device (on a GPU: runs that form on it); `--plan`
+prints every config's form and notes without running anything (no GPU, torch or triton needed).
 
 Needs an NVIDIA GPU, torch and triton (`pip install -e '.[triton]'` with a CUDA build of torch).
 It imports without them; `--interpret` runs the same code path in Triton's CPU interpreter
@@ -25,7 +34,7 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +45,8 @@ from mapper.cost import evaluate  # noqa: E402
 from mapper.emit.command import top_mappings  # noqa: E402
 from mapper.emit.common import BlockConfig, gemm_view  # noqa: E402
 from mapper.emit.from_config import mapping_of_config  # noqa: E402
-from mapper.emit.triton import kernel_text, triton_config  # noqa: E402
+from mapper.emit.triton import TritonConfig, kernel_text, triton_config  # noqa: E402
+from mapper.emit.triton_forms import HOPPER, KernelForm, kernel_form  # noqa: E402
 from mapper.load import load_arch, workload_from_dict  # noqa: E402
 from mapper.units import Where  # noqa: E402
 
@@ -59,10 +69,13 @@ SMALL_AUTOTUNE_LIST = [(32, 32, 32, 2, 4), (16, 64, 16, 2, 2), (64, 32, 32, 3, 4
 @dataclass
 class Tried:
     source: str                  # pick, autotune, top
-    config: BlockConfig
+    config: BlockConfig          # a TritonConfig for the pick and the top list (its num_ctas)
     predicted_cycles: float
     ms: float = float("nan")
     tuning_s: float = 0.0        # its first (compiling, checked) run and its timing
+    cluster: tuple[int, int] = (1, 1)      # its mapping's cluster, CTAs along m and n
+    form: KernelForm | None = None         # how it runs on the device (`assign_forms`)
+    issued: str = ""                       # the MMA its compiled PTX issues ("" in the interpreter)
 
 
 @dataclass
@@ -106,16 +119,21 @@ def gemm_workload(label: str, m: int, n: int, k: int, dtype: str):
                                "dtypes": {"A": dtype, "B": dtype, "Z": "fp32"}}, Where(label))
 
 
-def block_config(config) -> BlockConfig:
-    d = config.as_dict()
-    return BlockConfig(d["BLOCK_M"], d["BLOCK_N"], d["BLOCK_K"], d["num_stages"], d["num_warps"], d.get("GROUP_M"))
-
-
-def predicted(arch, workload, config: BlockConfig) -> float:
+def predicted(arch, workload, config: BlockConfig, mapping=None) -> float:
+    """The model's cycles of a config read back into a mapping; of a cluster's config (num_ctas
+    > 1) its own `mapping`'s: the read-back knows no clusters and would put the whole cluster's
+    tile on one SM."""
     try:
+        if getattr(config, "num_ctas", 1) > 1 and mapping is not None:
+            return evaluate(arch, workload, mapping).cycles
         return evaluate(arch, workload, mapping_of_config(arch, workload, config)[0]).cycles
     except Exception:           # a config the model cannot fit (capacity): no prediction
         return float("nan")
+
+
+def element_bytes(args) -> int:
+    """fp32 in the interpreter (numpy's check on the CPU), bf16 on a GPU."""
+    return 4 if args.interpret else 2
 
 
 def plan_shape(arch, label, m, n, k, args) -> tuple[ShapeResult, object]:
@@ -123,23 +141,52 @@ def plan_shape(arch, label, m, n, k, args) -> tuple[ShapeResult, object]:
     from mapper.mapspace import Mapspace
     from mapper.load import load_constraints
     from mapper.search import SearchContext, make_strategy, parse_objective
-    workload = gemm_workload(label, m, n, k, "fp32" if args.interpret else "bf16")
+    workload = gemm_workload(label, m, n, k, "fp32" if element_bytes(args) == 4 else "bf16")
     start = time.perf_counter()
-    space = Mapspace(arch, workload, load_constraints("default"))
+    space = Mapspace(arch, workload, load_constraints(args.mapspace))
     context = SearchContext.for_command(args.time_limit)
     result = make_strategy("joint", {}).run(space, parse_objective("edp", arch), context, lambda n: None)
     view = gemm_view(arch, workload, result.mapping)
-    pick = block_config(triton_config(view))
-    top, _ = top_mappings(arch, workload, "edp", args.top, first=(view, triton_config(view)))
+    pick = triton_config(view)
+    top, _ = top_mappings(arch, workload, "edp", args.top, first=(view, pick))
     shape = ShapeResult(label, 2.0 * m * n * k, time.perf_counter() - start)
-    shape.tried.append(Tried("pick", pick, predicted(arch, workload, pick)))
+    shape.tried.append(Tried("pick", pick, predicted(arch, workload, pick, result.mapping), cluster=view.cluster[:2]))
     for mapping in top:
-        config = block_config(triton_config(gemm_view(arch, workload, mapping)))
-        shape.tried.append(Tried("top", config, predicted(arch, workload, config)))
+        top_view = gemm_view(arch, workload, mapping)
+        config = triton_config(top_view)
+        shape.tried.append(Tried("top", config, predicted(arch, workload, config, mapping), cluster=top_view.cluster[:2]))
     for bm, bn, bk, stages, warps in (SMALL_AUTOTUNE_LIST if args.shapes == "small" else AUTOTUNE_LIST):
-        config = BlockConfig(bm, bn, bk, stages, warps, 8)
+        config = TritonConfig(bm, bn, bk, stages, warps, 8)
         shape.tried.append(Tried("autotune", config, predicted(arch, workload, config)))
     return shape, view
+
+
+def assign_forms(shape: ShapeResult, view, m: int, n: int, k: int, capability, descriptors: bool, itemsize: int):
+    """Each config's form on a device of `capability`: the mapping's MMA shape (`view`: the
+    workload's, every config's) and each config's own cluster; TMA checked on the contiguous
+    A (m x k) and B (k x n) that `measure` allocates."""
+    operands = (("A", (m, k), (k, 1), itemsize), ("B", (k, n), (n, 1), itemsize))
+    for tried in shape.tried:
+        tried.form = kernel_form(tried.config, view.instruction, tried.cluster, capability, descriptors, operands)
+
+
+def descriptors_installed() -> bool:
+    """Whether the installed Triton has host-side TMA descriptors, read off its files: importing
+    triton takes seconds, and it reads TRITON_INTERPRET once, at import."""
+    spec = importlib.util.find_spec("triton")
+    return bool(spec and spec.origin) and (Path(spec.origin).parent / "tools" / "tensor_descriptor.py").exists()
+
+
+def device_capability(args) -> tuple[int, int]:
+    """`--capability` (major.minor), else the GPU's; without a GPU (--interpret, --plan), 9.0."""
+    if args.capability:
+        major, _, minor = args.capability.partition(".")
+        return int(major), int(minor or 0)
+    if not (args.interpret or args.plan):
+        import torch
+        if torch.cuda.is_available():
+            return tuple(torch.cuda.get_device_capability())
+    return HOPPER
 
 
 def load_kernel(text: str):
@@ -162,24 +209,61 @@ def measure(shape: ShapeResult, view, m: int, n: int, k: int, interpret: bool) -
     b = torch.randn(k, n, device=device, dtype=dtype)
     want = (a.float() @ b.float())
     for tried in shape.tried:
-        c = tried.config
+        c, form = tried.config, tried.form
         config = triton.Config({"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k,
-                                "GROUP_M": c.group_m or 1}, num_stages=c.num_stages, num_warps=c.num_warps)
+                                "GROUP_M": c.group_m or 1}, num_stages=c.num_stages, num_warps=form.num_warps,
+                               num_ctas=form.num_ctas)
         start = time.perf_counter()
         try:
-            out = module.matmul(a, b, config=config)
+            out = run_once(module, a, b, config, tried, shape.label)
         except triton.runtime.errors.OutOfResources as exc:       # e.g. shared memory: no time
             print(f"  {shape.label}: {c} does not run ({exc})", file=sys.stderr)
             tried.tuning_s = time.perf_counter() - start
             continue
+        form = tried.form
         scale = want.abs().max().item() + 1
         if not torch.allclose(out.float(), want, rtol=2e-2, atol=2e-2 * scale):
             raise AssertionError(f"{shape.label}: config {c} gives a wrong result")
         if interpret:
             tried.ms = (time.perf_counter() - start) * 1e3
         else:
-            tried.ms = triton.testing.do_bench(lambda: module.matmul(a, b, out=out, config=config), warmup=25, rep=100)
+            tried.ms = triton.testing.do_bench(lambda: module.matmul(a, b, out=out, config=config, tma=form.tma),
+                                               warmup=25, rep=100)
         tried.tuning_s = time.perf_counter() - start
+
+
+def run_once(module, a, b, config, tried: Tried, label: str):
+    """The first (compiling) run of a config in its form. A TMA form the device's Triton fails to
+    compile or launch runs again with pointer loads, the failure one line in its notes: one
+    GPU session must not end on the first kernel a Triton version cannot build."""
+    import torch
+    import triton
+    out = torch.empty(a.shape[0], b.shape[1], dtype=torch.float32, device=a.device)
+    try:
+        compiled = module.launch(a, b, out, None, config, tried.form.tma)
+    except triton.runtime.errors.OutOfResources:
+        raise
+    except Exception as exc:
+        if not tried.form.tma:
+            raise
+        why = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        print(f"  {label}: {tried.config} failed with TMA loads ({why}); pointer loads instead", file=sys.stderr)
+        tried.form = replace(tried.form, tma=False, notes=tried.form.notes + (f"TMA: failed here ({why}): pointer loads",))
+        compiled = module.launch(a, b, out, None, config, False)
+    tried.issued = issued_mma(compiled)
+    return out
+
+
+def issued_mma(compiled) -> str:
+    """The MMA a compiled kernel issues, read off its PTX: Triton chooses it ("" where nothing
+    was compiled: the interpreter)."""
+    ptx = (getattr(compiled, "asm", None) or {}).get("ptx", "")
+    return "wgmma" if "wgmma.mma_async" in ptx else "mma.sync" if "mma.sync" in ptx else ("none" if ptx else "")
+
+
+def form_text(tried: Tried) -> str:
+    """What the table says of a kernel's form: its instruction and loads, and its num_ctas."""
+    return f"{tried.form.parts} c{tried.form.num_ctas}"
 
 
 def row(shape: ShapeResult) -> dict:
@@ -190,7 +274,11 @@ def row(shape: ShapeResult) -> dict:
             "top_over_autotuned": tuned.ms / top.ms, "autotune_s": shape.tuning_s("autotune"),
             "mapper_search_s": shape.search_s,
             "spearman_predicted_vs_measured": spearman([t.predicted_cycles for t in measured], [t.ms for t in measured]),
-            "configs_tried": len(shape.tried)}
+            "configs_tried": len(shape.tried),
+            "pick_form": pick.form.label, "pick_num_ctas": pick.form.num_ctas,
+            "autotune_best_form": tuned.form.label, "autotune_best_num_ctas": tuned.form.num_ctas,
+            "top_best_form": top.form.label, "top_best_num_ctas": top.form.num_ctas, "pick_ptx_mma": pick.issued,
+            "forms_text": " / ".join(form_text(t) for t in (pick, tuned, top))}
 
 
 def write_csvs(rows: list[dict], shapes: list[ShapeResult], path: Path) -> None:
@@ -201,30 +289,47 @@ def write_csvs(rows: list[dict], shapes: list[ShapeResult], path: Path) -> None:
     with path.with_name(path.stem + "_configs.csv").open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["shape", "source", "BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "GROUP_M",
-                         "predicted_cycles", "measured_ms"])
+                         "predicted_cycles", "measured_ms", "form", "num_ctas", "num_warps_run", "ptx_mma", "form_notes"])
         for shape in shapes:
             for t in shape.tried:
                 c = t.config
                 writer.writerow([shape.label, t.source, c.block_m, c.block_n, c.block_k, c.num_stages, c.num_warps,
-                                 c.group_m or "", t.predicted_cycles, t.ms])
+                                 c.group_m or "", t.predicted_cycles, t.ms, t.form.label, t.form.num_ctas,
+                                 t.form.num_warps, t.issued, "; ".join(t.form.notes)])
 
 
 def table(rows: list[dict]) -> str:
     head = (f"{'shape':32} {'pick':>8} {'tuned':>8} {'top-k':>8} {'pick/tuned':>10} {'top/tuned':>9} "
-            f"{'tuning s':>9} {'search s':>8} {'spearman':>8}")
+            f"{'tuning s':>9} {'search s':>8} {'spearman':>8}  forms: pick / tuned / top-k")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{r['shape']:32} {r['pick_tflops']:8.2f} {r['autotune_best_tflops']:8.2f} "
                      f"{r['top_best_tflops']:8.2f} {r['pick_over_autotuned']:10.3f} {r['top_over_autotuned']:9.3f} "
-                     f"{r['autotune_s']:9.1f} {r['mapper_search_s']:8.1f} {r['spearman_predicted_vs_measured']:8.3f}")
+                     f"{r['autotune_s']:9.1f} {r['mapper_search_s']:8.1f} {r['spearman_predicted_vs_measured']:8.3f}"
+                     f"  {r['forms_text']}")
     reach = sum(r["pick_over_autotuned"] >= 0.95 for r in rows)
     top = sum(r["top_over_autotuned"] >= 0.99 for r in rows)
+    family = rows[0]["pick_form"].split()[0] if rows else ""
     lines.append(f"(TFLOP/s; pick >= 95% of the autotuned best on {reach}/{len(rows)} shapes, "
-                 f"top-k >= 99% on {top}/{len(rows)})")
+                 f"top-k >= 99% on {top}/{len(rows)}; forms: the {family} form's MMA and loads, cN its num_ctas)")
     return "\n".join(lines)
 
 
-def main(argv=None) -> list[dict]:
+def plan_lines(shape: ShapeResult) -> list[str]:
+    """`--plan`: each config of a shape, its form and num_ctas, the model's cycles, the notes
+    (those every config shares once, under the shape)."""
+    shared = set.intersection(*(set(t.form.notes) for t in shape.tried))
+    lines = [f"{shape.label}:"] + [f"  every config: {note}" for note in shape.tried[0].form.notes if note in shared]
+    for t in shape.tried:
+        c = t.config
+        lines.append(f"  {t.source:8} {c.block_m}x{c.block_n}x{c.block_k} stages {c.num_stages} warps "
+                     f"{t.form.num_warps} GROUP_M {c.group_m or 1}: {t.form.label}, num_ctas {t.form.num_ctas}, "
+                     f"predicted {t.predicted_cycles:,.0f} cycles")
+        lines += [f"           {note}" for note in t.form.notes if note not in shared]
+    return lines
+
+
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="h100")
     parser.add_argument("--shapes", choices=("full", "small"), default="full")
@@ -232,20 +337,37 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--csv", default="gpu_check.csv")
     parser.add_argument("--time-limit", type=float, default=20.0, help="seconds of joint search per shape")
     parser.add_argument("--top", type=int, default=8)
+    parser.add_argument("--mapspace", default="default", help="mapspace of the search (`clusters`: thread-block clusters)")
+    parser.add_argument("--capability", default=None,
+                        help="compute capability to plan for, as 9.0 (default: the GPU's; 9.0 without one)")
+    parser.add_argument("--plan", action="store_true", help="print each config's form; run nothing (no GPU needed)")
     parser.add_argument("--interpret", action="store_true", help="Triton's CPU interpreter (small shapes)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> list:
+    """The check's rows (one per shape); with --plan the shapes planned, nothing run."""
+    args = parse_args(argv)
     if args.interpret:
         os.environ["TRITON_INTERPRET"] = "1"       # before triton is imported
     arch = load_arch(args.arch)
+    capability, descriptors = device_capability(args), descriptors_installed()
     shapes, rows = [], []
     for label, m, n, k in (SMALL_SHAPES if args.shapes == "small" else FULL_SHAPES):
         if args.only not in label:
             continue
         shape, view = plan_shape(arch, label, m, n, k, args)
+        assign_forms(shape, view, m, n, k, capability, descriptors, element_bytes(args))
+        if args.plan:
+            print("\n".join(plan_lines(shape)), flush=True)
+            shapes.append(shape)
+            continue
         measure(shape, view, m, n, k, args.interpret)
         shapes.append(shape)
         rows.append(row(shape))
         print(table(rows[-1:]).splitlines()[2], flush=True)
+    if args.plan:
+        return shapes
     write_csvs(rows, shapes, Path(args.csv))
     print(table(rows))
     return rows

@@ -31,7 +31,7 @@ LAYERS = [
     ["mapper.mapping", "mapper.rescale", "mapper.random_mappings"],
     ["mapper.bind", "mapper.load", "mapper.timeloop"],
     ["mapper.cost"],
-    ["mapper.emit.common"], ["mapper.emit.triton", "mapper.emit.cutlass", "mapper.emit.mlir", "mapper.emit.chain"],
+    ["mapper.emit.common"], ["mapper.emit.triton_forms", "mapper.emit.triton", "mapper.emit.cutlass", "mapper.emit.mlir", "mapper.emit.chain"],
     ["mapper.emit.from_config"],
     ["mapper.mapspace"],
     # the search, in the order of search/__init__.py's docstring

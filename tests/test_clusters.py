@@ -219,7 +219,10 @@ def test_cutlass_and_triton_carry_the_cluster():
     assert config.group_m == 16                          # 32 rows of CTAs, 16 of programs
     assert "num_ctas=2)" in config.kwargs_text()
     plain = gemm_view(H100, GEMM, mapping_from_checked_dict(h100_mapping({}), H100, GEMM, Where("<test>")))
-    assert plain.cluster == (1, 1, 1) and "num_ctas" not in kernel_text([plain])
+    assert plain.cluster == (1, 1, 1)
+    plain_text = kernel_text([plain])           # no num_ctas in its config; the launch passes the config's
+    assert "CLUSTER = (1, 1, 1)" in plain_text and "num_ctas=" not in plain_text.split("CONFIGS = [")[1].split("]")[0]
+    assert "CLUSTER = (2, 1, 1)" in kernel_text([view])
     assert "cluster 1x1x1: the mapping shares nothing" in cutlass_text(plain)
 
 

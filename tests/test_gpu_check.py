@@ -58,3 +58,106 @@ def test_interpreter_runs_the_whole_path(tmp_path):
         configs = list(csv.DictReader(f))
     assert {c["source"] for c in configs} == {"pick", "top", "autotune"}
     assert all(float(c["measured_ms"]) > 0 for c in configs)
+
+
+def wgmma_h100():
+    """h100 with a warpgroup MMA (wgmma m64n8k16 for bf16) in place of its preset's shape: the
+    plan must follow whatever shape a preset says (the YAML itself is left alone)."""
+    import copy
+    from mapper.load.arch import arch_from_dict
+    from mapper.load.files import spec_data
+    from mapper.units import Where
+    data = copy.deepcopy(spec_data("archs", "h100")[0])
+    data["compute"]["native_shape"] = {"bf16": {"m": 64, "n": 8, "k": 16}}
+    return arch_from_dict(data, Where("wgmma-h100"))
+
+
+def planned(module, arch, size, capability, descriptors=True, extra=()):
+    """gpu_check's plan of a size^3 GEMM (bf16, as on a GPU) for a device of `capability`."""
+    args = module.parse_args(["--time-limit", "1", "--top", "3", "--shapes", "small", *extra])
+    shape, view = module.plan_shape(arch, f"square-{size}", size, size, size, args)
+    module.assign_forms(shape, view, size, size, size, capability, descriptors, module.element_bytes(args))
+    return shape, view
+
+
+def test_tma_refusal_by_hand():
+    from mapper.emit.triton_forms import tma_refusal
+    assert tma_refusal((100, 96), (96, 1), 4) is None                   # 384-byte rows
+    assert "180 bytes" in tma_refusal((100, 90), (90, 1), 2)            # 1000x700-like bf16 rows: 180 B
+    assert tma_refusal((1000, 700), (700, 1), 2) is not None and tma_refusal((1000, 704), (704, 1), 2) is None
+    assert "not contiguous" in tma_refusal((64, 64), (1, 64), 2)        # a transposed view
+    assert "past a 16-byte boundary" in tma_refusal((64, 64), (64, 1), 2, address=4096 + 8)
+    assert tma_refusal((3, 40, 48), (1920, 48, 1), 4) is None
+
+
+def test_kernel_form_rules():
+    """The Ampere form below 9.0 (one CTA, pointer loads); on 9.0 TMA, the cluster's num_ctas and,
+    for a warpgroup MMA, whole warpgroups where a CTA's rows are whole MMAs."""
+    from mapper.emit.triton import TritonConfig
+    from mapper.emit.triton_forms import kernel_form
+    aligned = (("A", (256, 256), (256, 1), 2), ("B", (256, 256), (256, 1), 2))
+    cluster_config = TritonConfig(256, 128, 64, 3, 2, num_ctas=2)
+    ampere = kernel_form(cluster_config, (64, 8, 16), (2, 1), (8, 0), True, aligned)
+    assert (ampere.label, ampere.num_ctas, ampere.num_warps) == ("Ampere mma", 1, 2)
+    assert "needs sm90" in ampere.notes[0]
+    hopper = kernel_form(cluster_config, (64, 8, 16), (2, 1), (9, 0), True, aligned)
+    assert (hopper.label, hopper.num_ctas, hopper.num_warps) == ("Hopper wgmma+TMA", 2, 4)   # 128 rows a CTA
+    small = kernel_form(TritonConfig(64, 64, 32, 3, 2, num_ctas=2), (64, 8, 16), (2, 1), (9, 0), True, aligned)
+    assert (small.mma, small.num_warps) == ("mma.sync", 2) and "32 block rows" in small.notes[0]
+    mma_sync = kernel_form(TritonConfig(128, 128, 32, 3, 4), (16, 8, 16), (1, 1), (9, 0), True, aligned)
+    assert mma_sync.label == "Hopper mma+TMA"
+    no_descriptors = kernel_form(TritonConfig(128, 128, 32, 3, 4), (64, 8, 16), (1, 1), (9, 0), False, aligned)
+    assert no_descriptors.label == "Hopper wgmma" and "no tensor descriptors" in no_descriptors.notes[0]
+    odd = kernel_form(TritonConfig(64, 64, 32, 3, 4, num_ctas=3), (64, 8, 16), (3, 1), (9, 0), True,
+                      (("A", (1000, 700), (700, 1), 2),))
+    assert (odd.tma, odd.num_ctas) == (False, 1) and any("1400 bytes" in n for n in odd.notes)
+
+
+def test_capability_flag():
+    module = load_script()
+    assert module.device_capability(module.parse_args(["--capability", "8.6", "--plan"])) == (8, 6)
+    assert module.device_capability(module.parse_args(["--capability", "9"])) == (9, 0)
+    assert module.device_capability(module.parse_args(["--plan"])) == (9, 0)       # no GPU: Hopper
+
+
+def test_plan_for_a_hopper_device_picks_the_hopper_form():
+    """The plan of a GEMM for CC 9.0: every config in the Hopper form (TMA where the operands
+    allow it), num_ctas its mapping's; for 8.0 the Ampere form. No GPU, triton or torch."""
+    module = load_script()
+    shape, view = planned(module, load_arch_h100(), 64, (9, 0))
+    assert {t.source for t in shape.tried} == {"pick", "top", "autotune"}
+    for t in shape.tried:
+        assert t.form.hopper and t.form.tma and t.form.label.startswith("Hopper") and t.form.label.endswith("+TMA")
+        assert t.form.num_ctas == getattr(t.config, "num_ctas", 1) == t.cluster[0] * t.cluster[1]
+    shape, _ = planned(module, load_arch_h100(), 64, (8, 0))
+    assert {t.form.label for t in shape.tried} == {"Ampere mma"} and {t.form.num_ctas for t in shape.tried} == {1}
+
+
+def test_plan_follows_the_mapping_mma_shape():
+    """With a wgmma preset the plan reads the MMA off the mapping (the `kernel` key's shape):
+    wgmma where a CTA's rows are whole m64s, whole warpgroups; mma.sync elsewhere, said."""
+    module = load_script()
+    arch = wgmma_h100()
+    shape, view = planned(module, arch, 256, (9, 0))
+    workload = module.gemm_workload("square-256", 256, 256, 256, "bf16")
+    assert view.instruction == tuple(dict(arch.for_workload(workload).compute.native_shape)[r] for r in "mnk")
+    assert view.instruction == (64, 8, 16)
+    for t in shape.tried:
+        whole = t.config.block_m // t.cluster[0] % 64 == 0
+        assert (t.form.mma == "wgmma") == whole, (t.config, t.form)
+        assert not whole or t.form.num_warps % 4 == 0
+    assert shape.best("pick").form.mma == "wgmma"          # the search aligns the pick to the MMA
+
+
+def test_plan_command_prints_each_form(capsys):
+    module = load_script()
+    shapes = module.main(["--plan", "--capability", "8.0", "--shapes", "small", "--only", "square-64",
+                          "--time-limit", "1", "--top", "2"])
+    out = capsys.readouterr().out
+    assert [s.label for s in shapes] == ["square-64"] and out.startswith("square-64:")
+    assert out.count("Ampere mma, num_ctas 1") == len(shapes[0].tried)
+
+
+def load_arch_h100():
+    from mapper.load import load_arch
+    return load_arch("h100")

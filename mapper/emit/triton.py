@@ -10,9 +10,11 @@ Nothing here imports triton: the text is emitted, the tests run it.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 from .common import GELU_CUBIC, GELU_SCALE, BlockConfig, GemmView, epilogue_names, power_of_two_at_least
+from .triton_forms import HOPPER, tma_refusal
 
 MIN_DOT = 16          # tl.dot's smallest block side
 MAX_WARPS = 32        # 1,024 threads per block
@@ -120,7 +122,8 @@ def epilogue_lines(epilogue) -> list[str]:
 
 def kernel_text(views: list[GemmView], epilogue=(), notes: list[str] | None = None) -> str:
     """A complete Python module: CONFIGS (the first the mapping's, the rest `--top`'s), the
-    jit kernel with the epilogue fused, and `matmul(a, b, bias=None, out=None, config=None)`."""
+    jit kernel in its two forms (pointer loads; TMA descriptor loads, `triton_forms`) with the
+    epilogue fused, and `matmul(a, b, bias=None, out=None, config=None, tma=None)`."""
     configs = [triton_config(view) for view in views]
     view = views[0]
     notes = notes or [""] * len(views)
@@ -129,24 +132,35 @@ def kernel_text(views: list[GemmView], epilogue=(), notes: list[str] | None = No
     steps = epilogue_names(epilogue)
     epilogue_code = "\n".join("    " + line for line in epilogue_lines(steps)) or "    pass"
     text = (KERNEL.replace("@CONFIGS@", config_lines).replace("@EPILOGUE@", epilogue_code)
-            .replace("@STEPS@", repr(steps)).replace("@WORKLOAD@", view.workload))
-    if any(c.num_ctas > 1 for c in configs):        # a cluster launch: the program's CTAs
-        text = text.replace(LAUNCH, LAUNCH[:-1] + ", num_ctas=config.num_ctas)")
+            .replace("@STEPS@", repr(steps)).replace("@WORKLOAD@", view.workload)
+            .replace("@CLUSTER@", repr(view.cluster)).replace("@MMA@", repr(view.instruction))
+            .replace("@HOPPER@", repr(HOPPER)).replace("@TMA_REFUSAL@", inspect.getsource(tma_refusal)))
     return _comments(view, configs[0].changes) + text
 
 
-LAUNCH = "num_warps=config.num_warps, num_stages=config.num_stages)"
-
-
 KERNEL = '''"""Matmul for @WORKLOAD@ emitted by mapper: C = epilogue(A @ B), A (M x K), B (K x N),
-optionally batched (a leading batch axis on A, B and C). Tails are masked: any M, N, K."""
+optionally batched (a leading batch axis on A, B and C). Tails are masked: any M, N, K.
+Two forms of one kernel: `matmul_kernel` loads through pointers (any strides, any GPU: the
+Ampere form); `matmul_kernel_tma` loads the operand tiles through TMA tensor descriptors (the
+Hopper form: sm90 and later, where this Triton has tensor descriptors and TMA can address the
+operands). `matmul` picks the second where it can run (`tma_allowed`)."""
 import triton
 import triton.language as tl
+
+try:        # host-side TMA descriptors: Triton 3.4 and later
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:
+    TensorDescriptor = None
 
 CONFIGS = [
 @CONFIGS@
 ]
 EPILOGUE = @STEPS@
+# the mapping's kernel (`mapper search --json`'s `kernel` key): its thread-block cluster, CTAs
+# along (m, n, k), launched as num_ctas; its MMA shape (m, n, k), None without one
+CLUSTER = @CLUSTER@
+MMA = @MMA@
+HOPPER = @HOPPER@        # the compute capability of TMA, wgmma and clusters
 
 
 @triton.jit
@@ -157,14 +171,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
                   GROUP_M: tl.constexpr):
     pid = tl.program_id(0)
     batch = tl.program_id(1)
-    # grouped launch order: GROUP_M rows of blocks walk n together (GROUP_M = 1: row-major)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    in_group = GROUP_M * num_pid_n
-    first_m = (pid // in_group) * GROUP_M
-    rows = tl.minimum(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % in_group) % rows
-    pid_n = (pid % in_group) // rows
+    pid_m, pid_n = _block_of(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
@@ -178,6 +185,46 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
         acc += tl.dot(a, b)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+    _epilogue_store(acc, c_ptr, bias_ptr, batch, offs_m, offs_n, M, N, stride_cb, stride_cm, stride_cn)
+
+
+@triton.jit
+def matmul_kernel_tma(a_desc, b_desc, c_ptr, bias_ptr, M, N, K, stride_cb, stride_cm, stride_cn,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      GROUP_M: tl.constexpr, BATCHED: tl.constexpr):
+    pid = tl.program_id(0)
+    batch = tl.program_id(1)
+    pid_m, pid_n = _block_of(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    # TMA brings each tile whole: rows and columns past the tensor's edge (M, N, the K tail)
+    # arrive as zeros, so the loads need no masks
+    for step in range(0, tl.cdiv(K, BLOCK_K)):
+        if BATCHED:
+            a = a_desc.load([batch, pid_m * BLOCK_M, step * BLOCK_K]).reshape(BLOCK_M, BLOCK_K)
+            b = b_desc.load([batch, step * BLOCK_K, pid_n * BLOCK_N]).reshape(BLOCK_K, BLOCK_N)
+        else:
+            a = a_desc.load([pid_m * BLOCK_M, step * BLOCK_K])
+            b = b_desc.load([step * BLOCK_K, pid_n * BLOCK_N])
+        acc += tl.dot(a, b)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    _epilogue_store(acc, c_ptr, bias_ptr, batch, offs_m, offs_n, M, N, stride_cb, stride_cm, stride_cn)
+
+
+@triton.jit
+def _block_of(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(row, column) of program `pid`'s block in the grouped launch order: GROUP_M rows of
+    blocks walk n together (GROUP_M = 1: row-major)."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    in_group = GROUP_M * num_pid_n
+    first_m = (pid // in_group) * GROUP_M
+    rows = tl.minimum(num_pid_m - first_m, GROUP_M)
+    return first_m + (pid % in_group) % rows, (pid % in_group) // rows
+
+
+@triton.jit
+def _epilogue_store(acc, c_ptr, bias_ptr, batch, offs_m, offs_n, M, N, stride_cb, stride_cm, stride_cn):
     # the fused epilogue, on the accumulator before the one store
 @EPILOGUE@
     c_ptrs = c_ptr + batch * stride_cb + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
@@ -194,9 +241,49 @@ def _strides(x):
     return (x.stride(0) if x.dim() == 3 else 0,) + tuple(x.stride()[-2:])
 
 
-def matmul(a, b, bias=None, out=None, config=None):
+@TMA_REFUSAL@
+
+def tma_allowed(a, b):
+    """Whether the TMA form can run: a CUDA device of compute capability HOPPER or later, a Triton
+    with tensor descriptors, operands of one rank that TMA can address (`tma_refusal`)."""
+    if TensorDescriptor is None or not a.is_cuda or a.dim() != b.dim():
+        return False
+    import torch
+    if torch.cuda.get_device_capability(a.device) < HOPPER:
+        return False
+    return not any(tma_refusal(x.shape, x.stride(), x.element_size(), x.data_ptr()) for x in (a, b))
+
+
+def _descriptor(x, rows, cols):
+    """A TMA descriptor of `x` loading (rows x cols) tiles (one batch entry's, when batched)."""
+    block = [rows, cols] if x.dim() == 2 else [1, rows, cols]
+    return TensorDescriptor(x, list(x.shape), list(x.stride()), block)
+
+
+def launch(a, b, out, bias, config, tma):
+    """One launch of the kernel in its form (`tma`: through TMA descriptors); what Triton's launch
+    returns: on a GPU the compiled kernel (its .asm["ptx"] says which MMA it issues)."""
+    meta = _meta(config)
+    grid = (triton.cdiv(a.shape[-2], meta["BLOCK_M"]) * triton.cdiv(b.shape[-1], meta["BLOCK_N"]),
+            a.shape[0] if a.dim() == 3 else 1)
+    sizes = (a.shape[-2], b.shape[-1], a.shape[-1])
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages, "num_ctas": config.num_ctas}
+    bias = out if bias is None else bias
+    if not tma:
+        return matmul_kernel[grid](a, b, out, bias, *sizes, *_strides(a), *_strides(b), *_strides(out), **meta,
+                                   **options)
+    if TensorDescriptor is None or a.dim() != b.dim():
+        raise ValueError("tma=True needs triton.tools.tensor_descriptor and operands of one rank")
+    return matmul_kernel_tma[grid](_descriptor(a, meta["BLOCK_M"], meta["BLOCK_K"]),
+                                   _descriptor(b, meta["BLOCK_K"], meta["BLOCK_N"]), out, bias, *sizes,
+                                   *_strides(out), **meta, BATCHED=a.dim() == 3, **options)
+
+
+def matmul(a, b, bias=None, out=None, config=None, tma=None):
     """epilogue(a @ b) into `out` (allocated when None): a (.., M, K), b (.., K, N) torch tensors,
-    any strides; `bias` (N,) when the epilogue adds one; `config` a triton.Config (CONFIGS[0])."""
+    any strides; `bias` (N,) when the epilogue adds one; `config` a triton.Config (CONFIGS[0]),
+    its num_ctas the CTAs of a cluster (sm90+); `tma`: load through TMA descriptors (the Hopper
+    form), None where `tma_allowed`."""
     config = config or CONFIGS[0]
     M, K = a.shape[-2:]
     N = b.shape[-1]
@@ -206,10 +293,6 @@ def matmul(a, b, bias=None, out=None, config=None):
         out = torch.empty(((batch,) if a.dim() == 3 else ()) + (M, N), dtype=torch.float32, device=a.device)
     if "bias" in EPILOGUE and bias is None:
         raise ValueError("the epilogue adds a bias: pass bias=")
-    meta = _meta(config)
-    grid = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), batch)
-    matmul_kernel[grid](a, b, out, out if bias is None else bias, M, N, K,
-                        *_strides(a), *_strides(b), *_strides(out), **meta,
-                        num_warps=config.num_warps, num_stages=config.num_stages)
+    launch(a, b, out, bias, config, tma_allowed(a, b) if tma is None else tma)
     return out
 '''
