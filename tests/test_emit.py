@@ -18,9 +18,10 @@ from mapper.emit.triton import config_text, kernel_text, triton_config
 from mapper.load import load_arch, load_workload
 from mapper.load.mapping import load_mapping, mapping_from_dict
 from mapper.units import Where
+from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 
-def preset(arch="h100", workload="gemm-4096", mapping="h100-gemm-4096-edp"):
+def preset(arch=H100_SYNC, workload="gemm-4096", mapping=H100_SYNC_EDP):
     a, w = load_arch(arch), load_workload(workload)
     return a, w, load_mapping(mapping, a, w)
 
@@ -55,7 +56,7 @@ RAGGED = [  # the joint search's pick for gemm-3000x5000x1000 on h100: n tiles o
 
 
 def test_ragged_mapping_padded_extents_and_power_of_two_blocks():
-    arch, wl = load_arch("h100"), load_workload("gemm-3000x5000x1000")
+    arch, wl = load_arch(H100_SYNC), load_workload("gemm-3000x5000x1000")
     view = gemm_view(arch, wl, from_levels(arch, wl, RAGGED, padded=True))
     assert view.extents == (3072, 5000, 1008) and view.sizes == (3000, 5000, 1000)
     assert view.block == (128, 200, 16) and view.num_warps == 4
@@ -67,7 +68,7 @@ def test_ragged_mapping_padded_extents_and_power_of_two_blocks():
 
 
 def test_gemv_block_raised_to_the_dot_minimum():
-    arch, wl = load_arch("h100"), load_workload("gemv-4096")
+    arch, wl = load_arch(H100_SYNC), load_workload("gemv-4096")
     mapping, notes = mapping_of_config(arch, wl, BlockConfig(16, 64, 64, 3, 4))
     view = gemm_view(arch, wl, mapping)
     assert view.block[0] == 1 and any(n.startswith("BLOCK_M 16 covers all of m = 1") for n in notes)
@@ -83,7 +84,7 @@ def test_gemv_block_raised_to_the_dot_minimum():
 
 
 def test_k_loop_outside_block_loops_is_reported():
-    arch, wl = load_arch("h100"), load_workload("gemm-4096")
+    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
     levels = [
         {"level": "HBM", "loops": [{"dim": "k", "bound": 2}, {"dim": "n", "bound": 8}]},
         {"level": "L2", "loops": [{"dim": "k", "bound": 32}],
@@ -99,7 +100,7 @@ def test_k_loop_outside_block_loops_is_reported():
 
 
 def test_waves_walking_m_inside_n_are_reported():
-    arch, wl = load_arch("h100"), load_workload("gemm-4096")
+    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
     levels = [
         {"level": "HBM", "loops": [{"dim": "n", "bound": 8}, {"dim": "m", "bound": 2}]},
         {"level": "L2", "loops": [{"dim": "k", "bound": 64}],
@@ -146,12 +147,12 @@ def test_cutlass_reports_a_warp_tile_it_cannot_take():
 
 def test_not_a_gemm_and_not_a_gpu_are_one_line_errors(capsys):
     with pytest.raises(EmitError, match="--to mlir"):
-        arch, wl = load_arch("h100"), load_workload("conv-resnet50-conv3")
+        arch, wl = load_arch(H100_SYNC), load_workload("conv-resnet50-conv3")
         gemm_view(arch, wl, None)
     assert main(["emit", "toy", "gemm-256", "toy-gemm-256-os", "--to", "triton"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no GPU" in err
-    assert main(["emit", "h100", "gemm-4096", "h100-gemm-4096-edp", "--to", "triton", "--epilogue", "tanh"]) == 2
+    assert main(["emit", H100_SYNC, "gemm-4096", H100_SYNC_EDP, "--to", "triton", "--epilogue", "tanh"]) == 2
     assert "--epilogue 'tanh'" in capsys.readouterr().err
 
 
@@ -166,25 +167,25 @@ def test_kernel_text_is_python_with_the_epilogue_fused():
 def test_cli_emits_each_backend(tmp_path, capsys):
     for backend in ("triton", "cutlass", "mlir"):
         out = tmp_path / f"k.{backend}"
-        assert main(["emit", "h100", "gemm-4096", "h100-gemm-4096-edp", "--to", backend, "-o", str(out),
+        assert main(["emit", H100_SYNC, "gemm-4096", H100_SYNC_EDP, "--to", backend, "-o", str(out),
                      "--epilogue", "bias", "--epilogue", "relu"]) == 0
         assert out.read_text().startswith(("# mapping: h100-gemm-4096-edp", "// mapping: h100-gemm-4096-edp"))
 
 
 def test_cli_without_mapping_emits_the_search_best(capsys):
-    assert main(["emit", "h100", "gemm-256", "--to", "triton", "--time-limit", "1"]) == 0
+    assert main(["emit", H100_SYNC, "gemm-256", "--to", "triton", "--time-limit", "1"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# mapping: the joint search's best for edp") and "triton.Config(" in out
 
 
 def test_top_k_is_distinct_configs_ranked_by_the_model(capsys):
-    assert main(["emit", "h100", "gemm-4096", "h100-gemm-4096-edp", "--to", "triton", "--top", "4"]) == 0
+    assert main(["emit", H100_SYNC, "gemm-4096", H100_SYNC_EDP, "--to", "triton", "--top", "4"]) == 0
     out = capsys.readouterr().out
     configs = [line.strip() for line in out.splitlines() if line.strip().startswith("triton.Config(")]
     assert len(configs) == 4 and len(set(c.split("  #")[0] for c in configs)) == 4
     assert configs[0].startswith("triton.Config({'BLOCK_M': 128, 'BLOCK_N': 128, 'BLOCK_K': 64, 'GROUP_M': 32}")
     # ranks 2..4 in the model's order: EDP re-priced one mapping at a time never decreases
-    arch, wl = load_arch("h100"), load_workload("gemm-4096")
+    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
     edps = []
     for line in configs[1:]:
         meta = eval(line[line.index("{"):line.index("}") + 1])
@@ -197,7 +198,7 @@ def test_top_k_is_distinct_configs_ranked_by_the_model(capsys):
 
 def test_mapping_yaml_of_a_config_loads_back(tmp_path):
     """mapping_of_config's mapping passes the loader's own checks (factors, fanout, fit)."""
-    arch, wl = load_arch("h100"), load_workload("gemm-3000x5000x1000")
+    arch, wl = load_arch(H100_SYNC), load_workload("gemm-3000x5000x1000")
     mapping, _ = mapping_of_config(arch, wl, BlockConfig(128, 256, 32, 3, 8, 8))
     from mapper.mapping import mapping_to_dict
     path = tmp_path / "m.yaml"

@@ -17,6 +17,7 @@ from mapper.emit.mlir import executable_plan, mlir_text, payload_text, tile_plan
 from mapper.load import load_arch, load_workload
 from mapper.load.mapping import load_mapping, mapping_from_dict
 from mapper.units import Where
+from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 IREE_OPT = shutil.which("iree-opt")
 needs_iree = pytest.mark.skipif(IREE_OPT is None, reason="iree-opt not found: pip install iree-base-compiler "
@@ -50,7 +51,7 @@ def apply(tmp_path, text: str, name: str = "k.mlir") -> str:
 def ragged(tmp_path):
     path = tmp_path / "gemm-100x70x90.yaml"
     path.write_text(RAGGED_WORKLOAD)
-    arch, wl = load_arch("h100"), load_workload(str(path))
+    arch, wl = load_arch(H100_SYNC), load_workload(str(path))
     return arch, wl, mapping_from_dict({"mapping": RAGGED_MAPPING, "padded": True}, arch, wl, Where("test"))
 
 
@@ -103,8 +104,8 @@ def loops_around(ir: str, needle: str):
 
 @needs_iree
 def test_h100_edp_steps_are_the_mapping_tiles_and_the_epilogue_is_inside(tmp_path):
-    arch, wl = load_arch("h100"), load_workload("gemm-4096")
-    mapping = load_mapping("h100-gemm-4096-edp", arch, wl)
+    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
+    mapping = load_mapping(H100_SYNC_EDP, arch, wl)
     text, plan = mlir_text(arch, wl, mapping, ["bias", "gelu"])
     ir = apply(tmp_path, text)
     # by hand from mappings/h100-gemm-4096-edp.yaml: HBM loops n 8 times over 4096 (n tiles of
@@ -185,7 +186,7 @@ def _applies(tmp_path, arch_name, workload_name, mapping, epilogue=("bias", "sil
 @pytest.mark.parametrize("workload", ["gemm-3000x5000x1000", "gemv-4096", "batched-gemm", "attention-qk"])
 def test_preset_gemms_apply(tmp_path, workload):
     """A few presets in the default run (every one: test_every_preset_applies, slow)."""
-    ir = _applies(tmp_path, "h100", workload, lambda a, w: mapping_of_config(a, w, BlockConfig(64, 128, 32, 3, 4))[0])
+    ir = _applies(tmp_path, H100_SYNC, workload, lambda a, w: mapping_of_config(a, w, BlockConfig(64, 128, 32, 3, 4))[0])
     assert "scf.forall" in ir
 
 

@@ -15,6 +15,7 @@ from mapper.emit.triton import triton_config
 from mapper.load import load_arch, load_workload
 from mapper.load.mapping import load_mapping, mapping_from_dict
 from mapper.units import Where
+from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 
 def evaluate_config(capsys, tmp_path, arch, workload, data, name="c.yaml"):
@@ -32,8 +33,8 @@ def evaluate_config(capsys, tmp_path, arch, workload, data, name="c.yaml"):
                             "GROUP_M": 8}),
 ])
 def test_config_reads_back_and_emits_the_same(capsys, tmp_path, workload, config):
-    out = evaluate_config(capsys, tmp_path, "h100", workload, config)
-    arch, wl = load_arch("h100"), load_workload(workload)
+    out = evaluate_config(capsys, tmp_path, H100_SYNC, workload, config)
+    arch, wl = load_arch(H100_SYNC), load_workload(workload)
     mapping = mapping_from_dict({"mapping": out["mapping"], "padded": out.get("padded", False)}, arch, wl, Where("json"))
     again = triton_config(gemm_view(arch, wl, mapping)).as_dict()
     assert again == config
@@ -46,7 +47,7 @@ def test_config_reads_back_and_emits_the_same(capsys, tmp_path, workload, config
 def test_group_m_over_whole_rows_is_the_row_major_order():
     """GROUP_M = 8 over 16 columns of 256 (gemm-4096): a wave is 8 whole rows either way, so the
     mapping is the row-major one and emits without GROUP_M."""
-    arch, wl = load_arch("h100"), load_workload("gemm-4096")
+    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
     grouped, _ = mapping_of_config(arch, wl, BlockConfig(128, 256, 64, 3, 8, 8))
     plain, _ = mapping_of_config(arch, wl, BlockConfig(128, 256, 64, 3, 8))
     assert grouped == plain
@@ -55,12 +56,12 @@ def test_group_m_over_whole_rows_is_the_row_major_order():
 
 
 def test_edp_mapping_emitted_then_read_back_has_the_same_tiles(capsys, tmp_path):
-    arch, wl = load_arch("h100"), load_workload("gemm-4096")
-    view = gemm_view(arch, wl, load_mapping("h100-gemm-4096-edp", arch, wl))
+    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
+    view = gemm_view(arch, wl, load_mapping(H100_SYNC_EDP, arch, wl))
     emitted = tmp_path / "config.py"
-    assert main(["emit", "h100", "gemm-4096", "h100-gemm-4096-edp", "--to", "triton", "-o", str(emitted)]) == 0
+    assert main(["emit", H100_SYNC, "gemm-4096", H100_SYNC_EDP, "--to", "triton", "-o", str(emitted)]) == 0
     capsys.readouterr()
-    out = evaluate_config(capsys, tmp_path, "h100", "gemm-4096", emitted.read_text(), "again.py")
+    out = evaluate_config(capsys, tmp_path, H100_SYNC, "gemm-4096", emitted.read_text(), "again.py")
     back = gemm_view(arch, wl, mapping_from_dict({"mapping": out["mapping"]}, arch, wl, Where("json")))
     assert (back.block, back.warp, back.warps, back.stages, back.group_m) == \
         (view.block, view.warp, view.warps, view.stages, view.group_m)
@@ -76,7 +77,7 @@ def test_edp_mapping_emitted_then_read_back_has_the_same_tiles(capsys, tmp_path)
 def test_bad_config_is_a_one_line_error(capsys, tmp_path, data, expected):
     path = tmp_path / "bad.yaml"
     path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
-    assert main(["evaluate", "h100", "gemm-4096", "--from-triton", str(path)]) == 2
+    assert main(["evaluate", H100_SYNC, "gemm-4096", "--from-triton", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(path) in err and expected in err
 
@@ -84,6 +85,6 @@ def test_bad_config_is_a_one_line_error(capsys, tmp_path, data, expected):
 def test_config_that_does_not_fit_is_a_one_line_error(capsys, tmp_path):
     path = tmp_path / "big.yaml"
     path.write_text(yaml.safe_dump({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 256, "num_stages": 4, "num_warps": 4}))
-    assert main(["evaluate", "h100", "gemm-4096", "--from-triton", str(path)]) == 2
+    assert main(["evaluate", H100_SYNC, "gemm-4096", "--from-triton", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "capacity" in err

@@ -21,6 +21,7 @@ from mapper.units import Where
 
 from strategies import problems
 from scaled import quick_and_full
+from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 
 def gemm(m, n, k, name=None):
@@ -89,9 +90,9 @@ def test_h100_bounds_on_square_gemms():
     ideal output tile is sqrt(S) ~ 498 while the registers hold at most a 256 x 256 fp32 tile:
     a traffic-minimal mapping stays ~2x above the bound (measured 2.60 at 4096, 2.03 at 8192,
     1.97 at 16384, where the -2S term fades); the issue's 1.3x is not reached (docs/RESULTS.md)."""
-    arch = load_arch("h100")
+    arch = load_arch(H100_SYNC)
     wl = load_workload("gemm-4096")
-    edp_best = explain(arch, wl, load_mapping("h100-gemm-4096-edp", arch, wl))
+    edp_best = explain(arch, wl, load_mapping(H100_SYNC_EDP, arch, wl))
     smem = edp_best.traffic[1]
     assert smem.level == "SMEM" and smem.bound_kind.startswith("capacity")
     assert 1.0 <= smem.ratio < 6.0                       # 128 x 128 blocks: 5.2x
@@ -116,7 +117,7 @@ def test_min_traffic_follows_the_square_root_law_then_the_threshold():
 # ----------------------------------------------------------------------------- regimes
 
 def test_gemv_is_memory_bound_at_every_capacity():
-    arch, wl = load_arch("h100"), load_workload("gemv-4096")
+    arch, wl = load_arch(H100_SYNC), load_workload("gemv-4096")
     shape = structure(arch, wl)
     assert shape.memory_bound and shape.once_used == ("B",) and not shape.elementwise   # B[k,n]: the matrix
     assert "fusion" in shape.label and "every capacity" in shape.label
@@ -127,7 +128,7 @@ def test_gemv_is_memory_bound_at_every_capacity():
 
 
 def test_elementwise_is_flagged_compulsory():
-    arch = load_arch("h100")
+    arch = load_arch(H100_SYNC)
     wl = workload_from_dict({"name": "mul", "einsum": "Z[m,n] += A[m,n] * B[m,n]",
                              "sizes": {"m": 4096, "n": 4096}, "dtype": "bf16"}, Where("test"))
     shape = structure(arch, wl)
@@ -142,7 +143,7 @@ def test_elementwise_is_flagged_compulsory():
 
 
 def test_threshold_regime_at_l2():
-    arch = load_arch("h100")
+    arch = load_arch(H100_SYNC)
     small, large = gemm(1024, 1024, 1024), gemm(16384, 16384, 16384)
     ex_small = explain(arch, small, h100_gemm_mapping(arch, small))
     ex_large = explain(arch, large, h100_gemm_mapping(arch, large))
@@ -193,7 +194,7 @@ def test_stage_advice_follows_the_regime():
 # level's refusal below runs as a real process, whose stderr must hold no traceback
 def test_cli_explain_json_and_plots(tmp_path, capsys):
     from mapper.cli import main
-    assert main(["explain", "h100", "gemm-4096", "h100-gemm-4096-edp", "--json", "--plot", str(tmp_path)]) == 0
+    assert main(["explain", H100_SYNC, "gemm-4096", H100_SYNC_EDP, "--json", "--plot", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["levels"]["SMEM"]["ratio_to_bound"] >= 1
     assert set(out["stages"]) >= {"SMEM"}
