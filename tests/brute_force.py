@@ -29,6 +29,8 @@ nest: storage levels, OUTERMOST FIRST:
 
 compute_fanout: (x, y) number of compute units below each instance of the innermost level; the
     spatial loops of the innermost level must fit in it.
+instructions: per role (dims, size), a unit that runs whole instructions: each takes every
+    distinct word its points name once (brute_force_instructions.py); None: one per MAC.
 
 Result:
     {'macs': int,
@@ -115,7 +117,8 @@ def simulate(problem: dict, nest: list[dict], compute_fanout=(1, 1), valid=None,
         for position, level in enumerate(keepers):
             child = keepers[position + 1] if position + 1 < len(keepers) else None
             if child is None and instructions is not None:   # whole instructions use t from here
-                traffic = _instruction_traffic(loops, level, spec["axes"], instructions, len(nest) - 1)
+                from brute_force_instructions import instruction_traffic
+                traffic = instruction_traffic(loops, level, spec["axes"], instructions, len(nest) - 1)
             elif child is None:  # the MACs use t straight from this level
                 traffic = _mac_traffic(loops, level, spec["axes"], private)
             else:
@@ -477,48 +480,6 @@ def _mac_traffic(loops, level, axes, private=frozenset()):
             words += occurrences * len(requests)
             moved.extend((tuple((x, x) for x in element), occurrences) for element, _ in requests)
             touched |= {element for element, _ in requests}
-        traffic[instance] = (words, moved, touched)
-    return traffic
-
-
-def _instruction_traffic(loops, level, axes, instructions, innermost):
-    """Words moved between each instance of `level` and a unit that runs whole instructions
-    (`instructions`: per role, (dims, instruction size)): at every step of the temporal loops
-    above the innermost level, the unit's iteration points fall into instructions (per role the
-    flattened offset within the unit's tile divided by the instruction's size, as `fragments`
-    finds fragments; the dims outside the roles one point each), and each instruction takes
-    every distinct element of the tensor its points name, once. The units must be alone below
-    `level` (no spatial loop there). Returns what `_mac_traffic` returns."""
-    if any(loop.kind == "spatial" and loop.level >= level and loop.bound > 1 for loop in loops):
-        raise ValueError("instructions: a unit alone below the keeper only")
-    outer_space = [loop for loop in loops if loop.level < level and loop.kind == "spatial"]
-    above = [loop for loop in loops if loop.kind == "temporal" and loop.level < innermost]
-    inner = [loop for loop in loops if loop.kind == "temporal" and loop.level == innermost]
-    extent = {}
-    for loop in inner:
-        extent[loop.dim] = extent.get(loop.dim, 1) * loop.bound
-    traffic = {}
-    for instance in _settings(outer_space):
-        words, moved, touched = 0, [], set()
-        for step in _settings(above):
-            fixed = _dim_values(outer_space + above, instance + step)
-            taken = {}
-            for point in _settings(inner):
-                local = _dim_values(inner, point)
-                key = []
-                for dims, size in instructions:
-                    flat = 0
-                    for dim in dims:
-                        flat = flat * extent.get(dim, 1) + local.get(dim, 0)
-                    key.append(flat // size)
-                rest = tuple(local.get(dim, 0) for dim in sorted(extent)
-                             if all(dim not in dims for dims, _ in instructions))
-                values = {d: fixed.get(d, 0) + local.get(d, 0) for d in set(fixed) | set(local)}
-                taken.setdefault((tuple(key), rest), set()).add(_coordinates(axes, values))
-            for elements in taken.values():
-                words += len(elements)
-                moved.extend((tuple((x, x) for x in element), 1) for element in elements)
-                touched |= elements
         traffic[instance] = (words, moved, touched)
     return traffic
 

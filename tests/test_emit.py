@@ -147,12 +147,12 @@ def test_cutlass_reports_a_warp_tile_it_cannot_take():
 
 def test_not_a_gemm_and_not_a_gpu_are_one_line_errors(capsys):
     with pytest.raises(EmitError, match="--to mlir"):
-        arch, wl = load_arch(H100_SYNC), load_workload("conv-resnet50-conv3")
+        arch, wl = load_arch("h100"), load_workload("conv-resnet50-conv3")
         gemm_view(arch, wl, None)
     assert main(["emit", "toy", "gemm-256", "toy-gemm-256-os", "--to", "triton"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no GPU" in err
-    assert main(["emit", H100_SYNC, "gemm-4096", H100_SYNC_EDP, "--to", "triton", "--epilogue", "tanh"]) == 2
+    assert main(["emit", "h100", "gemm-4096", "h100-gemm-4096-edp", "--to", "triton", "--epilogue", "tanh"]) == 2
     assert "--epilogue 'tanh'" in capsys.readouterr().err
 
 
@@ -167,25 +167,25 @@ def test_kernel_text_is_python_with_the_epilogue_fused():
 def test_cli_emits_each_backend(tmp_path, capsys):
     for backend in ("triton", "cutlass", "mlir"):
         out = tmp_path / f"k.{backend}"
-        assert main(["emit", H100_SYNC, "gemm-4096", H100_SYNC_EDP, "--to", backend, "-o", str(out),
+        assert main(["emit", "h100", "gemm-4096", "h100-gemm-4096-edp", "--to", backend, "-o", str(out),
                      "--epilogue", "bias", "--epilogue", "relu"]) == 0
         assert out.read_text().startswith(("# mapping: h100-gemm-4096-edp", "// mapping: h100-gemm-4096-edp"))
 
 
 def test_cli_without_mapping_emits_the_search_best(capsys):
-    assert main(["emit", H100_SYNC, "gemm-256", "--to", "triton", "--time-limit", "1"]) == 0
+    assert main(["emit", "h100", "gemm-256", "--to", "triton", "--time-limit", "1"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# mapping: the joint search's best for edp") and "triton.Config(" in out
 
 
 def test_top_k_is_distinct_configs_ranked_by_the_model(capsys):
-    assert main(["emit", H100_SYNC, "gemm-4096", H100_SYNC_EDP, "--to", "triton", "--top", "4"]) == 0
+    assert main(["emit", "h100", "gemm-4096", "h100-gemm-4096-edp", "--to", "triton", "--top", "4"]) == 0
     out = capsys.readouterr().out
     configs = [line.strip() for line in out.splitlines() if line.strip().startswith("triton.Config(")]
     assert len(configs) == 4 and len(set(c.split("  #")[0] for c in configs)) == 4
     assert configs[0].startswith("triton.Config({'BLOCK_M': 128, 'BLOCK_N': 128, 'BLOCK_K': 64, 'GROUP_M': 32}")
     # ranks 2..4 in the model's order: EDP re-priced one mapping at a time never decreases
-    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
+    arch, wl = load_arch("h100"), load_workload("gemm-4096")
     edps = []
     for line in configs[1:]:
         meta = eval(line[line.index("{"):line.index("}") + 1])
@@ -198,7 +198,7 @@ def test_top_k_is_distinct_configs_ranked_by_the_model(capsys):
 
 def test_mapping_yaml_of_a_config_loads_back(tmp_path):
     """mapping_of_config's mapping passes the loader's own checks (factors, fanout, fit)."""
-    arch, wl = load_arch(H100_SYNC), load_workload("gemm-3000x5000x1000")
+    arch, wl = load_arch("h100"), load_workload("gemm-3000x5000x1000")
     mapping, _ = mapping_of_config(arch, wl, BlockConfig(128, 256, 32, 3, 8, 8))
     from mapper.mapping import mapping_to_dict
     path = tmp_path / "m.yaml"

@@ -100,7 +100,7 @@ def check_chain(tmp_path, capsys, chain, fused_json=None, seconds="1"):
 
 def test_gemm_bias_relu_emits_its_epilogue_for_every_backend(tmp_path, capsys):
     # the groups from a fusion study on an evaluation budget: the same whatever the load
-    assert main(["fuse", H100_SYNC, "chain-gemm-bias-relu", "--json", "--max-evaluations", "300000"]) == 0
+    assert main(["fuse", "h100", "chain-gemm-bias-relu", "--json", "--max-evaluations", "300000"]) == 0
     path = tmp_path / "f.json"
     path.write_text(capsys.readouterr().out)
     outs = check_chain(tmp_path, capsys, "chain-gemm-bias-relu", path, seconds="0.5")
@@ -112,7 +112,7 @@ def test_gemm_bias_relu_emits_its_epilogue_for_every_backend(tmp_path, capsys):
 
 
 def test_a_fuse_json_gives_the_groups(tmp_path, capsys):
-    assert main(["fuse", H100_SYNC, "chain-layernorm-gemm-gelu", "--json", "--time-limit", "2"]) == 0
+    assert main(["fuse", "h100", "chain-layernorm-gemm-gelu", "--json", "--time-limit", "2"]) == 0
     path = tmp_path / "f.json"
     path.write_text(capsys.readouterr().out)
     groups = [g["ops"] for g in json.loads(path.read_text())["fused"]["groups"]]
@@ -128,7 +128,7 @@ def test_a_fuse_json_gives_the_groups(tmp_path, capsys):
 def test_bad_fused_json_is_one_line(tmp_path, capsys):
     path = tmp_path / "f.json"
     path.write_text('{"fused": {"groups": [{"ops": ["norm"]}]}}')
-    assert main(["emit", H100_SYNC, "chain-layernorm-gemm-gelu", "--to", "mlir", "--fused", str(path)]) == 2
+    assert main(["emit", "h100", "chain-layernorm-gemm-gelu", "--to", "mlir", "--fused", str(path)]) == 2
     err = capsys.readouterr().err
     assert "f.json: fused.groups: the groups do not cover the ops" in err and err.count("\n") == 1
 

@@ -28,13 +28,13 @@ def evaluate_config(capsys, tmp_path, arch, workload, data, name="c.yaml"):
 @pytest.mark.parametrize("workload, config", [
     ("gemm-4096", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 3, "num_warps": 8, "GROUP_M": 8}),
     ("gemm-3000x5000x1000", {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 4}),
-    ("gemv-4096", {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_stages": 2, "num_warps": 2}),
+    ("gemv-4096", {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_stages": 2, "num_warps": 4}),
     ("llama7b-prefill-up", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 4,
                             "GROUP_M": 8}),
 ])
 def test_config_reads_back_and_emits_the_same(capsys, tmp_path, workload, config):
-    out = evaluate_config(capsys, tmp_path, H100_SYNC, workload, config)
-    arch, wl = load_arch(H100_SYNC), load_workload(workload)
+    out = evaluate_config(capsys, tmp_path, "h100", workload, config)
+    arch, wl = load_arch("h100"), load_workload(workload)
     mapping = mapping_from_dict({"mapping": out["mapping"], "padded": out.get("padded", False)}, arch, wl, Where("json"))
     again = triton_config(gemm_view(arch, wl, mapping)).as_dict()
     assert again == config
@@ -47,7 +47,7 @@ def test_config_reads_back_and_emits_the_same(capsys, tmp_path, workload, config
 def test_group_m_over_whole_rows_is_the_row_major_order():
     """GROUP_M = 8 over 16 columns of 256 (gemm-4096): a wave is 8 whole rows either way, so the
     mapping is the row-major one and emits without GROUP_M."""
-    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
+    arch, wl = load_arch("h100"), load_workload("gemm-4096")
     grouped, _ = mapping_of_config(arch, wl, BlockConfig(128, 256, 64, 3, 8, 8))
     plain, _ = mapping_of_config(arch, wl, BlockConfig(128, 256, 64, 3, 8))
     assert grouped == plain
@@ -56,12 +56,12 @@ def test_group_m_over_whole_rows_is_the_row_major_order():
 
 
 def test_edp_mapping_emitted_then_read_back_has_the_same_tiles(capsys, tmp_path):
-    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
-    view = gemm_view(arch, wl, load_mapping(H100_SYNC_EDP, arch, wl))
+    arch, wl = load_arch("h100"), load_workload("gemm-4096")
+    view = gemm_view(arch, wl, load_mapping("h100-gemm-4096-edp", arch, wl))
     emitted = tmp_path / "config.py"
-    assert main(["emit", H100_SYNC, "gemm-4096", H100_SYNC_EDP, "--to", "triton", "-o", str(emitted)]) == 0
+    assert main(["emit", "h100", "gemm-4096", "h100-gemm-4096-edp", "--to", "triton", "-o", str(emitted)]) == 0
     capsys.readouterr()
-    out = evaluate_config(capsys, tmp_path, H100_SYNC, "gemm-4096", emitted.read_text(), "again.py")
+    out = evaluate_config(capsys, tmp_path, "h100", "gemm-4096", emitted.read_text(), "again.py")
     back = gemm_view(arch, wl, mapping_from_dict({"mapping": out["mapping"]}, arch, wl, Where("json")))
     assert (back.block, back.warp, back.warps, back.stages, back.group_m) == \
         (view.block, view.warp, view.warps, view.stages, view.group_m)
@@ -77,7 +77,7 @@ def test_edp_mapping_emitted_then_read_back_has_the_same_tiles(capsys, tmp_path)
 def test_bad_config_is_a_one_line_error(capsys, tmp_path, data, expected):
     path = tmp_path / "bad.yaml"
     path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
-    assert main(["evaluate", H100_SYNC, "gemm-4096", "--from-triton", str(path)]) == 2
+    assert main(["evaluate", "h100", "gemm-4096", "--from-triton", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(path) in err and expected in err
 
@@ -85,6 +85,6 @@ def test_bad_config_is_a_one_line_error(capsys, tmp_path, data, expected):
 def test_config_that_does_not_fit_is_a_one_line_error(capsys, tmp_path):
     path = tmp_path / "big.yaml"
     path.write_text(yaml.safe_dump({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 256, "num_stages": 4, "num_warps": 4}))
-    assert main(["evaluate", H100_SYNC, "gemm-4096", "--from-triton", str(path)]) == 2
+    assert main(["evaluate", "h100", "gemm-4096", "--from-triton", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "capacity" in err

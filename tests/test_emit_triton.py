@@ -100,22 +100,22 @@ def kernel_for(arch_name, workload_name, config, epilogue):
     ((100, 90, 70), BlockConfig(32, 32, 16, 2, 4, 2), ["bias", "gelu"]),           # ragged everywhere
 ])
 def test_kernel_matches_numpy(tmp_path, monkeypatch, shape, config, epilogue):
-    module = load_kernel(kernel_for(H100_SYNC, "gemm-4096", config, epilogue), tmp_path, monkeypatch)
+    module = load_kernel(kernel_for("h100", "gemm-4096", config, epilogue), tmp_path, monkeypatch)
     run_checked(module, shape, epilogue)
 
 
 def test_the_h100_gemm_4096_kernel_at_a_ragged_shape(tmp_path, monkeypatch):
     """The kernel emitted for the EDP mapping (128 x 128 x 64 blocks, GROUP_M 32) on a shape
     small enough for the interpreter, ragged in every dim (the full 4096: the slow test)."""
-    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
-    view = gemm_view(arch, wl, load_mapping(H100_SYNC_EDP, arch, wl))
+    arch, wl = load_arch("h100"), load_workload("gemm-4096")
+    view = gemm_view(arch, wl, load_mapping("h100-gemm-4096-edp", arch, wl))
     module = load_kernel(kernel_text([view], ["bias", "gelu"]), tmp_path, monkeypatch)
     assert module.CONFIGS[0].kwargs == {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 32}
     run_checked(module, (300, 270, 150), ["bias", "gelu"])
 
 
 def test_batched_kernel(tmp_path, monkeypatch):
-    module = load_kernel(kernel_for(H100_SYNC, "batched-gemm", BlockConfig(32, 32, 32, 2, 4), ["relu"]),
+    module = load_kernel(kernel_for("h100", "batched-gemm", BlockConfig(32, 32, 32, 2, 4), ["relu"]),
                          tmp_path, monkeypatch)
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((3, 40, 50), dtype=np.float32), rng.standard_normal((3, 50, 36), dtype=np.float32)
@@ -130,8 +130,8 @@ def test_h100_gemm_4096_first_wave_at_full_size(tmp_path, monkeypatch):
     launched (the whole grid is 1,024 blocks of 64 K steps: hours in the interpreter). With
     GROUP_M = 32 the first 64 program ids are rows 0..31 of block columns 0 and 1: exactly
     those 32 x 2 blocks of 128 x 128 are written, and right; every other lane stays NaN."""
-    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
-    view = gemm_view(arch, wl, load_mapping(H100_SYNC_EDP, arch, wl))
+    arch, wl = load_arch("h100"), load_workload("gemm-4096")
+    view = gemm_view(arch, wl, load_mapping("h100-gemm-4096-edp", arch, wl))
     module = load_kernel(kernel_text([view], ["relu"]), tmp_path, monkeypatch)
     size, launched = 4096, 64
     rng = np.random.default_rng(11)
@@ -159,7 +159,7 @@ def test_searched_gelu_kernel_at_1000x3000x700(tmp_path, monkeypatch):
     workload.write_text('name: gemm-1000x3000x700\neinsum: "Z[m,n] += A[m,k] * B[k,n]"\n'
                         "sizes: {m: 1000, n: 3000, k: 700}\ndtypes: {Z: fp32, A: bf16, B: bf16}\n")
     out = tmp_path / "k.py"
-    assert main(["emit", H100_SYNC, str(workload), "--to", "triton", "--kernel", "--epilogue", "gelu",
+    assert main(["emit", "h100", str(workload), "--to", "triton", "--kernel", "--epilogue", "gelu",
                  "--time-limit", "8", "-o", str(out)]) == 0
     module = load_kernel(out.read_text(), tmp_path, monkeypatch, "searched")
     run_checked(module, (1000, 3000, 700), ["gelu"])
@@ -169,7 +169,7 @@ def test_searched_gelu_kernel_at_1000x3000x700(tmp_path, monkeypatch):
 def test_the_guards_catch_a_load_past_k(tmp_path, monkeypatch):
     """The check itself: a kernel whose A load ignores the K tail reads past K (the NaN guard or
     the next row) and is caught."""
-    text = kernel_for(H100_SYNC, "gemm-4096", BlockConfig(32, 32, 16, 2, 4), ["bias"])
+    text = kernel_for("h100", "gemm-4096", BlockConfig(32, 32, 16, 2, 4), ["bias"])
     broken = text.replace("(offs_k[None, :] < k_left)", "(offs_k[None, :] < BLOCK_K)")
     assert broken != text
     module = load_kernel(broken, tmp_path, monkeypatch, "broken")

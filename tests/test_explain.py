@@ -117,7 +117,7 @@ def test_min_traffic_follows_the_square_root_law_then_the_threshold():
 # ----------------------------------------------------------------------------- regimes
 
 def test_gemv_is_memory_bound_at_every_capacity():
-    arch, wl = load_arch(H100_SYNC), load_workload("gemv-4096")
+    arch, wl = load_arch("h100"), load_workload("gemv-4096")
     shape = structure(arch, wl)
     assert shape.memory_bound and shape.once_used == ("B",) and not shape.elementwise   # B[k,n]: the matrix
     assert "fusion" in shape.label and "every capacity" in shape.label
@@ -128,7 +128,7 @@ def test_gemv_is_memory_bound_at_every_capacity():
 
 
 def test_elementwise_is_flagged_compulsory():
-    arch = load_arch(H100_SYNC)
+    arch = load_arch("h100")
     wl = workload_from_dict({"name": "mul", "einsum": "Z[m,n] += A[m,n] * B[m,n]",
                              "sizes": {"m": 4096, "n": 4096}, "dtype": "bf16"}, Where("test"))
     shape = structure(arch, wl)
@@ -194,7 +194,7 @@ def test_stage_advice_follows_the_regime():
 # level's refusal below runs as a real process, whose stderr must hold no traceback
 def test_cli_explain_json_and_plots(tmp_path, capsys):
     from mapper.cli import main
-    assert main(["explain", H100_SYNC, "gemm-4096", H100_SYNC_EDP, "--json", "--plot", str(tmp_path)]) == 0
+    assert main(["explain", "h100", "gemm-4096", "h100-gemm-4096-edp", "--json", "--plot", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["levels"]["SMEM"]["ratio_to_bound"] >= 1
     assert set(out["stages"]) >= {"SMEM"}

@@ -196,9 +196,9 @@ def test_a_level_that_fills_and_feeds_is_bounded_below_its_best_mapping():
     from mapper import load_mapping
     from mapper.load import load_constraints
     from mapper.search.bounds import LinkBounds, lower_bounds
-    arch, workload = load_arch(H100_SYNC), load_workload("gemm-4096")
+    arch, workload = load_arch("h100"), load_workload("gemm-4096")
     space = Mapspace(arch, workload, load_constraints("default"))
-    table = admit(space, load_mapping(H100_SYNC_EDP, arch, workload))
+    table = admit(space, load_mapping("h100-gemm-4096-edp", arch, workload))
     costs = evaluate_many(arch, workload, table)
     objective, links = parse_objective("edp", arch), LinkBounds(space)
     for depth in range(space.n_levels + 1):
