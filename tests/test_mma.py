@@ -10,7 +10,7 @@ import random
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import event, given, settings, strategies as st
 
 from mapper import mma
 from mapper.constraints import Constraints, LevelConstraints
@@ -232,3 +232,4 @@ def test_joint_equals_exhaustive_where_the_units_read_per_instruction(data):
         return
     result = Joint().run(space, objective)
     assert result.optimal and result.score == exact.score
+    event("compared with exhaustive")
