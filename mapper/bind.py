@@ -46,15 +46,14 @@ def check_together(arch: Arch, workload: Workload, constraints: Constraints | No
 
 def check_keeps(arch: Arch, workload: Workload) -> None:
     """Every tensor a level's `keeps` names is a tensor of the workload (else the level would
-    silently hold nothing of it)."""
+    silently hold nothing of it); a role it names (`output`) is the workload's by the one rule."""
     tensors = [t.name for t in workload.tensors]
     for i, level in enumerate(arch.levels):
-        for name in sorted(level.keeps or ()):
+        for name in sorted(set(level.keep_roles or level.keeps or ()) - set(ROLES)):
             if name not in tensors:
-                role = f" ('{name}' is a role: `keeps` takes tensor names)" if name in ROLES else ""
                 raise SpecError(_arch_file(arch), f"levels[{i}].keeps",
                                 f"no tensor {name!r} in workload {workload.name} (tensors: "
-                                f"{', '.join(tensors)}){role}")
+                                f"{', '.join(tensors)}; roles: {', '.join(ROLES)})")
 
 
 def check_fits(mapping: Mapping, arch: Arch, workload: Workload, where: Where) -> None:

@@ -10,6 +10,14 @@ from dataclasses import dataclass, field
 ROLES = ("output", "input", "weight")   # output tensor, first input, second input of the einsum
 
 
+def role_tensor(workload, role: str) -> int:
+    """The index of the tensor that plays `role` (one of ROLES) in `workload`: the output, its
+    first input, its second input (the first again where there is one). The one rule by which a
+    mapspace file's `keep:` and an architecture's `keeps:` name tensors by role."""
+    inputs = [i for i, t in enumerate(workload.tensors) if not t.is_output]
+    return {"output": workload.output, "input": inputs[0], "weight": inputs[min(1, len(inputs) - 1)]}[role]
+
+
 @dataclass(frozen=True)
 class Range:
     low: int = 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+from . import mma
 from .cost import Evaluation
 from .mapping import Mapping, is_padded, level_tiles, mapping_to_dict
 from .spec import Arch, Workload
@@ -220,6 +221,13 @@ def cluster_ctas(arch: Arch, workload: Workload, mapping: Mapping) -> dict[str, 
     return ctas
 
 
+def mma_shape(arch: Arch, workload: Workload, mapping: Mapping) -> dict[str, int]:
+    """The MMA by role name: the instruction the mapping issues where the architecture models it
+    (wgmma's N from the warpgroup's tile, `mma.mapping_instruction`), else the native shape."""
+    native = dict(arch.for_workload(workload).compute.native_shape)
+    return {**native, **mma.mapping_instruction(arch.for_workload(workload), workload, mapping)}
+
+
 def kernel_shape_text(arch: Arch, workload: Workload, mapping: Mapping) -> str:
     """The thread-block cluster and the MMA shape on a GPU with clusters ("" elsewhere): what
     a kernel for the mapping launches and issues, and which operand each cluster shares."""
@@ -228,7 +236,7 @@ def kernel_shape_text(arch: Arch, workload: Workload, mapping: Mapping) -> str:
         return ""
     sharing = [f"{t.name} to {math.prod(c for name, c in ctas.items() if workload.dim_index(name) not in t.dims)}"
                for t in workload.operands]
-    native = "".join(f"{role}{size}" for role, size in arch.for_workload(workload).compute.native_shape) or "none"
+    native = "".join(f"{role}{size}" for role, size in mma_shape(arch, workload, mapping).items()) or "none"
     shape = f"thread-block cluster {'x'.join(map(str, ctas.values()))} CTAs ({' x '.join(ctas)})"
     if math.prod(ctas.values()) == 1:       # a mapspace without clusters (the default) or one CTA chosen
         return f"{shape}: no multicast (`--mapspace clusters` searches clusters); MMA shape {native}"
@@ -240,7 +248,7 @@ def search_json(result, arch: Arch, workload: Workload) -> dict:
     out = evaluation_json(arch, workload, result.mapping, result.evaluation)
     ctas = cluster_ctas(arch, workload, result.mapping)
     if ctas is not None:
-        out["kernel"] = {"cluster": ctas, "mma": dict(arch.for_workload(workload).compute.native_shape)}
+        out["kernel"] = {"cluster": ctas, "mma": mma_shape(arch, workload, result.mapping)}
     out["search"] = {
         "strategy": result.strategy, "objective": result.objective.name, "score": result.score,
         "evaluated": result.evaluated, "seconds": result.seconds,

@@ -14,6 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from . import tiles
+from .constraints import ROLES, role_tensor
 from .dtypes import family
 
 # An affine index expression: ((dim index, coefficient), ...), e.g. 2*p + r.
@@ -139,6 +140,9 @@ class Level:
     byte_energy_update: float = 0.0
     leak: float = 0.0                 # pJ per cycle per instance
     keeps: frozenset[str] | None = None   # None: may keep any tensor
+    # `keeps` as written where it names a role (`[output]`, `[input, output]`: the words of
+    # `constraints.ROLES`): `Arch.for_workload` resolves them into `keeps` for each workload
+    keep_roles: tuple[str, ...] = ()
     max_stages: int = 1
     mesh: tuple[int, int] = (1, 1)
     multicast: bool = True           # its fanout network sends one read to many children
@@ -177,6 +181,16 @@ class Level:
         shared = self.reduction if tensor.is_output else self.multicast
         return shared, shared
 
+    def for_workload(self, workload: "Workload") -> "Level":
+        """This level with the roles its `keeps` names resolved to `workload`'s tensors (by the
+        one rule, `constraints.role_tensor`); itself where it names none. Recomputed from the
+        words each time, so the same architecture serves every op of a graph."""
+        if not self.keep_roles:
+            return self
+        names = frozenset(workload.tensors[role_tensor(workload, word)].name if word in ROLES else word
+                          for word in self.keep_roles)
+        return dataclasses.replace(self, keeps=names)
+
     def may_keep(self, tensor_name: str) -> bool:
         return self.keeps is None or tensor_name in self.keeps
 
@@ -214,6 +228,13 @@ class Compute:
     macs_per_cycle: int = 1
     energy_per_mac: float = 0.0
     native_shape: tuple[tuple[str, int], ...] = ()
+    # the largest instruction along a role, a multiple of its native size (wgmma's n: 8 up to
+    # 256); a role not listed runs at its native size (`mma.instruction_shape`)
+    max_shape: tuple[tuple[str, int], ...] = ()
+    # what the units take of each tensor: one word per MAC (Timeloop's count), or whole
+    # fragments once per instruction, "per_instruction" (`mma.unit_words`)
+    operand_reads: str = "per_mac"
+    warps: int = 1                    # the warps that issue one unit's instructions together (a warpgroup: 4)
     area: float | None = None         # mm^2 of one unit (all its macs_per_cycle MACs); None: not given
     area_source: str = ""
     energy_source: str = ""           # where energy_per_mac came from, when the component model gave it
@@ -331,13 +352,17 @@ class Arch:
 
     def for_workload(self, workload: Workload) -> "Arch":
         """This architecture with its compute unit resolved for `workload`'s operand dtypes
-        (`Compute.for_operands`); itself when the unit has one rate for every dtype. Every
+        (`Compute.for_operands`) and its levels' role keeps for its tensors (`Level.for_workload`);
+        itself when the unit has one rate for every dtype and no level keeps by role. Every
         place an architecture meets a workload calls it, so that the cost model, the bounds and
         the native-shape roles read one rate."""
+        arch = self
+        if any(level.keep_roles for level in self.levels):
+            arch = dataclasses.replace(arch, levels=tuple(level.for_workload(workload) for level in self.levels))
         if not self.compute.per_dtype:
-            return self
+            return arch
         families = tuple(family(t.dtype) for t in workload.operands if t.dtype)
-        return dataclasses.replace(self, compute=self.compute.for_operands(families))
+        return dataclasses.replace(arch, compute=self.compute.for_operands(families))
 
     def without_clusters(self) -> "Arch":
         """This architecture with no level's `block_clusters` (a fanout's meshes alone): what a

@@ -29,6 +29,8 @@ nest: storage levels, OUTERMOST FIRST:
 
 compute_fanout: (x, y) number of compute units below each instance of the innermost level; the
     spatial loops of the innermost level must fit in it.
+instructions: per role (dims, size), a unit that runs whole instructions: each takes every
+    distinct word its points name once (brute_force_instructions.py); None: one per MAC.
 
 Result:
     {'macs': int,
@@ -82,7 +84,7 @@ from collections import Counter, namedtuple
 Loop = namedtuple("Loop", "level kind dim bound stride axis")
 
 
-def simulate(problem: dict, nest: list[dict], compute_fanout=(1, 1), valid=None) -> dict:
+def simulate(problem: dict, nest: list[dict], compute_fanout=(1, 1), valid=None, instructions=None) -> dict:
     _check(problem, nest, compute_fanout)
     loops = _flatten(nest)
     valid = valid or {}
@@ -114,7 +116,10 @@ def simulate(problem: dict, nest: list[dict], compute_fanout=(1, 1), valid=None)
         limits = _limits(spec["axes"], valid)
         for position, level in enumerate(keepers):
             child = keepers[position + 1] if position + 1 < len(keepers) else None
-            if child is None:  # the MACs use t straight from this level
+            if child is None and instructions is not None:   # whole instructions use t from here
+                from brute_force_instructions import instruction_traffic
+                traffic = instruction_traffic(loops, level, spec["axes"], instructions, len(nest) - 1)
+            elif child is None:  # the MACs use t straight from this level
                 traffic = _mac_traffic(loops, level, spec["axes"], private)
             else:
                 traffic = _child_traffic(loops, level, history[child], private)

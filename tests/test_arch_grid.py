@@ -95,7 +95,7 @@ def test_clock_gpu_and_compute_fields():
     assert {a.gpu.sms for a in archs} == {66}
     # a bandwidth in B/s is bytes per cycle at the derived clock, as in a file
     assert archs[0].levels[0].bandwidth == pytest.approx(2 * archs[2].levels[0].bandwidth)
-    assert [a.compute.macs_per_cycle for a in derive("h100", "TensorCore.macs_per_cycle=256,512")] == [256, 512]
+    assert [a.compute.macs_per_cycle for a in derive("h100", "Warpgroup.macs_per_cycle=256,512")] == [256, 512]
     assert derive("h100", "compute.energy=1pJ")[0].compute.energy_per_mac == 1.0
 
 

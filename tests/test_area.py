@@ -50,7 +50,7 @@ def test_every_preset_has_a_positive_sourced_area(preset, capsys):
 def test_the_text_names_each_part_the_sum_and_the_die(capsys):
     assert main(["area", "h100"]) == 0
     out = capsys.readouterr().out
-    for word in ("L2", "SMEM", "RF", "TensorCore", "sum", "published die: 814 mm^2", "Horowitz", "N5 0.021"):
+    for word in ("L2", "SMEM", "RF", "Warpgroup", "sum", "published die: 814 mm^2", "Horowitz", "N5 0.021"):
         assert word in out
 
 

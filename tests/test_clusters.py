@@ -30,8 +30,9 @@ from strategies import archs, problems, workloads
 from test_brute_force_agreement import as_plain
 from test_cost_agreement import assert_same
 from test_joint import BYPASS_EVERYWHERE, _prefix_table, sampled_scores
+from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
-H100 = load_arch("h100")
+H100 = load_arch(H100_SYNC)
 GEMM = load_workload("gemm-4096")
 CLUSTERS = Constraints(name="clusters", clusters=True)      # the opt-in mapspace (`--mapspace clusters`)
 SMS_USED = 128          # the mappings below: 128 CTAs side by side
@@ -375,8 +376,8 @@ def test_a_warm_start_with_a_cluster_needs_the_clusters_mapspace(tmp_path, capsy
     import yaml
     from mapper.cli import main
     path = tmp_path / "clustered.yaml"
-    path.write_text(yaml.safe_dump({"arch": "h100", "workload": "gemm-4096", "mapping": h100_mapping({"m": 2})}))
-    args = ["search", "h100", "gemm-4096", "--warm-start", str(path), "--max-evaluations", "2000", "--json"]
+    path.write_text(yaml.safe_dump({"arch": H100_SYNC, "workload": "gemm-4096", "mapping": h100_mapping({"m": 2})}))
+    args = ["search", H100_SYNC, "gemm-4096", "--warm-start", str(path), "--max-evaluations", "2000", "--json"]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert str(path) in err and "use --mapspace clusters" in err and len(err.splitlines()) == 1
@@ -389,4 +390,5 @@ def test_the_report_says_there_is_no_cluster_under_the_default_mapspace(capsys):
     assert main(["search", "h100", "gemm-1024", "--max-evaluations", "2000"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("thread-block cluster"))
     assert line.startswith("thread-block cluster 1x1x1 CTAs (m x n x k): no multicast")
-    assert "--mapspace clusters" in line and line.endswith("MMA shape m16n8k16")
+    # the wgmma the mapping issues: m64, k16, n its warpgroup's tile (64 here)
+    assert "--mapspace clusters" in line and line.endswith("MMA shape m64n64k16")

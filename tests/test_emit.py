@@ -18,9 +18,10 @@ from mapper.emit.triton import config_text, kernel_text, triton_config
 from mapper.load import load_arch, load_workload
 from mapper.load.mapping import load_mapping, mapping_from_dict
 from mapper.units import Where
+from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 
-def preset(arch="h100", workload="gemm-4096", mapping="h100-gemm-4096-edp"):
+def preset(arch=H100_SYNC, workload="gemm-4096", mapping=H100_SYNC_EDP):
     a, w = load_arch(arch), load_workload(workload)
     return a, w, load_mapping(mapping, a, w)
 
@@ -55,7 +56,7 @@ RAGGED = [  # the joint search's pick for gemm-3000x5000x1000 on h100: n tiles o
 
 
 def test_ragged_mapping_padded_extents_and_power_of_two_blocks():
-    arch, wl = load_arch("h100"), load_workload("gemm-3000x5000x1000")
+    arch, wl = load_arch(H100_SYNC), load_workload("gemm-3000x5000x1000")
     view = gemm_view(arch, wl, from_levels(arch, wl, RAGGED, padded=True))
     assert view.extents == (3072, 5000, 1008) and view.sizes == (3000, 5000, 1000)
     assert view.block == (128, 200, 16) and view.num_warps == 4
@@ -67,7 +68,7 @@ def test_ragged_mapping_padded_extents_and_power_of_two_blocks():
 
 
 def test_gemv_block_raised_to_the_dot_minimum():
-    arch, wl = load_arch("h100"), load_workload("gemv-4096")
+    arch, wl = load_arch(H100_SYNC), load_workload("gemv-4096")
     mapping, notes = mapping_of_config(arch, wl, BlockConfig(16, 64, 64, 3, 4))
     view = gemm_view(arch, wl, mapping)
     assert view.block[0] == 1 and any(n.startswith("BLOCK_M 16 covers all of m = 1") for n in notes)
@@ -83,7 +84,7 @@ def test_gemv_block_raised_to_the_dot_minimum():
 
 
 def test_k_loop_outside_block_loops_is_reported():
-    arch, wl = load_arch("h100"), load_workload("gemm-4096")
+    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
     levels = [
         {"level": "HBM", "loops": [{"dim": "k", "bound": 2}, {"dim": "n", "bound": 8}]},
         {"level": "L2", "loops": [{"dim": "k", "bound": 32}],
@@ -99,7 +100,7 @@ def test_k_loop_outside_block_loops_is_reported():
 
 
 def test_waves_walking_m_inside_n_are_reported():
-    arch, wl = load_arch("h100"), load_workload("gemm-4096")
+    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
     levels = [
         {"level": "HBM", "loops": [{"dim": "n", "bound": 8}, {"dim": "m", "bound": 2}]},
         {"level": "L2", "loops": [{"dim": "k", "bound": 64}],

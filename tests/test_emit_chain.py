@@ -11,6 +11,7 @@ from mapper.cli import main
 from mapper.emit.chain import plan_group
 from mapper.load import load_opgraph, opgraph_from_dict, preset_names
 from mapper.units import Where
+from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 IREE_OPT = shutil.which("iree-opt")
 BACKENDS = ("triton", "cutlass", "mlir")
@@ -82,7 +83,7 @@ def check_chain(tmp_path, capsys, chain, fused_json=None, seconds="1"):
     g = load_opgraph(chain)
     outs = {}
     for backend in BACKENDS:
-        args = ["h100", chain, "--to", backend, "--time-limit", seconds] + (["--kernel"] if backend == "triton" else [])
+        args = [H100_SYNC, chain, "--to", backend, "--time-limit", seconds] + (["--kernel"] if backend == "triton" else [])
         out, err = emit(capsys, *args, *(["--fused", str(fused_json)] if fused_json else []))
         head = out.splitlines()[0]
         emitted = int(head.split(": ")[1].split(" of ")[0])

@@ -17,6 +17,7 @@ from mapper.emit.mlir import executable_plan, mlir_text, payload_text, tile_plan
 from mapper.load import load_arch, load_workload
 from mapper.load.mapping import load_mapping, mapping_from_dict
 from mapper.units import Where
+from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 IREE_OPT = shutil.which("iree-opt")
 needs_iree = pytest.mark.skipif(IREE_OPT is None, reason="iree-opt not found: pip install iree-base-compiler "
@@ -50,7 +51,7 @@ def apply(tmp_path, text: str, name: str = "k.mlir") -> str:
 def ragged(tmp_path):
     path = tmp_path / "gemm-100x70x90.yaml"
     path.write_text(RAGGED_WORKLOAD)
-    arch, wl = load_arch("h100"), load_workload(str(path))
+    arch, wl = load_arch(H100_SYNC), load_workload(str(path))
     return arch, wl, mapping_from_dict({"mapping": RAGGED_MAPPING, "padded": True}, arch, wl, Where("test"))
 
 
@@ -103,8 +104,8 @@ def loops_around(ir: str, needle: str):
 
 @needs_iree
 def test_h100_edp_steps_are_the_mapping_tiles_and_the_epilogue_is_inside(tmp_path):
-    arch, wl = load_arch("h100"), load_workload("gemm-4096")
-    mapping = load_mapping("h100-gemm-4096-edp", arch, wl)
+    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
+    mapping = load_mapping(H100_SYNC_EDP, arch, wl)
     text, plan = mlir_text(arch, wl, mapping, ["bias", "gelu"])
     ir = apply(tmp_path, text)
     # by hand from mappings/h100-gemm-4096-edp.yaml: HBM loops n 8 times over 4096 (n tiles of
@@ -176,7 +177,7 @@ def test_fused_program_compiles_and_matches_numpy_at_a_ragged_shape(tmp_path):
 def _applies(tmp_path, arch_name, workload_name, mapping, epilogue=("bias", "silu")):
     arch, wl = load_arch(arch_name), load_workload(workload_name)
     text, _ = mlir_text(arch, wl, mapping(arch, wl) if callable(mapping) else mapping, list(epilogue))
-    ir = apply(tmp_path, text, f"{arch_name}-{workload_name}.mlir")
+    ir = apply(tmp_path, text, f"{arch.name}-{wl.name}.mlir")      # names, not paths: inside tmp_path
     assert ir.count("mapper.epilogue") == (1 if epilogue else 0) and ir.count("mapper.contraction") == 1
     return ir
 

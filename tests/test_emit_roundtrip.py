@@ -15,6 +15,7 @@ from mapper.emit.triton import triton_config
 from mapper.load import load_arch, load_workload
 from mapper.load.mapping import load_mapping, mapping_from_dict
 from mapper.units import Where
+from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 
 def evaluate_config(capsys, tmp_path, arch, workload, data, name="c.yaml"):
@@ -27,7 +28,7 @@ def evaluate_config(capsys, tmp_path, arch, workload, data, name="c.yaml"):
 @pytest.mark.parametrize("workload, config", [
     ("gemm-4096", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 3, "num_warps": 8, "GROUP_M": 8}),
     ("gemm-3000x5000x1000", {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 4}),
-    ("gemv-4096", {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_stages": 2, "num_warps": 2}),
+    ("gemv-4096", {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_stages": 2, "num_warps": 4}),
     ("llama7b-prefill-up", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 4,
                             "GROUP_M": 8}),
 ])

@@ -21,6 +21,7 @@ from mapper.units import Where
 
 from strategies import problems
 from scaled import quick_and_full
+from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 
 def gemm(m, n, k, name=None):
@@ -89,9 +90,9 @@ def test_h100_bounds_on_square_gemms():
     ideal output tile is sqrt(S) ~ 498 while the registers hold at most a 256 x 256 fp32 tile:
     a traffic-minimal mapping stays ~2x above the bound (measured 2.60 at 4096, 2.03 at 8192,
     1.97 at 16384, where the -2S term fades); the issue's 1.3x is not reached (docs/RESULTS.md)."""
-    arch = load_arch("h100")
+    arch = load_arch(H100_SYNC)
     wl = load_workload("gemm-4096")
-    edp_best = explain(arch, wl, load_mapping("h100-gemm-4096-edp", arch, wl))
+    edp_best = explain(arch, wl, load_mapping(H100_SYNC_EDP, arch, wl))
     smem = edp_best.traffic[1]
     assert smem.level == "SMEM" and smem.bound_kind.startswith("capacity")
     assert 1.0 <= smem.ratio < 6.0                       # 128 x 128 blocks: 5.2x
@@ -142,7 +143,7 @@ def test_elementwise_is_flagged_compulsory():
 
 
 def test_threshold_regime_at_l2():
-    arch = load_arch("h100")
+    arch = load_arch(H100_SYNC)
     small, large = gemm(1024, 1024, 1024), gemm(16384, 16384, 16384)
     ex_small = explain(arch, small, h100_gemm_mapping(arch, small))
     ex_large = explain(arch, large, h100_gemm_mapping(arch, large))

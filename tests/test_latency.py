@@ -14,6 +14,7 @@ from mapper.cost import evaluate
 from mapper.errors import SpecError
 from mapper.load import arch_from_dict, load_arch, mapping_from_checked_dict, workload_from_dict
 from mapper.units import Where, parse_latency
+from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 SEED_ONE_STAGE_US, SEED_TWO_STAGES_US = 1.4, 1.0
 
@@ -44,7 +45,7 @@ def _seed_example():
     example's 38 ns is the whole HBM bandwidth serving one tile). Its arithmetic counts the MACs
     alone: the compute unit has no native shape here, which would pad the 56-row register tile
     to four m16 fragments (`tails.fragment_macs`)."""
-    h100 = load_arch("h100")
+    h100 = load_arch(H100_SYNC)
     levels = list(h100.levels)
     levels[2] = dataclasses.replace(levels[2], bandwidth=math.inf)
     arch = dataclasses.replace(h100, levels=tuple(levels),
@@ -121,15 +122,15 @@ def test_occupancy_makes_the_best_slab_smaller_than_the_largest_that_fits():
     from mapper.load import load_constraints, load_mapping, load_workload
     from mapper.mapspace import Mapspace
     from mapper.search import Joint, parse_objective
-    arch, wl = load_arch("h100"), load_workload("gemm-4096")
+    arch, wl = load_arch(H100_SYNC), load_workload("gemm-4096")
     result = Joint().run(Mapspace(arch, wl, load_constraints("sync-128x128")), parse_objective("cycles", arch))
     assert result.optimal
     smem = result.evaluation.levels[2]
     assert smem.tensors["A"].tile_words == 128 * 128 and result.evaluation.resident == 3
-    larger = evaluate(arch, wl, load_mapping("h100-gemm-4096-sync-k256", arch, wl))
+    larger = evaluate(arch, wl, load_mapping(H100_SYNC_K256, arch, wl))
     assert larger.levels[2].footprint_bytes == 128 * 1024 <= arch.levels[2].capacity
     assert larger.resident == 1 and larger.cycles > result.evaluation.cycles
     assert larger.levels[1].traffic_bytes == result.evaluation.levels[1].traffic_bytes   # same bytes
     plain = dataclasses.replace(arch, levels=tuple(dataclasses.replace(lv, latency=0.0) for lv in arch.levels))
     best_plain = evaluate(plain, wl, result.mapping)
-    assert evaluate(plain, wl, load_mapping("h100-gemm-4096-sync-k256", arch, wl)).cycles == best_plain.cycles
+    assert evaluate(plain, wl, load_mapping(H100_SYNC_K256, arch, wl)).cycles == best_plain.cycles

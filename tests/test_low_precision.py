@@ -156,7 +156,7 @@ def test_b200_runs_fp8_and_nvfp4_at_their_rates_where_compute_binds():
     again to nvfp4 (the fp4 rate), the native k grows with the dtype (16, 32, 64)."""
     arch = load_arch("b200")
     shapes = {}
-    for dtype, rate in (("bf16", 1024), ("fp8", 2048), ("nvfp4", 4096)):
+    for dtype, rate in (("bf16", 4096), ("fp8", 8192), ("nvfp4", 16384)):     # per SM: 4 Tensor Cores
         resolved = arch.for_workload(_gemm(256, 256, 256, dtype))
         assert resolved.compute.macs_per_cycle == rate
         shapes[dtype] = dict(resolved.compute.native_shape)["k"]

@@ -11,6 +11,8 @@ from mapper.load import load_arch, load_constraints, load_workload, preset_names
 from mapper.units import Where
 from mapper.mapspace import Mapspace, counting, infeasible, order_tables
 
+from presets_sync import H100_SYNC
+
 
 # every preset binds in the default run; their funnels (sampled, seconds on the GPU presets)
 # in the slow run
@@ -18,7 +20,9 @@ from mapper.mapspace import Mapspace, counting, infeasible, order_tables
 def test_every_mapspace_preset_loads_and_binds(funnel):
     for name in preset_names("constraints"):
         constraints = load_constraints(name)
-        target = ("h100", "gemm-4096") if name in ("gpu", "gpu-sync", "sync-128x128") else ("toy", "gemm-256")
+        target = ("h100", "gemm-4096") if name in ("gpu", "gpu-sync", "wgmma-ss") else ("toy", "gemm-256")
+        if name == "sync-128x128":            # an mma.sync template: 2 x 2 warps per block
+            target = (H100_SYNC, "gemm-4096")
         if name.startswith("timeloop-"):      # written for those designs' level names
             target = (name, f"{name}-problem")
         if name == "tpu-v4i-roles":           # AccelForge's tpu_v4i keeps, by role
@@ -73,9 +77,9 @@ def test_divisibility_explanation_suggests_padding(tmp_path):
     space = Mapspace(load_arch("h100"), load_workload(wl), Constraints(factors="perfect"))
     with pytest.raises(InfeasibleError, match="divisibility.*k \\(size 100, native 16\\).*factors: auto"):
         infeasible.require_nonempty(space, counting.funnel(space, samples=1000))
-    # by default a GPU masks the ragged tail: k runs to 112, m to 112
+    # by default a GPU masks the ragged tail: k runs to 112, m to 128 (wgmma's m is 64)
     masked = Mapspace(load_arch("h100"), load_workload(wl))
-    assert masked.extents == [(112,), (112,), (64,)]      # dims m, k, n as the einsum reads them
+    assert masked.extents == [(112,), (128,), (64,)]      # dims k, m, n (the file's sizes, sorted)
     assert counting.funnel(masked, samples=1000).after["divisibility"] > 0
 
 

@@ -16,6 +16,7 @@ from mapper.search.bounds import LinkBounds
 from mapper.search.bounds.grid import LinkCost
 from mapper.search.bounds.node import least_macs
 from mapper.search.bounds.split_floor import split_traffic
+from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 
 def _pieces(size: int, count: int) -> list[range]:
@@ -79,7 +80,7 @@ def test_the_chain_lifts_a_convolution_above_its_memory_floor():
     """ResNet-50 conv3 on h100: alone, HBM's compulsory bytes and latency bound its cycles at
     about 1,238; the splits that keep the SMs busy load L2 with every SM's copy and those that
     spare L2 load each SM's shared memory, so no split does better than about 1,370."""
-    space = Mapspace(load_arch("h100"), load_workload("conv-resnet50-conv3"), load_constraints("default"))
+    space = Mapspace(load_arch(H100_SYNC), load_workload("conv-resnet50-conv3"), load_constraints("default"))
     assert LinkBounds(space).chain(least_macs(space)).cycles.min() >= 1_350
 
 

@@ -71,11 +71,14 @@ def expect_refusal(argv, *fragments):
 
 def test_a_tensor_or_role_in_keeps_the_workload_lacks(tmp_path):
     workload, mapping = write(tmp_path, "w.yaml", WORKLOAD), write(tmp_path, "m.yaml", MAPPING)
-    for wrong in (["A", "Zz"], ["output"]):
+    for wrong in (["A", "Zz"], ["outptu"]):
         arch = write(tmp_path, "a.yaml", changed(ARCH, lambda d: d["levels"][1].update(keeps=wrong)))
-        hint = "a role" if wrong == ["output"] else "tensors: Z, A, B"
+        hint = "roles: output, input, weight" if wrong == ["outptu"] else "tensors: Z, A, B"
         expect_refusal(["evaluate", arch, workload, mapping], f"{arch}: levels[1].keeps: no tensor", hint)
         expect_refusal(["mapspace", arch, workload], f"{arch}: levels[1].keeps", hint)
+    # a role is the workload's tensor playing it (here Z): a mapping keeping more there is refused
+    arch = write(tmp_path, "a.yaml", changed(ARCH, lambda d: d["levels"][1].update(keeps=["output"])))
+    expect_refusal(["evaluate", arch, workload, mapping], f"{mapping}: mapping[1].keep", "it keeps: Z")
 
 
 def test_native_shape_dims_the_workload_lacks(tmp_path):

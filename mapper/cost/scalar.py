@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .. import tails, tiles
+from .. import mma, tails, tiles
 from ..mapping import Mapping
 from ..spec import Arch, Workload
 from .energy import access_energy
@@ -197,6 +197,8 @@ class _Nest:
             innermost[d] *= b
         # padding included: whole fragments of the unit's own tile (`tails.fragment_macs`)
         self.executed_per_unit = tails.fragment_macs(arch, workload, innermost, self.macs_per_unit)
+        # per tensor, the words each unit takes from its innermost keeper (`mma.unit_words`)
+        self.unit_words = mma.unit_words(arch, workload, innermost, self.macs_per_unit, self.executed_per_unit)
         self.loops_above = [[loop for lm in levels[:lv] for loop in lm.temporal]
                             for lv in range(self.n_levels)]
         # the loops above each level as (dim, bound, is_spatial): a level's spatial loops follow
@@ -235,7 +237,7 @@ def _tensor_counts(arch: Arch, workload: Workload, nest: _Nest, t: int) -> dict[
     units, each keeper serves the loads of the next keeper below it, through the spatial
     fanout in between (multicast / reduction)."""
     tensor, levels = workload.tensors[t], nest.levels
-    below_loads, below_lv = nest.macs_per_unit, nest.n_levels
+    below_loads, below_lv = nest.unit_words[t], nest.n_levels
     out = {}
     for lv in range(nest.n_levels - 1, -1, -1):
         if t not in levels[lv].keep:

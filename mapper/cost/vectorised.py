@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import tails, tiles
+from .. import mma, tails, tiles
 from ..mapping import MappingTable
 from ..spec import Arch, Workload
 from .sliding import SlidingMoves
@@ -231,8 +231,10 @@ def evaluate_many(arch: Arch, workload: Workload, table: MappingTable) -> Costs:
     traffic = Traffic(n_levels, len(workload.tensors), n,
                        tails.clamp_ratios(workload, extents) if padded else None, tails.masked_levels(arch))
     buffered = [kept_flag(stages > 1) for stages in nest.stages]    # True, False or per mapping
+    # per tensor, the words each unit takes from its innermost keeper (`mma.unit_words`)
+    drawn = mma.unit_words(arch, workload, nest.temporal[-1], macs_per_unit, executed)
     for t in range(len(workload.tensors)):
-        walk_tensor(arch, workload, nest, t, loads, spatial_all, macs_per_unit, buffered, traffic, lat)
+        walk_tensor(arch, workload, nest, t, loads, spatial_all, drawn[t], buffered, traffic, lat)
     if with_latency:
         lat_hidden, lat_exposed = lat.totals()
     else:

@@ -230,9 +230,9 @@ class _Below:
     (at the start, the compute units) and of the spatial fanout between it and the level the
     walk has reached."""
 
-    def __init__(self, macs_per_unit: np.ndarray, n_levels: int, with_latency: bool):
-        n = len(macs_per_unit)
-        self.loads, self.fan = macs_per_unit, 1   # fan: distinct children per instance in between
+    def __init__(self, unit_words: np.ndarray, n_levels: int, with_latency: bool):
+        n = len(unit_words)
+        self.loads, self.fan = unit_words, 1      # fan: distinct children per instance in between
         self.level = n_levels               # the keeper's level: one for all mappings, or per mapping
         self.buffered = True                 # the compute units never stall on operands
         if with_latency:                     # the next keeper below: its requests, in flight, waves
@@ -306,7 +306,7 @@ def _supply(arch: Arch, tensor, nest: Nest, lv: int, below: _Below) -> np.ndarra
     return below.loads * below.fan
 
 
-def walk_tensor(arch: Arch, workload: Workload, nest: Nest, t: int, loads, spatial_all, macs_per_unit,
+def walk_tensor(arch: Arch, workload: Workload, nest: Nest, t: int, loads, spatial_all, unit_words,
                  buffered, traffic: Traffic, lat: Latency | None) -> None:
     """Records tensor t's counts at every level into `traffic` (and its latency terms into
     `lat`). Walk up from the compute units: each kept level serves the loads of the next kept
@@ -315,7 +315,7 @@ def walk_tensor(arch: Arch, workload: Workload, nest: Nest, t: int, loads, spati
     relevant = np.flatnonzero(workload.relevance[t])
     relevant_fanout = (product_of([nest.spatial[:, d] for d in relevant]) if len(relevant)
                        else np.ones_like(spatial_all))
-    below = _Below(macs_per_unit, nest.n_levels, lat is not None)
+    below = _Below(unit_words, nest.n_levels, lat is not None)
     for lv in range(nest.n_levels - 1, -1, -1):
         below.cross(_served(arch.levels[lv], tensor, nest, lv, spatial_all, relevant_fanout, relevant))
         kept = kept_flag(nest.keep[lv, t])

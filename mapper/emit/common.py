@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .. import mma
 from ..errors import MapperError
 from ..mapping import Mapping, level_tiles
 from ..roles import RolesError, arch_roles, tensor_core_roles
@@ -73,7 +74,9 @@ class GemmView:
     wave: tuple[int, int, int]           # spatial split above SMEM (blocks side by side)
     stages: int
     group_m: int | None
-    instruction: tuple[int, int, int] | None     # the native op shape by role, None without one
+    # the MMA by role (the instruction the mapping runs where the arch models one, else the
+    # native op shape), None without one; `issued`: the former (`mma.instruction_shape`)
+    instruction: tuple[int, int, int] | None
     operands: tuple[int, int]            # tensor index of the m x k operand, of the k x n one
     output: int
     bits: tuple[int, int, int]           # of the m x k operand, the k x n operand, the output
@@ -81,10 +84,12 @@ class GemmView:
     # per role, the CTAs of one thread-block cluster (the spatial y split of a level with
     # `block_clusters`, part of `wave`): (1, 1, 1) without clusters
     cluster: tuple[int, int, int] = (1, 1, 1)
+    issued: bool = False
+    unit_warps: int = 1                  # warps per compute unit (a wgmma warpgroup: 4)
 
     @property
     def num_warps(self) -> int:
-        return math.prod(self.warps)
+        return math.prod(self.warps) * self.unit_warps
 
     @property
     def blocks(self) -> tuple[int, int]:
@@ -138,9 +143,10 @@ def gemm_view(arch: Arch, workload: Workload, mapping: Mapping) -> GemmView:
         arch=arch.name, workload=workload.name, dims=dims, dim_names=by_role(workload.dims), batch=batch,
         sizes=by_role(workload.sizes), extents=by_role(tiles[0]), block=by_role(tiles[smem]),
         warp=by_role(tiles[rf]), warps=warps, wave=wave, stages=mapping.levels[smem].stages,
-        group_m=None, instruction=_instruction(arch, workload, dims), operands=operands,
+        group_m=None, instruction=_instruction(arch, workload, dims, mapping), operands=operands,
         output=workload.output, bits=tuple(workload.tensors[t].bits for t in (*operands, workload.output)),
-        cluster=_cluster(arch, mapping, dims, smem))
+        cluster=_cluster(arch, mapping, dims, smem), issued=bool(mma.mapping_instruction(arch, workload, mapping)),
+        unit_warps=arch.compute.warps)
     group_m, group_change = _group_m(mapping, view, smem)
     if group_change:
         changes.append(group_change)
@@ -183,12 +189,15 @@ def _operand_order(workload: Workload, dims, inputs) -> tuple[int, int] | None:
     return first, second
 
 
-def _instruction(arch: Arch, workload: Workload, dims) -> tuple[int, int, int] | None:
+def _instruction(arch: Arch, workload: Workload, dims, mapping: Mapping) -> tuple[int, int, int] | None:
+    """The MMA by role: the instruction the mapping runs where the architecture models it
+    (`mma.instruction_shape`: wgmma's N from the warpgroup's tile), else the native op shape."""
     native = {name: size for name, size in arch.compute.native_shape if size > 1}
     if not native:
         return None
     roles = arch_roles(arch, workload)
-    return tuple(next(size for name, size in zip(roles.names, roles.sizes) if roles.of(name) == (d,))
+    runs = mma.mapping_instruction(arch, workload, mapping)
+    return tuple(next(runs.get(name, size) for name, size in zip(roles.names, roles.sizes) if roles.of(name) == (d,))
                  for d in dims)
 
 

@@ -2,9 +2,10 @@
 shape and stages, as `cutlass_profiler --operation=Gemm` arguments and as a template block
 (CUTLASS 3's CollectiveBuilder on sm90, CUTLASS 2's `device::Gemm` shapes before it).
 
-The instruction: on sm90 (H100, H200) a warpgroup-wide WGMMA 64 x N x K (N the CTA tile's n,
-at most 256; K = 256 bits of the operand type: 16 for 16-bit types), on sm80 the mapping's
-native shape (`mma.sync` m16n8k16). CUTLASS's own rules (the CTA tile a multiple of the
+The instruction: the one the mapping runs where the architecture models it (`mma.instruction_shape`:
+on h100 / h200 a warpgroup's WGMMA 64 x N x 16, N from the warpgroup's tile; on b200 tcgen05.mma
+M x N x 16, sm100), else on sm90 a WGMMA 64 x N x K (N the CTA tile's n, at most 256; K = 256
+bits of the operand type) and on sm80 the mapping's native shape (`mma.sync` m16n8k16). CUTLASS's own rules (the CTA tile a multiple of the
 instruction, the warp tile dividing the CTA tile with the warp's k the CTA's, at least two
 stages) are applied with a line each where the mapping differs.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from .common import GemmView, epilogue_names
 
-SM_OF_ARCH = (("h100", 90), ("h200", 90), ("a100", 80))     # preset name prefix -> compute capability
+SM_OF_ARCH = (("h100", 90), ("h200", 90), ("b200", 100), ("a100", 80))     # preset name prefix -> compute capability
 TYPE_OF_BITS = MappingProxyType({8: "s8", 16: "bf16", 32: "f32", 64: "f64"})
 CXX_OF_BITS = MappingProxyType({8: "int8_t", 16: "cutlass::bfloat16_t", 32: "float", 64: "double"})
 WGMMA_M, WGMMA_MAX_N, WARPGROUP = 64, 256, 4
@@ -47,7 +48,9 @@ def cutlass_shape(view: GemmView) -> CutlassShape:
     sm = compute_capability(view.arch)
     changes = list(view.changes)
     k_inst = max(8, 256 // view.bits[0])
-    if sm >= 90:
+    if sm >= 90 and view.issued:
+        instruction = view.instruction      # the WGMMA / tcgen05.mma the mapping runs (`mma.instruction_shape`)
+    elif sm >= 90:
         instruction = (WGMMA_M, min(WGMMA_MAX_N, _round_up(view.block[1], 8)), k_inst)
     else:
         instruction = view.instruction or (16, 8, k_inst)
@@ -57,7 +60,15 @@ def cutlass_shape(view: GemmView) -> CutlassShape:
             changes.append(f"CTA tile {role}: the mapping's {name} tile {was} is no multiple of the instruction's "
                            f"{inst}: emitted {now} (masked)")
     warps, warp = view.warps, view.warp
-    if sm >= 90:
+    if sm >= 100:           # one thread issues tcgen05.mma for the CTA; no warp tiling
+        warps, warp = (1, 1, 1), cta
+    elif sm >= 90 and view.unit_warps == WARPGROUP:     # the mapping's units are warpgroups already
+        groups = max(1, view.num_warps // WARPGROUP)
+        warps, warp = (groups, 1, 1), (cta[0] // groups, cta[1], cta[2])
+        if view.warps[1:] != (1, 1):
+            changes.append(f"warps: the mapping's {'x'.join(map(str, view.warps))} warpgroups over m x n x k become "
+                           f"{groups} consumer warpgroup(s) over m, as CUTLASS's cooperative kernels split the tile")
+    elif sm >= 90:
         groups = max(1, view.num_warps // WARPGROUP)
         warps, warp = (groups, 1, 1), (cta[0] // groups, cta[1], cta[2])
         changes.append(f"warps: on sm90 each warpgroup of 4 warps issues {instruction[0]}x{instruction[1]}x"
@@ -144,8 +155,22 @@ def epilogue_functor(epilogue) -> tuple[str, list[str]]:
 def template_text(view: GemmView, shape: CutlassShape, epilogue=()) -> str:
     a, b, c = (CXX_OF_BITS.get(bits, "float") for bits in view.bits)
     functor, _ = epilogue_functor(epilogue)
+    cute = lambda values: "cute::Shape<" + ", ".join(f"cute::_{v}" for v in values) + ">"    # noqa: E731
+    if shape.sm >= 100:
+        return "\n".join([
+            f"// CUTLASS 3 (sm{shape.sm}): CollectiveBuilder parameters",
+            f"using MmaTileShape = {cute(shape.instruction[:2] + (shape.cta[2],))};",
+            f"using ClusterShape = {cute(shape.cluster)};",
+            f"// instruction: tcgen05.mma {'x'.join(map(str, shape.instruction))} (cta_group::1), the "
+            "accumulator in tensor memory, A and B from shared memory",
+            "using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<",
+            "    cutlass::arch::Sm100, cutlass::arch::OpClassTensorOp,",
+            f"    {a}, cutlass::layout::RowMajor, 8, {b}, cutlass::layout::ColumnMajor, 8, float,",
+            "    MmaTileShape, ClusterShape,",
+            f"    cutlass::gemm::collective::StageCount<{shape.stages}>,",
+            "    cutlass::gemm::KernelTmaWarpSpecialized1SmSm100>::CollectiveOp;",
+            f"// output element: {c}; epilogue: cutlass::epilogue::thread::{functor} (fusion: EVT)", ""])
     if shape.sm >= 90:
-        cute = lambda values: "cute::Shape<" + ", ".join(f"cute::_{v}" for v in values) + ">"    # noqa: E731
         schedule = ("KernelTmaWarpSpecializedCooperative" if shape.warps[0] > 1 else "KernelTmaWarpSpecialized")
         return "\n".join([
             "// CUTLASS 3 (sm90): CollectiveBuilder parameters",

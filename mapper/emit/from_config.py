@@ -89,6 +89,7 @@ def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig,
                       where: Where = Where("triton config")) -> tuple[Mapping, tuple[str, ...]]:
     """(the mapping `config` runs on `arch`, lines on what was adjusted to fit the arch); a
     config whose blocks fit in no way is refused at `where` (the config's file)."""
+    arch = arch.for_workload(workload)          # the levels' role keeps, for this workload's tensors
     levels = arch.per_sm_levels()
     if levels is None:
         raise EmitError(f"{source(arch)}: architecture {arch.name} is no GPU: a Triton config needs thread blocks")
@@ -114,7 +115,14 @@ def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig,
     else:
         cols = _largest_divisor_at_most(blocks[n], fanout)
         rows = _largest_divisor_at_most(blocks[m], fanout // cols) if cols == blocks[n] else 1
-    wm, wn = warp_split(config)
+    # the block's compute units: its warps, or on a unit issued by several (a wgmma warpgroup
+    # of 4) its groups of them
+    units = config.num_warps // arch.compute.warps
+    if units < 1 or config.num_warps % arch.compute.warps:
+        units = max(1, units)
+        changes.append(f"num_warps {config.num_warps}: {arch.compute.name} is issued by {arch.compute.warps} warps: "
+                       f"priced as {units} of them")
+    wm, wn = warp_split(replace(config, num_warps=units, warps_m=config.warps_m if arch.compute.warps == 1 else None))
     stages = min(config.num_stages, arch.levels[smem].max_stages)
     if stages != config.num_stages:
         changes.append(f"num_stages {config.num_stages}: {arch.levels[smem].name} takes at most "

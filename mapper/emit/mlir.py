@@ -24,6 +24,7 @@ from types import MappingProxyType
 
 from dataclasses import dataclass
 
+from .. import mma
 from ..mapping import Mapping, level_tiles
 from ..roles import RolesError, arch_roles
 from ..spec import Arch, Workload
@@ -93,7 +94,8 @@ def _hoisting_changes(arch: Arch, workload: Workload, mapping: Mapping, out_dims
 
 
 def _native_steps(arch: Arch, workload: Workload, mapping: Mapping, tiles) -> list[TileStep]:
-    """The innermost level's loops down to the native op shape, in that level's loop order."""
+    """The innermost level's loops down to the MMA (the instruction the mapping runs where the
+    arch models it, else the native op shape), in that level's loop order."""
     try:
         roles = arch_roles(arch, workload)
     except RolesError:
@@ -102,7 +104,9 @@ def _native_steps(arch: Arch, workload: Workload, mapping: Mapping, tiles) -> li
         return []
     innermost = tiles[-1]
     sizes = [0] * len(workload.dims)
+    runs = mma.mapping_instruction(arch, workload, mapping)     # the instruction, where the arch models it
     for name, size, dims in zip(roles.names, roles.sizes, roles.dims):
+        size = runs.get(name, size)
         if len(dims) == 1 and innermost[dims[0]] > size and innermost[dims[0]] % size == 0:
             sizes[dims[0]] = size
     order = [d for d, _ in mapping.levels[-1].temporal if sizes[d]]

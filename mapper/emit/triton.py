@@ -68,7 +68,9 @@ def triton_config(view: GemmView) -> TritonConfig:
     if warps != view.num_warps:
         changes.append(f"num_warps: {view.num_warps} warps is no power of two of at most {MAX_WARPS} (1,024 "
                        f"threads): emitted {warps}")
-    if view.num_warps > 1 or view.warps[2] > 1:
+    if view.unit_warps > 1 and view.warps == (1, 1, 1):
+        pass        # one unit of several warps (a wgmma warpgroup) on the whole tile: nothing dropped
+    elif view.num_warps > 1 or view.warps[2] > 1:
         split = "x".join(str(w) for w in view.warps)
         changes.append(f"warp tile: the mapping's {view.warp[0]}x{view.warp[1]}x{view.warp[2]} per warp "
                        f"({split} warps over m x n x k) is Triton's own choice of warp layout, not a parameter")
@@ -102,6 +104,10 @@ def _comments(view: GemmView, changes) -> str:
     head = (f"# {view.workload} on {view.arch}: block tile {'x'.join(map(str, view.block))}, warp tile "
             f"{'x'.join(map(str, view.warp))}, {view.num_warps} warps, {view.stages} stages "
             f"(m, n, k = {', '.join(view.dim_names)})\n")
+    if view.issued and view.instruction:
+        # Triton chooses the instruction itself: the model's, for the record
+        head += (f"# MMA: m{view.instruction[0]}n{view.instruction[1]}k{view.instruction[2]}, issued by "
+                 f"{view.unit_warps} warps together (the model's; Triton picks its own from the block and num_warps)\n")
     return head + "".join(f"# mapper: changed: {line}\n" for line in changes)
 
 

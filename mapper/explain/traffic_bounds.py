@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import tiles
+from .. import mma, tiles
 from ..cost import Evaluation
 from ..spec import Arch, Workload
 
@@ -121,6 +121,17 @@ class LevelTraffic:
         return "capacity (Smith et al.)" if self.capacity_bound > self.compulsory else "compulsory"
 
 
+def _unit_words(arch: Arch, workload: Workload, mapping, ev: Evaluation) -> list:
+    """Per tensor, the words all compute units take from its innermost keeper: one per MAC
+    run, or per instruction where the unit reads whole fragments (`mma.unit_words`)."""
+    innermost = [1] * len(workload.dims)
+    for d, b in mapping.levels[-1].temporal:
+        innermost[d] *= b
+    executed = ev.macs_executed // ev.compute_instances      # per unit, padding included
+    return [words * ev.compute_instances
+            for words in mma.unit_words(arch, workload, innermost, executed, executed)]
+
+
 def level_traffic(arch: Arch, workload: Workload, mapping, ev: Evaluation) -> list[LevelTraffic]:
     """Per level below the outermost: the mapping's traffic across its upper boundary (words
     each of its instances receives or sends, multicast copies counted per receiver), and the
@@ -128,7 +139,7 @@ def level_traffic(arch: Arch, workload: Workload, mapping, ev: Evaluation) -> li
     structure = bilinear(workload)
     min_word = min(t.bytes_per_word for t in workload.tensors)
     compulsory = compulsory_words(workload)
-    macs_run = ev.macs_executed
+    drawn = _unit_words(arch, workload, mapping, ev)
     out = []
     for lv in range(1, len(arch.levels)):
         words = bytes_ = 0.0
@@ -141,7 +152,7 @@ def level_traffic(arch: Arch, workload: Workload, mapping, ev: Evaluation) -> li
                 per_instance = cost.fills + (cost.fills + cost.partition_words if tensor.is_output else 0)
                 crossing = per_instance * ev.levels[c].instances
             else:                       # served straight to (or drained from) the compute units
-                crossing = macs_run * (2 if tensor.is_output else 1)
+                crossing = drawn[t] * (2 if tensor.is_output else 1)
             words += crossing
             bytes_ += crossing * tensor.bytes_per_word
             parent = max(p for p in range(lv) if t in mapping.levels[p].keep)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..constraints import ROLES
 from ..errors import shown
-from ..limits import MAX_INSTANCES, MAX_LEVELS, MAX_STAGES
+from ..limits import MAX_INSTANCES, MAX_LEVELS, MAX_STAGES, MAX_WARPS
 from ..dtypes import canonical, family, known_names
 from ..spec import Arch, BlockClusters, Compute, DtypeRate, GpuFacts, Level, Technology
 from ..units import (Where, parse_bandwidth, parse_bytes, parse_energy, parse_frequency,
@@ -86,6 +87,8 @@ def _level(data, where: Where, clock_hz: float, tech: Technology) -> Level:
     (e_read, e_write, e_update), (b_read, b_write, b_update), energy_source = _level_energies(
         data, capacity, where, tech)
     keeps = data.get("keeps")
+    # tensor names, or roles (`[output]`) that each workload resolves (`Level.for_workload`)
+    words = () if keeps is None else tuple(name_list(keeps, where / "keeps"))
     return Level(
         name=name_text(data["name"], where / "name"),
         capacity=capacity,
@@ -97,7 +100,8 @@ def _level(data, where: Where, clock_hz: float, tech: Technology) -> Level:
         energy_read=e_read, energy_write=e_write, energy_update=e_update,
         byte_energy_read=b_read, byte_energy_write=b_write, byte_energy_update=b_update,
         leak=parse_energy(data.get("leak", 0), where / "leak"),
-        keeps=None if keeps is None else frozenset(name_list(keeps, where / "keeps")),
+        keeps=None if keeps is None else frozenset(w for w in words if w not in ROLES),
+        keep_roles=tuple(words) if any(w in ROLES for w in words) else (),
         max_stages=positive_int(data.get("max_stages", 1), where / "max_stages", limit=MAX_STAGES),
         mesh=_mesh(data, where),
         multicast=_flag(data, "multicast", where),
@@ -199,7 +203,35 @@ def _compute(comp, cw: Where, tech: Technology) -> Compute:
     return Compute(name=name_text(comp.get("name", "MAC"), cw / "name"), mesh=_mesh(comp, cw),
                    macs_per_cycle=macs_per_cycle, area=unit_area, area_source=unit_area_source,
                    energy_per_mac=_first(energies), energy_source=energy_source,
-                   native_shape=_first(shapes), per_dtype=per_dtype)
+                   native_shape=_first(shapes), per_dtype=per_dtype,
+                   max_shape=_max_shape(comp.get("max_shape"), cw / "max_shape", shapes),
+                   operand_reads=_operand_reads(comp.get("operand_reads", "per_mac"), cw / "operand_reads"),
+                   warps=positive_int(comp.get("warps", 1), cw / "warps", limit=MAX_WARPS))
+
+
+OPERAND_READS = ("per_mac", "per_instruction")
+
+
+def _operand_reads(value, where: Where) -> str:
+    if value not in OPERAND_READS:
+        raise where.error(f"expected {' or '.join(OPERAND_READS)}, got {shown(value)}")
+    return value
+
+
+def _max_shape(value, where: Where, shapes: dict) -> tuple[tuple[str, int], ...]:
+    """The largest instruction per role (`max_shape: {n: 256}`): each a role of the native
+    shape and a multiple of its native size under every dtype (the instruction grows by it)."""
+    if value is None:
+        return ()
+    most = _shape(value, where)
+    for name, size in most:
+        for dtype, shape in shapes.items():
+            grain = dict(shape).get(name)
+            if grain is None or size % grain:
+                of = f" of {dtype}" if dtype else ""
+                raise (where / name).error(f"expected a multiple of the native shape{of}'s {name} "
+                                           f"({grain if grain is not None else 'not given'}), got {size}")
+    return most
 
 
 def _first(table: dict):
@@ -228,7 +260,7 @@ def arch_from_dict(data, where: Where) -> Arch:
     comp = data["compute"]
     cw = where / "compute"
     fields(comp, cw, (), ("name", "instances", "mesh", "macs_per_cycle", "energy", "native_shape",
-                          "area", "description"))
+                          "max_shape", "operand_reads", "warps", "area", "description"))
     if "instances" not in comp and "mesh" not in comp:
         comp = {**comp, "mesh": list(levels[-1].mesh)}
     compute = _compute(comp, cw, tech)

@@ -50,6 +50,7 @@ def mapping_from_dict(data, arch: Arch, workload: Workload, where: Where) -> Map
     Capacity is checked by the caller (`mapping_from_checked_dict`, `bind.check_fits`).
     A level the file does not name has no loops, keeps what it may and one stage.
     """
+    arch = arch.for_workload(workload)          # the levels' role keeps, for this workload's tensors
     data, where, padded = _unwrapped(data, where)
     by_level = _entries_by_level(data, arch, where)
     product = [1] * len(workload.dims)          # per dim, the product of its bounds so far

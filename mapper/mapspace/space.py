@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from ..bind import check_together
-from ..constraints import ROLES, Constraints, LevelConstraints
+from ..constraints import ROLES, Constraints, LevelConstraints, role_tensor
 from ..cost.occupancy import gpu_levels
 from ..errors import InfeasibleError, SpecError
 from ..factors import count_factorizations
@@ -177,9 +177,7 @@ class Mapspace:
         """The tensor a mapspace file names at `levels.<level>.<key>` (a name or a role)."""
         names = [t.name for t in self.workload.tensors]
         if name in ROLES:
-            inputs = [i for i, t in enumerate(self.workload.tensors) if not t.is_output]
-            return {"output": self.workload.output, "input": inputs[0],
-                    "weight": inputs[min(1, len(inputs) - 1)]}[name]
+            return role_tensor(self.workload, name)
         if name not in names:
             raise SpecError(f"mapspace {self.constraints.name}", f"levels.{self.arch.levels[lv].name}.{key}",
                             f"no tensor {name!r} (tensors: {', '.join(names)}; roles: {', '.join(ROLES)})")

@@ -38,7 +38,8 @@ import numpy as np
 
 from ... import tiles
 from ...mapspace import Mapspace, tables
-from .energy import cheapest_read_above, fill_energy, read_back_energy, read_energy, serve_energy, sharing_fanout
+from .energy import (cheapest_read_above, drawn, fill_energy, read_back_energy, read_energy, serve_energy,
+                     sharing_fanout)
 from .cells import Candidates, CellTerms, innermost_cells, smallest_total
 from .operand import SplitVectors, shared_dims
 from . import window
@@ -288,7 +289,7 @@ class InnermostBound:
         return self.keep_free[key]
 
     def _bypassed_energy(self, t: int, parents: list[int], extra: float = 1.0) -> np.ndarray:
-        macs = float(self.space.workload.macs)
+        macs = drawn(self.space, t)
         if not self.space.workload.tensors[t].is_output:
             return macs * self._per_word(t, parents, self.space.n_levels)
         level, workload = self.space.arch.levels, self.space.workload
@@ -402,7 +403,7 @@ class InnermostBound:
         the read-backs)."""
         space, workload = self.space, self.space.workload
         arch, j, tensor = space.arch, self.level, workload.tensors[t]
-        level, macs = arch.levels[j], float(workload.macs)
+        level, macs = arch.levels[j], drawn(space, t)
         below = sharing_fanout(arch, tensor, j, space.n_levels)
         served = np.full(self.tile.shape[1], macs / below * serve_energy(level, tensor))
         if not tensor.is_output:
