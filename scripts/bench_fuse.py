@@ -9,13 +9,12 @@ process.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import time
 
-from benchlib import Table, write_results
+from benchlib import Table, bench_parser
 
 CHAINS = ["chain-gemm-bias-relu", "chain-layernorm-gemm-gelu", "chain-mlp-gelu", "chain-swiglu-mlp",
           "chain-attention", "chain-attention-8192", "chain-llama7b-block"]
@@ -35,11 +34,9 @@ def run(arch: str, chain: str, time_limit: float) -> tuple[dict, float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "chains")
     parser.add_argument("--arch", default="h100")
     parser.add_argument("--time-limit", type=float, default=60.0)
-    parser.add_argument("--only", default=None)
-    parser.add_argument("--write", default=None, metavar="MARKDOWN")
     args = parser.parse_args()
     table = Table()
     table.print(f"{'chain':<28} {'arch':<6} {'unfused B':>15} {'fused B':>15} {'saving':>7} {'bound B':>13} "
@@ -53,8 +50,7 @@ def main() -> None:
                     f"{1 - f['outer_bytes'] / u['outer_bytes']:>7.1%} {bound:>13,.0f} {f['outer_bytes'] / bound:>5.2f}x "
                     f"{1 - f['energy_pj'] / u['energy_pj']:>13.1%} {len(u['groups']):>4}->{len(f['groups']):<4} "
                     f"{seconds:>8.1f} {peak:>9.0f}")
-    if args.write:
-        write_results(args.write, "bench_fuse", table.lines)
+    table.write(args.write, "bench_fuse")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ The ONNX export itself is not timed: it is torch's, done once per network before
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -19,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import Table, write_results
+from benchlib import Table, bench_parser
+from exported_models import config_file, gpt2_onnx
 
 DTYPES = ["--dtype", "bf16", "--output-dtype", "fp32"]
 
@@ -27,59 +27,27 @@ _MEASURED = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:],
              "sys.stderr.write(r.stderr); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
 
 
-def _gpt2_onnx(folder: Path) -> str:
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
-    torch.manual_seed(0)
-    config = GPT2Config(use_cache=False)
-    config._attn_implementation = "eager"
-    model = GPT2LMHeadModel(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):          # an exporter drops all-zero biases: give them values
-                p.normal_(0, 0.02)
-
-    class Logits(torch.nn.Module):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, ids):
-            return self.inner(input_ids=ids, use_cache=False).logits
-    path = folder / "gpt2.onnx"
-    dims = {"ids": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq")}}
-    torch.onnx.export(Logits(model).eval(), (torch.ones(2, 8, dtype=torch.long),), dynamo=True,
-                      dynamic_shapes=dims, report=False).save(str(path))
-    return str(path)
-
-
-def _config(folder: Path, name: str, config) -> str:
-    (folder / name).mkdir()
-    config.to_json_file(str(folder / name / "config.json"))
-    return str(folder / name / "config.json")
-
-
 def cases(folder: Path):
     """(label, how it is given, the file, import flags, preset, phase, preset inputs)."""
     import transformers as t
-    yield ("GPT-2 (124M)", "ONNX file", lambda: _gpt2_onnx(folder), ["--seq", "1024"], "gpt2", "prefill",
+    yield ("GPT-2 (124M)", "ONNX file", lambda: gpt2_onnx(folder), ["--seq", "1024"], "gpt2", "prefill",
            {"seq": 1024})
-    yield ("LLaMA-7B", "config.json, meta", lambda: _config(folder, "llama-7b", t.LlamaConfig(
+    yield ("LLaMA-7B", "config.json, meta", lambda: config_file(folder, "llama-7b", t.LlamaConfig(
         hidden_size=4096, num_attention_heads=32, num_key_value_heads=32, intermediate_size=11008,
         num_hidden_layers=32, vocab_size=32000, architectures=["LlamaForCausalLM"])),
         ["--seq", "2048"], "llama-7b", "prefill", {"seq": 2048})
-    yield ("BERT-base", "config.json, meta", lambda: _config(folder, "bert", t.BertConfig()), ["--seq", "128"],
+    yield ("BERT-base", "config.json, meta", lambda: config_file(folder, "bert", t.BertConfig()), ["--seq", "128"],
            "bert-base", "encode", {"seq": 128})
-    yield ("ResNet-50 (v1)", "config.json, meta", lambda: _config(folder, "resnet50", t.ResNetConfig(
+    yield ("ResNet-50 (v1)", "config.json, meta", lambda: config_file(folder, "resnet50", t.ResNetConfig(
         downsample_in_bottleneck=True, num_labels=1000, architectures=["ResNetForImageClassification"])),
         [], "resnet50", "inference", {})
-    yield ("Llama-3-8B-like (GQA 32/8)", "config.json, meta", lambda: _config(folder, "llama3", t.LlamaConfig(
+    yield ("Llama-3-8B-like (GQA 32/8)", "config.json, meta", lambda: config_file(folder, "llama3", t.LlamaConfig(
         hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, intermediate_size=14336,
         num_hidden_layers=32, vocab_size=128256, architectures=["LlamaForCausalLM"])),
         ["--seq", "2048"], None, None, None)
-    yield ("MobileNetV2", "config.json, meta", lambda: _config(folder, "mobilenet", t.MobileNetV2Config(
+    yield ("MobileNetV2", "config.json, meta", lambda: config_file(folder, "mobilenet", t.MobileNetV2Config(
         num_labels=1000, architectures=["MobileNetV2ForImageClassification"])), [], None, None, None)
-    yield ("ViT-base", "config.json, meta", lambda: _config(folder, "vit", t.ViTConfig(
+    yield ("ViT-base", "config.json, meta", lambda: config_file(folder, "vit", t.ViTConfig(
         num_labels=1000, architectures=["ViTForImageClassification"])), [], None, None, None)
 
 
@@ -97,10 +65,7 @@ def matches(model_file: Path, preset: str, phase: str, inputs: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=None)
-    parser.add_argument("--write", default=None, metavar="RESULTS.md")
-    args = parser.parse_args()
+    args = bench_parser(__doc__, "networks").parse_args()
     table = Table()
     table.print(f"{'network':28}  {'given as':18}  {'import s':>8}  {'peak MiB':>8}  {'layers':>11}  {'chains':>6}  "
                 f"{'GMACs':>9}  {'streaming ops':>13}  preset's layers")
@@ -128,8 +93,7 @@ def main() -> None:
             verdict = matches(out, preset, phase, inputs) if preset else "-"
             table.print(f"{label:28}  {given:18}  {seconds:8.1f}  {peak:8.0f}  {layers:>11}  "
                         f"{len(data.get('chains', [])):6}  {macs:9.2f}  {streaming:13}  {verdict}")
-    if args.write:
-        write_results(args.write, "bench-import", table.lines)
+    table.write(args.write, "bench-import")
 
 
 if __name__ == "__main__":

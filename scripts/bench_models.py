@@ -9,7 +9,6 @@ its largest process. Each sweep runs as a user runs it (`mapper sweep ARCH --mod
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import Table, write_results
+from benchlib import Table, bench_parser
 
 # (label, the sweep's model flags)
 MODELS = [
@@ -49,12 +48,9 @@ def sweep(arch: str, flags: list[str], time_limit: float, db: Path) -> tuple[lis
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "models")
     parser.add_argument("--arch", default="h100")
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per point (default 120)")
-    parser.add_argument("--only", default="", help="run the models whose label contains this")
-    parser.add_argument("--write", metavar="FILE", help="also put the table into this Markdown file "
-                        "(its `bench_models` section, dated)")
     args = parser.parse_args()
     table = Table()
     table.print(f"{'model':24} {'arch':8} {'points':>6} {'mapped':>6} {'proven':>6} {'largest gap':>11} "
@@ -70,8 +66,7 @@ def main() -> None:
         largest = f"{max(gaps):.1%}" if gaps else ("-" if len(proven) == len(rows) else "unknown")
         table.print(f"{label:24} {args.arch:8} {len(rows):6} {len(mapped):6} {len(proven):6} {largest:>11} "
                     f"{seconds:7.1f} {peak:8.0f}")
-    if args.write:
-        write_results(args.write, "bench_models", table.lines)
+    table.write(args.write, "bench_models")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ and AccelForge's CPU seconds over ours (`cpu x`).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -22,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import Table, write_results
+from benchlib import Table, bench_parser
 
 # issue 21's GEMMs, issue 38's (a GEMV, squares) and three shapes with factors 3, 5, 7 and a
 # large prime (1009), whose splits no power of two serves; every tensor bf16 on both sides
@@ -81,12 +80,10 @@ def theirs(venv: str, *args: str) -> tuple[dict, float, float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--accelforge", default=None, metavar="VENV", help="AccelForge's virtual environment")
     parser.add_argument("--time-limit", type=float, default=60.0, help="ours, per GEMM")
     parser.add_argument("--fuse-time-limit", type=float, default=30.0, help="ours, the fused layer")
-    parser.add_argument("--only", default=None)
-    parser.add_argument("--write", default=None, metavar="MARKDOWN")
     args = parser.parse_args()
     table = Table()
     table.print(f"{'case':<24} {'arch':<9} {'AccelForge':>12} {'s':>7} {'cpu s':>7} {'MiB':>6} {'mapper':>12} "
@@ -119,8 +116,7 @@ def main() -> None:
             table.print(f"{LAYER + ' ' + mode:<24} {'tpu-v4i':<9} {af[0]:>12} {af[1]:>7} {af[2]:>7} {af[3]:>6} "
                         f"{energy:>10.4f} J {status:>13} {fuse_seconds:>6.1f} {fuse_cpu:>6.1f} {fuse_peak:>6.0f} "
                         f"{ratio:>6}")
-    if args.write:
-        write_results(args.write, "bench_peers", table.lines)
+    table.write(args.write, "bench_peers")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,7 @@ runs twice more: without CP-SAT proposals and without the local search, to show 
 """
 from __future__ import annotations
 
-import argparse
-
-from benchlib import Table, joint_variants, run_measured, write_results
+from benchlib import Table, bench_parser, joint_variants, run_measured
 from mapper import load_arch, load_workload
 from mapper.load import load_constraints
 from mapper.mapspace import Mapspace, counting
@@ -41,12 +39,9 @@ def _shown(score: float, unit: str, macs: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "cases (arch/workload)")
     parser.add_argument("--time-limit", type=float, default=30.0)
-    parser.add_argument("--only", default="", help="run the cases whose arch/workload contain this")
     parser.add_argument("--ablation", action="store_true", help="also without CP-SAT, without local search")
-    parser.add_argument("--write", metavar="FILE", help="also put the table into this Markdown file "
-                        "(its `bench_search` section, dated)")
     args = parser.parse_args()
     variants = joint_variants(args.ablation)
     table = Table()
@@ -70,8 +65,7 @@ def main() -> None:
             gap = "" if result.optimal or result.gap is None else f"{result.gap:.1%}"
             table.print(f"{head} {_shown(result.score, unit, workload.macs):>10} {result.seconds_to_best:>7.1f} "
                         f"{seconds:>7.1f} {str(result.optimal):>6} {gap:>7} {result.evaluated:>11,} {peak:>8.0f}")
-    if args.write:
-        write_results(args.write, "bench_search" + ("_ablation" if args.ablation else ""), table.lines)
+    table.write(args.write, "bench_search" + ("_ablation" if args.ablation else ""))
 
 
 if __name__ == "__main__":

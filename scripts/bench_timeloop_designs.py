@@ -17,12 +17,11 @@ Timeloop's mapping lies in it. Other differences a ratio may carry: no bandwidth
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import yaml
 
-from benchlib import Table, joint_variants, run_measured, write_results
+from benchlib import Table, bench_parser, joint_variants, run_measured
 from mapper import evaluate, load_arch, load_mapping, load_workload
 from mapper.load import load_constraints
 from mapper.mapspace import Mapspace
@@ -33,13 +32,10 @@ REFERENCE = ROOT / "tests" / "data" / "timeloop_designs.yaml"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, "designs")
     parser.add_argument("--time-limit", type=float, default=60.0)
-    parser.add_argument("--only", default="", help="run the designs whose name contains this")
     parser.add_argument("--no-greedy", action="store_true", help="skip the greedy column")
     parser.add_argument("--ablation", action="store_true", help="also without CP-SAT, without local search")
-    parser.add_argument("--write", metavar="FILE", help="also put the table into this Markdown file "
-                        "(its `bench_timeloop_designs` section, dated)")
     args = parser.parse_args()
     table = Table()
     with open(REFERENCE) as f:
@@ -81,8 +77,7 @@ def main() -> None:
                         f"{seconds:>7.1f} {peak:>8.0f}")
         if greedy_error:
             table.print(f"{'':25} greedy: {greedy_error}")
-    if args.write:
-        write_results(args.write, "bench_timeloop_designs" + ("_ablation" if args.ablation else ""), table.lines)
+    table.write(args.write, "bench_timeloop_designs" + ("_ablation" if args.ablation else ""))
 
 
 if __name__ == "__main__":

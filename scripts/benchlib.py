@@ -1,10 +1,21 @@
-"""What the benchmark scripts share: one strategy run, timed, in a process of its own whose
-peak resident memory is read at the end."""
+"""What the benchmark scripts share: their command line's `--only` and `--write` (`bench_parser`);
+one strategy run, timed, in a process of its own whose peak resident memory is read at the end
+(`run_measured`); the table, printed as it comes and put into a Markdown file (`Table`)."""
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 import resource
 import time
+
+
+def bench_parser(doc: str, cases: str = "cases") -> argparse.ArgumentParser:
+    """A benchmark's command line, described by the first line of its `doc`: `--only SUBSTRING`
+    (run the `cases` whose name contains it; "": all) and `--write FILE` (`Table.write`)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--only", default="", help=f"run the {cases} whose name contains this")
+    parser.add_argument("--write", metavar="FILE", help="also put the table into this Markdown file (its section, dated)")
+    return parser
 
 
 def run_measured(strategy, space, objective, time_limit: float | None = None):
@@ -64,6 +75,12 @@ class Table:
     def print(self, line: str) -> None:
         print(line, flush=True)
         self.lines.append(line)
+
+    def write(self, path: str | None, name: str) -> None:
+        """Put the table into the Markdown file `path` as its section `name` (`write_results`);
+        nothing where `path` is None (no `--write`)."""
+        if path:
+            write_results(path, name, self.lines)
 
 
 def write_results(path, name: str, lines: list[str]) -> None:

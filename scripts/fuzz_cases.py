@@ -102,6 +102,17 @@ def dump(doc) -> str:
     return text
 
 
+def write_doc(path: Path, doc) -> Path:
+    """`doc` written to `path`: bytes and text as they are, anything else as YAML (`dump`)."""
+    if isinstance(doc, bytes):
+        path.write_bytes(doc)
+    elif isinstance(doc, str):
+        path.write_text(doc)
+    else:
+        path.write_text(dump(doc))
+    return path
+
+
 def bases() -> dict:
     """Valid documents of every surface, small enough that each command answers within a second
     or two."""
@@ -150,17 +161,19 @@ def bases() -> dict:
 
 # ----------------------------------------------------------------------------- mutation
 
-def _paths(node, prefix=()):
+def paths_in(node, prefix=()):
+    """Every key path into a document (keys and list indices), its root's `()` first."""
     yield prefix
     if isinstance(node, dict):
         for key, value in node.items():
-            yield from _paths(value, prefix + (key,))
+            yield from paths_in(value, prefix + (key,))
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            yield from _paths(value, prefix + (i,))
+            yield from paths_in(value, prefix + (i,))
 
 
-def _get(node, path):
+def at_path(node, path):
+    """What a document holds at a key path (`paths_in`)."""
     for key in path:
         node = node[key]
     return node
@@ -187,11 +200,11 @@ def hostile_value(rng, depth: int = 0):
 def mutated(rng, base):
     doc = copy.deepcopy(base)
     for _ in range(rng.randint(1, 3)):
-        paths = [p for p in _paths(doc) if p and p[-1] != "_tag"]
+        paths = [p for p in paths_in(doc) if p and p[-1] != "_tag"]
         if not paths:
             break
         path = rng.choice(paths)
-        parent, key = _get(doc, path[:-1]), path[-1]
+        parent, key = at_path(doc, path[:-1]), path[-1]
         action = rng.choice(["replace", "replace", "replace", "delete", "add", "duplicate"])
         if action == "replace":
             parent[key] = hostile_value(rng)

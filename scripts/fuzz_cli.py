@@ -47,7 +47,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fuzz_cases import bases, dump, make_case  # noqa: E402
+from fuzz_cases import bases, make_case, write_doc  # noqa: E402
 
 from mapper.cli import main  # noqa: E402
 
@@ -224,17 +224,7 @@ TIMES: list[tuple] = []        # (command, bound or None, wall) of every run tha
 
 
 def _write(folder: Path, files: dict, tagged: set) -> dict[str, Path]:
-    paths = {}
-    for name, doc in files.items():
-        path = folder / name
-        if isinstance(doc, bytes):
-            path.write_bytes(doc)
-        elif isinstance(doc, str):
-            path.write_text(doc)
-        else:
-            path.write_text(dump(doc))
-        paths[name] = path
-    return paths
+    return {name: write_doc(folder / name, doc) for name, doc in files.items()}
 
 
 def _class_of(outcome: str, detail: str) -> str:

@@ -25,12 +25,13 @@ from mapper.search import Exhaustive, Joint, parse_objective
 from mapper.units import Where
 
 from brute_force import simulate
+from prefixes import check_prefix_bounds
 from scaled import quick_and_full
 from strategies import archs, problems, workloads
 from test_brute_force_agreement import as_plain
 from test_cost_agreement import assert_same
-from test_joint import BYPASS_EVERYWHERE, _prefix_table, sampled_scores
-from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
+from test_joint import BYPASS_EVERYWHERE
+from presets_sync import H100_SYNC
 
 H100 = load_arch(H100_SYNC)
 GEMM = load_workload("gemm-4096")
@@ -190,19 +191,11 @@ def test_joint_equals_exhaustive_with_clusters(data):
 
 @quick_and_full(4, 30, st.data())
 def test_every_node_bound_is_below_every_mapping_under_it_with_clusters(data):
-    from mapper.search.bounds import LinkBounds, lower_bound
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=64))
     arch = data.draw(archs(min_levels=3, max_levels=4, clusters=True, gpu=data.draw(st.booleans())))
     space = Mapspace(arch, workload, Constraints(levels=BYPASS_EVERYWHERE, clusters=True))
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
-    sample, score = sampled_scores(space, objective, data.draw(st.integers(0, 1000)))
-    if sample is None:
-        return
-    links = LinkBounds(space)
-    for depth in range(space.n_levels + 1):
-        node = _prefix_table(space, sample, depth)
-        bound = lower_bound(space, objective, depth, node, evaluate_many(arch, workload, node), links)
-        assert (bound <= score * (1 + 1e-9)).all(), depth
+    check_prefix_bounds(space, objective, data.draw(st.integers(0, 1000)))
 
 
 def test_cutlass_and_triton_carry_the_cluster():

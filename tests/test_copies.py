@@ -8,7 +8,7 @@ import pytest
 from mapper.constraints import Constraints
 from mapper.cost import evaluate_many
 from mapper.load import arch_from_dict, workload_from_dict
-from mapper.mapping import MappingTable, along_last
+from mapper.mapping import along_last
 from mapper.mapspace import Mapspace, pruning, sampling
 from mapper.search import Exhaustive, Joint, parse_objective
 from mapper.search.bounds import LinkBounds, lower_bounds
@@ -18,6 +18,7 @@ from mapper.search.joint import copies_cut, order_free
 from mapper.search.tree import LevelTree, Nodes, feasible
 from mapper.units import Where
 
+from prefixes import NEVER_BEATEN, prefix_nodes
 from test_joint import _walk
 
 W = Where("<test>")
@@ -91,16 +92,8 @@ def test_node_bounds_with_their_split_stay_below_every_mapping_under_them(worklo
     costs = evaluate_many(arch, workload, sample)
     objective = parse_objective("edp", arch)
     raised = 0
-    for depth in range(space.n_levels + 1):
-        factors = sample.factors.copy()
-        if depth < space.n_levels:
-            factors[depth, 0] = factors[depth:].prod(axis=(0, 1))
-            factors[depth, 1:] = 1
-            factors[depth + 1:] = 1
-        node = MappingTable(factors, sample.order.copy(), sample.keep.copy(), sample.stages.copy())
-        node_costs = evaluate_many(arch, workload, node)
-        bounds = lower_bounds(space, objective, min(depth, space.n_levels), node, node_costs, links,
-                              refine_below=(np.inf, np.inf, np.inf))
+    for depth, node, node_costs in prefix_nodes(space, sample):
+        bounds = lower_bounds(space, objective, depth, node, node_costs, links, refine_below=NEVER_BEATEN)
         assert (bounds.energy <= costs.energy_pj * (1 + 1e-9)).all(), depth
         assert (bounds.objective <= costs.edp * (1 + 1e-9)).all(), depth
         split = links.innermost.node_split(depth, node)

@@ -41,7 +41,9 @@ from hypothesis import strategies as st
 
 from mapper.cli import main
 from scaled import quick_and_full
+from script_modules import script_module
 
+FUZZ = script_module("fuzz_cases")      # key paths into a document, and writing one (as scripts/fuzz_cli.py)
 EXAMPLES = int(os.environ.get("HOSTILE_EXAMPLES", "0"))
 TIME_LIMIT_S = 20           # per input: far above what a refusal takes (milliseconds)
 TRIED = {"inputs": 0}
@@ -123,33 +125,17 @@ def hostile_values():
                                      scalar, max_size=3))
 
 
-def _paths(node, prefix=()):
-    yield prefix
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from _paths(value, prefix + (key,))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _paths(value, prefix + (i,))
-
-
-def _get(node, path):
-    for key in path:
-        node = node[key]
-    return node
-
-
 @st.composite
 def mutated(draw, base: dict):
     """`base` changed at one or a few key paths: replaced, deleted, an unknown key added, a
     name duplicated."""
     doc = copy.deepcopy(base)
     for _ in range(draw(st.integers(1, 3))):
-        paths = [p for p in _paths(doc) if p]
+        paths = [p for p in FUZZ.paths_in(doc) if p]
         if not paths:
             break
         path = draw(st.sampled_from(paths))
-        parent, key = _get(doc, path[:-1]), path[-1]
+        parent, key = FUZZ.at_path(doc, path[:-1]), path[-1]
         action = draw(st.sampled_from(["replace", "replace", "replace", "delete", "add", "duplicate"]))
         if action == "replace":
             parent[key] = draw(hostile_values())
@@ -242,14 +228,7 @@ def folder():
 
 
 def _write(folder: Path, name: str, doc) -> Path:
-    path = folder / name
-    if isinstance(doc, bytes):
-        path.write_bytes(doc)
-    elif isinstance(doc, str):
-        path.write_text(doc)
-    else:
-        path.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False))
-    return path
+    return FUZZ.write_doc(folder / name, doc)
 
 
 def _base_files(folder: Path):
@@ -454,14 +433,6 @@ def test_mutated_sweep_files_and_models(tmp_path, data, kind):
             files + [tmp_path / "arch.yaml", tmp_path / "workload.yaml"], db)
 
 
-class _TaggedDumper(yaml.SafeDumper):
-    """Writes the dicts `read_timeloop_yaml` makes of Timeloop's `!Container` nodes back as tags."""
-
-
-_TaggedDumper.add_representer(dict, lambda dumper, data: dumper.represent_mapping(
-    "!" + data["_tag"], {k: v for k, v in data.items() if k != "_tag"}) if isinstance(data.get("_tag"), str)
-    else dumper.represent_dict(data))
-
 TIMELOOP = ("arch.yaml", "problem.yaml", "map_dummy.yaml", "ERT.yaml")
 
 
@@ -476,8 +447,7 @@ def test_mutated_timeloop_files(tmp_path, data, which, command):
         doc = read_timeloop_yaml(DATA / "timeloop_v04_targets" / name)
         if name == which:
             doc = _doc(data, doc)
-        text = doc if isinstance(doc, bytes) else yaml.dump(doc, Dumper=_TaggedDumper, allow_unicode=True).encode()
-        paths.append(_write(tmp_path, name, text))
+        paths.append(_write(tmp_path, name, doc))       # `!Container` dicts written back as tags
     arch, problem, mapping, ert = map(str, paths)
     argv = (["import-timeloop", arch, problem, mapping, "--ert", ert, "-o", str(tmp_path / "out")] if command == "import-timeloop"
             else ["evaluate", arch, problem, mapping, "--ert", ert, "--json"])

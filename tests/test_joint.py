@@ -17,6 +17,7 @@ from mapper.search.tree import LevelTree
 from mapper.rescale import rescale
 from mapper.search.warm import admit
 
+from prefixes import NEVER_BEATEN, check_prefix_bounds, prefix_table
 from strategies import archs, workloads
 from test_mapspace import gemm, small_arch
 from scaled import quick_and_full
@@ -33,19 +34,6 @@ def _walk(space, objective, tree):
     setup = WalkSetup(space, objective, tree, LinkBounds(space), context, context.budget(None),
                       JointTuning(), 4_000, False)
     return Walk(setup, Incumbent(space, objective, context))
-
-
-def sampled_scores(space, objective, seed: int):
-    """200 mappings drawn from the space (`sampling.sample`) and their scores under `objective`;
-    (None, None) where none of the draws is valid."""
-    sample = sampling.sample(space, 200, np.random.default_rng(seed))
-    if not len(sample):
-        return None, None
-    costs = evaluate_many(space.arch, space.workload, sample)
-    return sample, {"edp": costs.edp, "energy": costs.energy_pj, "cycles": costs.cycles}[objective.kind]
-
-
-NEVER_BEATEN = (np.inf, np.inf, np.inf)      # a ranking key no bound exceeds: every node refined
 
 
 @quick_and_full(2, 40, st.data())
@@ -155,18 +143,6 @@ def test_cli_warm_start_reaches_the_search(capsys):
     assert any("given incumbent" in note for note in notes)
 
 
-def _prefix_table(space, table, depth):
-    """The tree node of `table`'s mapping at `depth`: levels above as chosen, level `depth`
-    holding the rest of every dim as temporal loops, deeper levels unit."""
-    from mapper.mapping import MappingTable
-    factors = table.factors.copy()
-    if depth < space.n_levels:
-        factors[depth, 0] = factors[depth:].prod(axis=(0, 1))
-        factors[depth, 1:] = 1
-        factors[depth + 1:] = 1
-    return MappingTable(factors, table.order.copy(), table.keep.copy(), table.stages.copy())
-
-
 def test_bounds_never_exceed_a_mapping_below_them():
     """Regression: with bypass at one level and a must-keep level below, the compulsory read
     at the deepest decided keeper was charged twice (once more inside the link bound)."""
@@ -183,7 +159,7 @@ def test_bounds_never_exceed_a_mapping_below_them():
     cost = evaluate_many(arch, workload, table).edp[0]
     links = LinkBounds(space)
     for depth in range(space.n_levels + 1):
-        node = _prefix_table(space, table, depth)
+        node = prefix_table(space, table, depth)
         bound = lower_bound(space, objective, min(depth, space.n_levels), node,
                             evaluate_many(arch, workload, node), links)[0]
         assert bound <= cost * (1 + 1e-9), depth
@@ -202,7 +178,7 @@ def test_a_level_that_fills_and_feeds_is_bounded_below_its_best_mapping():
     costs = evaluate_many(arch, workload, table)
     objective, links = parse_objective("edp", arch), LinkBounds(space)
     for depth in range(space.n_levels + 1):
-        node = _prefix_table(space, table, depth)
+        node = prefix_table(space, table, depth)
         bounds = lower_bounds(space, objective, min(depth, space.n_levels), node,
                               evaluate_many(arch, workload, node), links)
         assert bounds.cycles[0] <= costs.cycles[0] * (1 + 1e-9), depth
@@ -237,7 +213,7 @@ def test_bounds_stay_below_sliding_windows(capacities, p, r):
     table = sampling.sample(space, 3000, np.random.default_rng(0))
     energy = evaluate_many(arch, workload, table).energy_pj
     for depth in range(space.n_levels + 1):
-        node = _prefix_table(space, table, depth)
+        node = prefix_table(space, table, depth)
         bound = lower_bound(space, objective, min(depth, space.n_levels), node,
                             evaluate_many(arch, workload, node), links)
         assert (bound <= energy * (1 + 1e-9)).all(), depth
@@ -249,7 +225,6 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
     with bypass at every level: what the pruning's soundness rests on, checked node by node
     (the innermost level's bound, with its keep sets open, included, and refined with the
     words the node's own loops bring down again, `refine_below`)."""
-    from mapper.search.bounds import LinkBounds, lower_bound, lower_bounds
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "conv1d-strided", "batched"), max_macs=64))
     # with latencies (and GPUs, whose resident blocks share them): the bound on what no
     # mapping hides (`latency_bound`) and the fetch requests a node has decided
@@ -267,19 +242,7 @@ def test_every_node_bound_is_below_every_mapping_under_it(data):
         (level.name, LevelConstraints(bypass=data.draw(st.booleans()))) for level in arch.levels[1:])
     space = Mapspace(arch, workload, Constraints(levels=levels))
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
-    sample, score = sampled_scores(space, objective, data.draw(st.integers(0, 1000)))
-    if sample is None:
-        return
-    links = LinkBounds(space)
-    for depth in range(space.n_levels + 1):
-        node = _prefix_table(space, sample, depth)
-        costs = evaluate_many(arch, workload, node)
-        bound = lower_bound(space, objective, min(depth, space.n_levels), node, costs, links)
-        assert (bound <= score * (1 + 1e-9)).all(), depth
-        # and refined, exactly, for every node (as under an incumbent that beats none)
-        refined = lower_bounds(space, objective, min(depth, space.n_levels), node, costs, links,
-                               refine_below=NEVER_BEATEN).objective
-        assert (refined >= bound).all() and (refined <= score * (1 + 1e-9)).all(), depth
+    check_prefix_bounds(space, objective, data.draw(st.integers(0, 1000)), refined=True)
 
 
 @quick_and_full(6, 40, st.data())
@@ -304,7 +267,7 @@ def test_bounds_in_a_keep_part_stay_below_its_mappings(data):
         score = {"edp": costs.edp, "energy": costs.energy_pj, "cycles": costs.cycles}[objective.kind]
         links = whole.for_space(part)
         for depth in range(space.n_levels + 1):
-            node = _prefix_table(space, table, depth)
+            node = prefix_table(space, table, depth)
             bound = lower_bounds(part, objective, min(depth, space.n_levels), node,
                                  evaluate_many(arch, workload, node), links, refine_below=NEVER_BEATEN).objective
             assert (bound <= score * (1 + 1e-9)).all(), (depth, picks)

@@ -19,7 +19,10 @@ from mapper.model_import import import_model
 from mapper.sweep.models import expand, load_model
 from mapper.sweep.points import digest
 
+from script_modules import script_module
+
 pytestmark = pytest.mark.torch
+EXPORTED = script_module("exported_models")      # the networks, as bench_import.py gives them
 
 
 def _groups(model, phase, inputs) -> dict[str, tuple]:
@@ -37,40 +40,10 @@ def _same_as_preset(imported, preset: str, phase: str, inputs: dict):
     assert _macs(imported.model, None, {}) == _macs(load_model(preset), phase, inputs)
 
 
-def _config(tmp_path, name, config) -> str:
-    folder = tmp_path / name
-    folder.mkdir()
-    config.to_json_file(str(folder / "config.json"))
-    return str(folder / "config.json")
-
-
 @pytest.fixture(scope="module")
 def gpt2_onnx(tmp_path_factory):
-    """GPT-2 small with random weights (its biases too: an exporter drops zero ones), exported to
-    an ONNX file with batch and sequence symbolic."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
-    torch.manual_seed(0)
-    config = GPT2Config(use_cache=False)
-    config._attn_implementation = "eager"
-    model = GPT2LMHeadModel(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.normal_(0, 0.02)
-
-    class Logits(torch.nn.Module):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, ids):
-            return self.inner(input_ids=ids, use_cache=False).logits
-    path = tmp_path_factory.mktemp("gpt2") / "gpt2.onnx"
-    dims = {"ids": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq")}}
-    torch.onnx.export(Logits(model).eval(), (torch.ones(2, 8, dtype=torch.long),), dynamo=True,
-                      dynamic_shapes=dims, report=False).save(str(path))
-    return str(path)
+    """GPT-2 small with random weights exported to an ONNX file (`exported_models.gpt2_onnx`)."""
+    return EXPORTED.gpt2_onnx(tmp_path_factory.mktemp("gpt2"))
 
 
 def test_gpt2_onnx_matches_the_preset(gpt2_onnx):
@@ -126,7 +99,7 @@ def test_bert_module_matches_the_preset():
 
 def test_llama7b_config_imports_on_meta_tensors_in_under_2_gb(tmp_path):
     from transformers import LlamaConfig
-    path = _config(tmp_path, "llama-7b", LlamaConfig(
+    path = EXPORTED.config_file(tmp_path, "llama-7b", LlamaConfig(
         hidden_size=4096, num_attention_heads=32, num_key_value_heads=32, intermediate_size=11008,
         num_hidden_layers=32, vocab_size=32000, architectures=["LlamaForCausalLM"]))
     # the peak of the process's own memory (VmHWM: getrusage's maxrss would count the forked
@@ -149,7 +122,7 @@ def test_llama7b_config_imports_on_meta_tensors_in_under_2_gb(tmp_path):
 def test_resnet50_config_matches_the_preset(tmp_path):
     from transformers import ResNetConfig
     # the preset is ResNet-50 v1 (stride 2 in the first 1x1 of a stage): transformers' flag for it
-    path = _config(tmp_path, "resnet-50", ResNetConfig(downsample_in_bottleneck=True, num_labels=1000,
+    path = EXPORTED.config_file(tmp_path, "resnet-50", ResNetConfig(downsample_in_bottleneck=True, num_labels=1000,
                                                         architectures=["ResNetForImageClassification"]))
     imported = import_model(path, dtype="bf16", output_dtype="fp32")
     _same_as_preset(imported, "resnet50", "inference", {})
@@ -159,7 +132,7 @@ def test_resnet50_config_matches_the_preset(tmp_path):
 
 def test_grouped_query_attention_sweeps_on_h100(tmp_path, capsys):
     from transformers import LlamaConfig
-    path = _config(tmp_path, "llama-3-8b", LlamaConfig(
+    path = EXPORTED.config_file(tmp_path, "llama-3-8b", LlamaConfig(
         hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, intermediate_size=14336,
         num_hidden_layers=2, vocab_size=128256, architectures=["LlamaForCausalLM"]))
     imported = import_model(path, seq=256, dtype="bf16", output_dtype="fp32")
@@ -183,7 +156,7 @@ def _every_layer_mapped_on_h100(imported, tmp_path, capsys, strategies: str, sec
 
 def test_mobilenetv2_depthwise_layers_sweep_on_h100(tmp_path, capsys):
     from transformers import MobileNetV2Config
-    path = _config(tmp_path, "mobilenet-v2", MobileNetV2Config(num_labels=1000,
+    path = EXPORTED.config_file(tmp_path, "mobilenet-v2", MobileNetV2Config(num_labels=1000,
                                                                 architectures=["MobileNetV2ForImageClassification"]))
     imported = import_model(path, dtype="bf16", output_dtype="fp32")
     depthwise = [layer for layer in imported.data["layers"] if layer["einsum"].startswith("O[n,g,p,q]")]

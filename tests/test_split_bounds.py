@@ -18,6 +18,8 @@ from mapper.search.bounds.node import least_macs
 from mapper.search.bounds.split_floor import split_traffic
 from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
+from prefixes import prefix_nodes
+
 
 def _pieces(size: int, count: int) -> list[range]:
     """`size` cut into `count` consecutive non-empty pieces, as a tiled loop cuts it (the last shorter)."""
@@ -96,7 +98,6 @@ def test_node_bounds_stay_below_every_mapping_under_them(arch, workload, draws):
     """At every depth, a node's bounds (energy, and cycles with the split chain under the
     splits the node has decided, the fetch requests and fragments it has fixed) stay at or
     below each mapping under it."""
-    from mapper.mapping import MappingTable
     from mapper.search.bounds import lower_bounds
     from mapper.search.objective import parse_objective
     space = Mapspace(load_arch(arch), load_workload(workload), load_constraints("default"))
@@ -105,15 +106,8 @@ def test_node_bounds_stay_below_every_mapping_under_them(arch, workload, draws):
     assert len(sample) > 20
     costs = evaluate_many(space.arch, space.workload, sample)
     objective = parse_objective("edp", space.arch)
-    for depth in range(space.n_levels + 1):
-        factors = sample.factors.copy()
-        if depth < space.n_levels:          # the node: levels above as chosen, the rest at `depth`
-            factors[depth, 0] = factors[depth:].prod(axis=(0, 1))
-            factors[depth, 1:] = 1
-            factors[depth + 1:] = 1
-        node = MappingTable(factors, sample.order.copy(), sample.keep.copy(), sample.stages.copy())
-        bounds = lower_bounds(space, objective, min(depth, space.n_levels), node,
-                              evaluate_many(space.arch, space.workload, node), links)
+    for depth, node, node_costs in prefix_nodes(space, sample):     # levels above as chosen, the rest at `depth`
+        bounds = lower_bounds(space, objective, depth, node, node_costs, links)
         assert (bounds.energy <= costs.energy_pj * (1 + 1e-9)).all(), depth
         assert (bounds.cycles <= costs.cycles * (1 + 1e-9)).all(), depth
 

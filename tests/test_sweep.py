@@ -50,6 +50,15 @@ workloads:
     return path
 
 
+def swept_rows(tmp_path, sizes: str) -> tuple[list, dict]:
+    """The points of `sweep_file(tmp_path, sizes=sizes)`, run on one core into a store, and the
+    store's rows by key."""
+    points = expand_points(load_sweep(str(sweep_file(tmp_path, sizes=sizes))))
+    with Store(tmp_path / "r.sqlite") as store:
+        run_points(points, store, jobs=1, progress=False)
+        return points, {r["key"]: r for r in store.rows()}
+
+
 def db_rows(db) -> list[tuple]:
     with sqlite3.connect(db) as con:
         return con.execute("SELECT key, slot, status, finished_at FROM points").fetchall()
@@ -333,11 +342,7 @@ def test_model_sweep_report_gap_bottleneck_and_weighted_totals(tmp_path, capsys)
 def test_grid_plots_are_written(tmp_path):
     pytest.importorskip("matplotlib")
     from mapper.sweep.plots import write_plots
-    path = sweep_file(tmp_path, sizes="m: [2, 4], n: [2, 4], k: [2, 4]")
-    points = expand_points(load_sweep(str(path)))
-    with Store(tmp_path / "r.sqlite") as store:
-        run_points(points, store, jobs=1, progress=False)
-        rows = {r["key"]: r for r in store.rows()}
+    points, rows = swept_rows(tmp_path, "m: [2, 4], n: [2, 4], k: [2, 4]")
     written = sorted(p.name.split("-")[0] for p in write_plots(points, rows, tmp_path / "plots"))
     assert written == ["gap", "roofline", "tiles"]
 

@@ -6,22 +6,14 @@ import math
 import pytest
 
 from mapper.sweep.plots import write_plots
-from mapper.sweep.points import expand_points
-from mapper.sweep.runner import run_points
-from mapper.sweep.spec import load_sweep
-from mapper.sweep.store import Store
 
-from test_sweep import sweep_file
+from test_sweep import swept_rows
 
 
 def test_sweep_roofline_has_every_levels_roof_and_hollow_unproven_points(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     import mapper.sweep.plots as plots
-    path = sweep_file(tmp_path, sizes="m: [2, 4], n: 2, k: 4")
-    points = expand_points(load_sweep(str(path)))
-    with Store(tmp_path / "r.sqlite") as store:
-        run_points(points, store, jobs=1, progress=False)
-        rows = {r["key"]: r for r in store.rows()}
+    points, rows = swept_rows(tmp_path, "m: [2, 4], n: 2, k: 4")
     real = plots.pyplot()
     figures = []
 

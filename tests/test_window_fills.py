@@ -11,13 +11,14 @@ import pytest
 from mapper.constraints import Constraints
 from mapper.cost import evaluate_many
 from mapper.load import arch_from_dict, workload_from_dict
-from mapper.mapping import MappingTable
 from mapper.mapspace import Mapspace, pruning, sampling
 from mapper.search import parse_objective
 from mapper.search.bounds import LinkBounds, lower_bounds
 from mapper.search.bounds import operand, window
 from mapper.search.bounds.window import cutoff as window_cutoff
 from mapper.units import Where
+
+from prefixes import NEVER_BEATEN, prefix_nodes
 
 W = Where("<test>")
 
@@ -76,10 +77,11 @@ def test_a_windowed_tensors_fills_stay_below_every_mapping_of_their_cell(einsum,
     bound meets some mapping exactly, and the one-value-wide rule raises it above the words
     each instance touches for some cell."""
     space = _space(einsum, sizes, capacity)
-    bound = LinkBounds(space).innermost
+    inner = LinkBounds(space).innermost
+    bound = inner.cells
     workload = space.workload
     t = next(i for i, tensor in enumerate(workload.tensors) if tensor.has_sliding_axis)
-    least = bound._fills(t).min(axis=0)
+    least = inner.prices.fills(t).min(axis=0)
     touched = bound.instances * np.maximum(bound.words[t], window.touched(space.workload.tensors[t], bound.tile, bound.trips))
     assert (least >= touched * (1 - 1e-9)).all()
     assert (least > touched * (1 + 1e-9)).any()
@@ -92,7 +94,7 @@ def test_a_windowed_tensors_fills_stay_below_every_mapping_of_their_cell(einsum,
     ratios = []
     for n in rows:
         cell = np.flatnonzero((bound.tile == tile[:, n][:, None]).all(axis=0)
-                              & (bound.cell_vectors[:, 1] == split[:, n][None]).all(axis=1))
+                              & (bound.vectors[:, 1] == split[:, n][None]).all(axis=1))
         assert len(cell) == 1
         ratios.append(least[cell[0]] / (costs.level_fills[j, t, n] * costs.level_instances[j, n]))
     assert len(ratios) > 300
@@ -108,22 +110,15 @@ def test_node_bounds_on_windows_stay_below_every_mapping(monkeypatch, einsum, si
     monkeypatch.setattr(operand, "MAX_VECTORS", 8)
     space = _space(einsum, sizes, capacity)
     links = LinkBounds(space)
-    assert links.innermost.cell_vectors is not None and len(links.innermost.cell_vectors) > 8
+    assert links.innermost.cells.vectors is not None and len(links.innermost.cells.vectors) > 8
     assert operand.SplitVectors(space).at_depth[0] is None
     arch, workload = space.arch, space.workload
     sample = sampling.sample(space, 6000, np.random.default_rng(2))
     sample = sample.take(np.flatnonzero(pruning.valid_mask(space, sample)))
     costs = evaluate_many(arch, workload, sample)
     objective = parse_objective("edp", arch)
-    for depth in range(space.n_levels + 1):
-        factors = sample.factors.copy()
-        if depth < space.n_levels:
-            factors[depth, 0] = factors[depth:].prod(axis=(0, 1))
-            factors[depth, 1:] = 1
-            factors[depth + 1:] = 1
-        node = MappingTable(factors, sample.order.copy(), sample.keep.copy(), sample.stages.copy())
-        bounds = lower_bounds(space, objective, min(depth, space.n_levels), node,
-                              evaluate_many(arch, workload, node), links, refine_below=(np.inf, np.inf, np.inf))
+    for depth, node, node_costs in prefix_nodes(space, sample):
+        bounds = lower_bounds(space, objective, depth, node, node_costs, links, refine_below=NEVER_BEATEN)
         assert (bounds.energy <= costs.energy_pj * (1 + 1e-9)).all(), depth
         assert (bounds.objective <= costs.edp * (1 + 1e-9)).all(), depth
 
@@ -145,15 +140,15 @@ def test_coinciding_windows_share_a_transfer_in_the_bound():
     units, a multicast of 4/3 (the cost model's count, `cost/multicast.py`), not 1 as if
     every unit held its own window."""
     space = _space(*CASES[0][:3])
-    bound = LinkBounds(space).innermost
+    bound = LinkBounds(space).innermost.cells
     t = 1
     dims = space.workload.dims
     vector = np.ones(len(dims), np.int64)
     vector[dims.index("p")], vector[dims.index("r")] = 2, 2
     vector[dims.index("q")] = 1
-    cells = np.flatnonzero((bound.cell_vectors[:, 1] == vector).all(axis=1) & (bound.tile == 1).all(axis=0))
+    cells = np.flatnonzero((bound.vectors[:, 1] == vector).all(axis=1) & (bound.tile == 1).all(axis=0))
     assert len(cells)
-    spread = window.multicast(space.arch, space.workload.tensors[t], bound.cell_vectors, bound.tile, bound.level, [1])[cells]
+    spread = window.multicast(space.arch, space.workload.tensors[t], bound.vectors, bound.tile, bound.level, [1])[cells]
     assert np.allclose(spread, 4 / 3)
 
 
@@ -161,7 +156,7 @@ def test_window_steps_counted_once_per_distinct_trips_are_the_direct_counts():
     """`window.steps_once` (each distinct column of trips counted once into a memo kept per
     space) gives what `window.steps` gives cell by cell, on columns repeated and asked twice."""
     space = _space(*CASES[0])
-    bound = LinkBounds(space).innermost
+    bound = LinkBounds(space).innermost.cells
     t = next(i for i, tensor in enumerate(space.workload.tensors) if tensor.has_sliding_axis)
     some = bound.trips[:, ::max(1, bound.trips.shape[1] // 40)]
     trips = np.concatenate([some, some[:, ::-1], some[:, :5]], axis=1)

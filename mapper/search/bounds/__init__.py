@@ -5,7 +5,9 @@ One module per kind of bound, lowest first (each imports only those above it in 
 - `energy`: what one word costs to move, and how many units one transfer can serve;
 - `refetch`: what a node's own decided loops must fetch again (its keepers, its refetches);
 - `operand`: what the innermost keepers must serve the compute units, over the splits still open;
-- `innermost`: the innermost level's keep sets, tiles and splits enumerated instead of assumed;
+- `cells`, `cell_prices`, `candidates`, `innermost`: the innermost level's keep sets, tiles and
+  splits enumerated instead of assumed (its cells, what they cost whatever the keeps, its
+  choices priced, and the bound per set of parents);
 - `latency`: the latency no mapping hides;
 - `grid`: the tiles a level can hold, and what a word fetched into it costs;
 - `spread`: the traffic into each level as a function of how widely each tensor is shared;

@@ -27,12 +27,12 @@ def read_back_energy(updates, first, most_copies, read_keeper: float, read_paren
     return np.minimum(at_one, read_keeper * np.maximum(0.0, updates - first * copies)
                       + read_parent * first * (copies - 1))
 
-def drawn(space, t: int):
+def drawn(arch, workload, t: int):
     """The fewest words of tensor t the compute units take from its innermost keeper in any
     mapping of the space: the MACs, or where the unit reads whole fragments the MACs over the
     largest instruction's reuse (`mma.least_words_per_mac`; the MACs run are never fewer)."""
-    least = mma.least_words_per_mac(space.arch, space.workload, t)
-    return space.workload.macs if least == 1 else space.workload.macs * least
+    least = mma.least_words_per_mac(arch, workload, t)
+    return workload.macs if least == 1 else workload.macs * least
 
 def cheapest_read_above(arch, tensor, level: int) -> float:
     """The least energy per word read back from any level above `level` that may keep `tensor`."""

@@ -97,7 +97,7 @@ class LinkBounds:
         if whole is None:
             self.units = [self._units(space, lv, max_combinations) for lv in range(space.n_levels)]
             self.splits = SplitVectors(space)
-            self.innermost = InnermostBound(space, self.splits, self.give_up)
+            self.innermost = InnermostBound.of_space(space, self.splits, self.give_up)
         else:                   # none of these depends on keeps
             self.units, self.splits = whole.units, whole.splits
             self.innermost = whole.innermost.for_space(space)

@@ -129,7 +129,7 @@ def operand_bound(space: Mapspace, depth: int, table, options, splits: SplitVect
                     # at most what the network shares (a block cluster's CTAs)
                     share = share * _shared_splits(arch, workload.tensors[t], (decided, decided_y), vectors,
                                                    level, depth, shared, first_of_group)
-            energy = drawn(space, t) * serve_energy(arch.levels[lv], workload.tensors[t]) / share
+            energy = drawn(space.arch, workload, t) * serve_energy(arch.levels[lv], workload.tensors[t]) / share
             c = np.broadcast_to(comp, (n,))[first_of_group][:, None]
             energy = np.where(np.broadcast_to(at_deepest, (n,))[first_of_group][:, None], np.maximum(energy, c), energy + c)
             if workload.tensors[t].is_output:
@@ -177,7 +177,7 @@ def _read_modify_write(space: Mapspace, t: int, lv: int, share, decided, vectors
             unsplit *= space.arch.fanout_units(above)
             continue
         copies = copies * _splits(decided, vectors, above, depth, ~workload.relevance[t], first)
-    return read_back_energy(drawn(space, t) / share, words * np.minimum(copies, level.instances), unsplit,
+    return read_back_energy(drawn(space.arch, workload, t) / share, words * np.minimum(copies, level.instances), unsplit,
                             read_energy(level, tensor), cheapest_read_above(space.arch, tensor, lv))
 
 def _shared_splits(arch, tensor, decided: tuple, vectors, level: int, depth: int, dims: np.ndarray,
@@ -248,7 +248,7 @@ def independent_bound(space: Mapspace, t: int, options) -> np.ndarray | float:
     best = np.inf
     for lv, candidate, at_deepest, compulsory, *_ in options:
         below = sharing_fanout(arch, tensor, lv, space.n_levels)
-        e = drawn(space, t) / below * serve_energy(arch.levels[lv], tensor)
+        e = drawn(space.arch, workload, t) / below * serve_energy(arch.levels[lv], tensor)
         e = np.where(at_deepest, np.maximum(e, compulsory), e + compulsory)
         best = np.where(candidate, np.minimum(best, e), best)
     return np.where(np.isfinite(best), best, 0.0)
@@ -280,7 +280,7 @@ def read_modify_write(space: Mapspace, t: int, depth: int, table: MappingTable,
             continue
         level = arch.levels[lv]
         below = sharing_fanout(arch, tensor, lv, n_levels)
-        reads = np.maximum(0.0, drawn(space, t) / below - words * np.minimum(sharing, level.instances))
+        reads = np.maximum(0.0, drawn(space.arch, workload, t) / below - words * np.minimum(sharing, level.instances))
         e = reads * read_energy(level, tensor)
         candidate = may_be_innermost(lv, depth, deepest, deeper_must)
         rmw = np.where(candidate, np.minimum(rmw, e), rmw)

@@ -37,10 +37,10 @@ class CellCut(CopiesCut):
         """Whether the objective has an energy part, the children decide the level just above
         the innermost one, and the innermost bound enumerates every fanout's splits in a
         space of exact factors (so that a choice's tile and splits name one of its cells)."""
-        inner = view.links.innermost
-        return (view.objective.kind not in ("bytes", "cycles") and inner.enabled
-                and nodes.depth == inner.level - 1 and inner.cell_vectors is not None
-                and not any(x > 1 for x in inner.unsplit) and inner.perfect())
+        cells = view.links.innermost.cells
+        return (view.objective.kind not in ("bytes", "cycles") and cells is not None
+                and nodes.depth == cells.level - 1 and cells.vectors is not None
+                and not any(x > 1 for x in cells.unsplit) and cells.perfect)
 
     def __call__(self, parents: np.ndarray, groups: np.ndarray, bar: tuple) -> np.ndarray:
         """(M,) True where every completion of the factor choice (`parents`, its `groups`) is
@@ -53,7 +53,8 @@ class CellCut(CopiesCut):
         sizes = np.array(view.space.workload.sizes, np.int64)[:, None]
         tile = sizes // levels.prod(axis=(0, 1))                                        # (D, M)
         vectors = levels[:, 1:].prod(axis=1).transpose(2, 0, 1)                         # (M, k + 1, D)
-        cell = cell_of(inner.tile, inner.cell_vectors, tile, vectors[:, :inner.level], inner.keep_free)
+        cells = inner.cells
+        cell = cell_of(cells.tile, cells.vectors, tile, vectors[:, :cells.level], inner.prices.memo)
         least = np.zeros(len(parents))
         deepest = np.stack([d[parents] for d in terms.deepest])                         # (T, M)
         combos, which = np.unique(deepest, axis=1, return_inverse=True)

@@ -12,7 +12,7 @@ depth 2 (few); the children of each depth-1 node are handed out in units (the pa
 children's first dim), each to the first worker that reaches it (`Claims`), decided before
 their other dims are crossed in. Across keep parts the units are one level up, the parts'
 roots and their children's first dim (bounding the parts' depth-1 nodes is most of such a
-walk), each done once the depth-1 nodes it became are walked (`walk.Walk._search_across`). So the walk is theirs while worker 0 searches for better
+walk), each done once the depth-1 nodes it became are walked (`across.AcrossParts`). So the walk is theirs while worker 0 searches for better
 incumbents, none waits on a share fixed in advance that turned out larger than another's, and
 worker 0 stops searching for incumbents once another's walk has reached its end. On a work
 clock the owners are fixed instead (`Claims(fixed=...)`, `_fixed_owner`): the others own what

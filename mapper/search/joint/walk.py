@@ -12,13 +12,12 @@ A walk is given a frozen `WalkSetup` and keeps its own state; what others ask of
 through its methods: walk the parts (`walk_parts`), dive (`dives.py`, through `price`,
 `offering_to` and `polishing`); what it runs between slices (CP-SAT's proposals once ready, jobs
 once it has gone on for a while) is its `deferred` (`deferred.py`), how many rows a slice holds
-its `pacing` (`pacing.py`).
+its `pacing` (`pacing.py`), when it polishes a new incumbent its `polisher` (`polish.py`). How a
+slice is priced is `pricing.py`'s; the order it takes across several parts `across.py`'s.
 """
 from __future__ import annotations
 
 import functools
-import heapq
-import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,18 +25,20 @@ from typing import Callable
 
 import numpy as np
 
-from ...mapspace import Mapspace, pruning
-from ..bounds import LinkBounds, NodeBounds, lower_bounds
+from ...mapspace import Mapspace
+from ..bounds import LinkBounds, NodeBounds
 from ..context import Budget, SearchContext
 from ..fitting_children import fitting_children
 from ..objective import Objective, beaten, bound_order, bound_primary, outranked
 from ..result import Incumbent
-from ..tree import LevelTree, Nodes, feasible
+from ..tree import LevelTree, Nodes
+from .across import AcrossParts
 from .cut import Cut, Share
 from .deferred import Deferred
-from .neighbourhood import improve
 from .parallel import Claims, content_hashes
 from .pacing import Pacing
+from .polish import Polisher
+from .pricing import offer_complete, price_partial, rows_per_pricing
 from .parts import Part
 from .settings import JointTuning
 from .view import WalkView
@@ -78,7 +79,7 @@ class Walk:
         self.polish = setup.polish
         self.deferred = Deferred(self.context, setup.tuning.walk_polish_after)     # between slices
         self.pacing = Pacing(setup.chunk, setup.tuning, self.context, self.budget)  # rows per slice
-        self._polished_at = -np.inf
+        self.polisher = Polisher(setup.space, setup.tuning, self.context, self.budget, self.pacing, setup.seed)
         # where the walk is split into units between workers (`_share`): across parts at the
         # parts' roots (`_search_across`), else `split_depth`
         self.split_depth = setup.tuning.split_depth
@@ -94,8 +95,7 @@ class Walk:
         """Walk `parts` to the end (True) or until the budget stops it. The walk polishes what it
         finds only once it has gone on for a while (`walk_polish_after`): a polish can take
         longer than a whole quick walk (docs/RESULTS.md)."""
-        tuning, clock = self.setup.tuning, self.context.clock()
-        self._polished_at = clock - tuning.polish_every + tuning.walk_polish_after
+        self.polisher.start()
         self.deferred.start()
         claims = self.setup.claims
         if claims is None:
@@ -136,53 +136,20 @@ class Walk:
 
     def price(self, children: Nodes, force_polish: bool = False):
         """Complete mappings are offered to the incumbent (a new best is polished): None.
-        Partial ones (None when none fits) are checked for capacity and fanout (no pricing
-        needed, and it rules out most), then priced and bounded: (rows that fit, their
-        `NodeBounds`, their decided factors as content keys)."""
-        space, tree = self.space, self.tree
-        table = tree.table(children)
-        # the cost model's intermediates grow with the slots of a mapping: wide tables are
-        # priced a part at a time, so that memory stays bounded (docs/RESULTS.md)
-        step = max(1, self.setup.tuning.priced_cells // math.prod(table.factors.shape[:-1]))
-        if children.depth >= tree.leaf_depth:
-            rows = np.flatnonzero(pruning.valid_mask(space, table))
-            before = self.incumbent.key
-            for start in range(0, len(rows), step):
-                self.incumbent.offer(table.take(rows[start:start + step]))
-            # polished when it is the best any worker holds: one that only beats this worker's
-            # own (the second worker's walk starts from greedy's mapping) does not help
-            if self.polish and self.incumbent.key != before and not self.incumbent.outdone():
-                self._polish(force=force_polish)
-            return None
-        rows = np.flatnonzero(feasible(space, children.depth, table))
-        if not len(rows):
-            return None
-        parts = []
-        for start in range(0, len(rows), step):
-            part = table.take(rows[start:start + step])
-            costs = self.context.price(space.arch, space.workload, part)
-            bounds = lower_bounds(space, self.objective, children.depth, part, costs, self.links,
-                                  refine_below=self.incumbent.bar)
-            # the content keys begin with the factors of the decided levels (`ranking_keys`)
-            parts.append((bounds, part.factors[:children.depth].reshape(-1, len(part))))
-        self.incumbent.evaluated += len(rows)
-        bounds = NodeBounds(*(np.concatenate([b[i] for b, _ in parts]) for i in range(3)))
-        return rows, bounds, np.concatenate([prefix for _, prefix in parts], axis=1)
-
-    def _polish(self, force: bool = False) -> None:
-        """A short local search around a new incumbent the walk found (at most one second,
-        at most every `polish_every` seconds): its neighbours often beat it, and the bound it
-        sets prunes the rest of the walk."""
-        now = self.context.clock()      # the budget clock: evaluations under an evaluation budget
-        if now - self._polished_at < self.setup.tuning.polish_every and not force:
-            return
-        started, start = time.perf_counter(), self.incumbent.score
-        # outdone by another worker before it improved on its start: polishing this one cannot
-        # help the walk (as in `incumbents.local_search`)
-        improve(self.setup.space, self.incumbent, self.context.budget(1.0), seed=self.setup.seed,
-                stop=lambda: self.budget.spent() or (self.incumbent.outdone() and self.incumbent.score >= start))
-        self._polished_at = self.context.clock()
-        self.pacing.polish_seconds += time.perf_counter() - started
+        Partial ones, priced and bounded (`pricing.price_partial`): (rows that fit, their
+        `NodeBounds`, their decided factors as content keys), or None when none fits."""
+        table = self.tree.table(children)
+        step = rows_per_pricing(table, self.setup.tuning.priced_cells)
+        if children.depth < self.tree.leaf_depth:
+            return price_partial(self.space, self.objective, self.context, self.links, self.incumbent,
+                                 children.depth, table, step)
+        before = self.incumbent.key
+        offer_complete(self.space, self.incumbent, table, step)
+        # polished when it is the best any worker holds: one that only beats this worker's
+        # own (the second worker's walk starts from greedy's mapping) does not help
+        if self.polish and self.incumbent.key != before and not self.incumbent.outdone():
+            self.polisher(self.incumbent, force=force_polish)
+        return None
 
     @contextmanager
     def _kept(self):
@@ -211,68 +178,41 @@ class Walk:
         return self.search(part.roots, part.bounds)     # False: it recorded what it left open
 
     def _search_across(self, parts: list[Part]) -> bool:
-        """The parts' depth-1 nodes walked in the order of their bounds across all the parts,
-        each part's expanded only once its root bound comes first (a heap of root and node
-        bounds): a part's root bound, over every tile, is loose, and walked part by part in
-        that order the walk went deep into parts whose nodes' bounds were all above the
-        optimum's own, while the optimum's nodes, bounded tightly, waited in a later part
-        (docs/RESULTS.md)."""
-        objective = self.objective
-        key = (lambda bound: tuple(bound.tolist())) if objective.lexicographic else float
-        heap = [(key(part.first), i, -1) for i, part in enumerate(parts)]
-        heapq.heapify(heap)
-        lists = {}              # part -> its depth-1 nodes, their bounds (sorted)
+        """The parts' depth-1 nodes walked in the order of their bounds across all the parts
+        (`across.AcrossParts`), each part's expanded only once its root bound comes first."""
+        order = AcrossParts(self.objective, parts, self.setup.tuning.min_run)
         # on several cores the units are the parts' roots and their children's first dim:
         # bounding the depth-1 nodes is most of the walk on such spaces, and every worker
         # bounded all of them when the units were one level down (docs/RESULTS.md)
         self.split_depth = 1
-        held = {}               # part -> the units (`Share`) this worker claimed there, done
-                                # once the part's depth-1 nodes are all walked or pruned
-        while heap:
-            first, i, at = heap[0]
-            if beaten(objective, np.array(first), self.incumbent.bar):
-                _finish(*held.values())
-                return True                   # everything left is provably no better
-            heapq.heappop(heap)
+        while (first := order.least()) is not None:
+            if beaten(self.objective, first, self.incumbent.bar):
+                break                         # everything left is provably no better
+            i, at = order.pop()
             self.use(parts[i])
             if self.budget.spent():
-                self.open_bounds.append(float(bound_primary(objective, np.array(first))))   # the least left
+                self.open_bounds.append(float(bound_primary(self.objective, first)))   # the least left
                 return False
             if at < 0:                        # the part's turn: its depth-1 nodes
-                found, held[i] = [], []
+                found = []
                 if not self.search(parts[i].roots, parts[i].bounds, deeper=lambda *nodes: found.append(nodes) or True,
-                                   held=held[i]):
-                    return self._left_open(heap)
-                if found:
-                    lists[i] = _sorted_nodes(objective, found)
-                    heapq.heappush(heap, (key(lists[i][1].objective[0]), i, 0))
-                else:
-                    _finish(held.pop(i))
+                                   held=order.holding(i)):
+                    return self._left_open(order)
+                order.expanded(i, found)
                 continue
-            nodes, bounds = lists[i]
-            # a run of them, up to the next bound in the heap (at least a few: each run is one
-            # `search`, with its own set-up)
-            end = at + 1
-            while end < len(nodes) and (end - at < self.setup.tuning.min_run or not heap
-                                        or key(bounds.objective[end]) <= heap[0][0]):
-                end += 1
-            rows = np.arange(at, end)
-            run = NodeBounds(*(b[rows] for b in bounds))
-            if not self.search(nodes.take(rows), run.objective, run):
-                return self._left_open(heap)
-            if end < len(nodes):
-                heapq.heappush(heap, (key(bounds.objective[end]), i, end))
-            else:
-                del lists[i]
-                _finish(held.pop(i, []))
-        _finish(*held.values())
+            nodes, run, end = order.run(i, at)
+            if not self.search(nodes, run.objective, run):
+                return self._left_open(order)
+            order.walked(i, end)
+        order.finish()
         return True
 
-    def _left_open(self, heap: list) -> bool:
-        """False, after recording the least bound in the heap: the search that stopped recorded
-        what it left of its own nodes, whose bounds may be above those of another part's."""
-        if heap:
-            self.open_bounds.append(float(bound_primary(self.objective, np.array(heap[0][0]))))
+    def _left_open(self, order: AcrossParts) -> bool:
+        """False, after recording the least bound left across the parts: the search that
+        stopped recorded what it left of its own nodes, whose bounds may be above those of
+        another part's."""
+        if (least := order.least()) is not None:
+            self.open_bounds.append(float(bound_primary(self.objective, least)))
         return False
 
     def search(self, nodes: Nodes, bounds: np.ndarray | None = None, known: NodeBounds | None = None,
@@ -370,18 +310,3 @@ class Walk:
         return WalkView(self.objective, self.space, self.tree, self.links, self.incumbent, self.context,
                         self.pacing.chunk_rows)
 
-
-def _finish(*held: list) -> None:
-    """Mark done the units of each list of `Share`s (their nodes are walked or pruned)."""
-    for shares in held:
-        for share in shares:
-            share.done_before(np.inf)
-
-
-def _sorted_nodes(objective: Objective, found: list) -> tuple[Nodes, NodeBounds]:
-    """The nodes `search` handed to `deeper` (a list of (nodes, bounds, known)), concatenated
-    and sorted by their bounds."""
-    nodes = Nodes.concat([f[0] for f in found])
-    bounds = NodeBounds(*(np.concatenate([f[2][b] for f in found]) for b in range(3)))
-    order = bound_order(objective, bounds.objective)
-    return nodes.take(order), NodeBounds(*(b[order] for b in bounds))
