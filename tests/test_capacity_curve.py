@@ -10,7 +10,6 @@ import pytest
 from mapper.cli import main
 from mapper.errors import SpecError
 from mapper.explain.capacity_curve import arch_with_capacity, capacity_curve, curve_level
-from mapper.explain.capacity_report import curve_json, curve_text
 from mapper.load import load_arch, load_workload, workload_from_dict
 from mapper.mapspace import Mapspace, counting
 from mapper.search import Exhaustive, SearchContext, parse_objective

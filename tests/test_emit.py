@@ -18,7 +18,7 @@ from mapper.emit.triton import config_text, kernel_text, triton_config
 from mapper.load import load_arch, load_workload
 from mapper.load.mapping import load_mapping, mapping_from_dict
 from mapper.units import Where
-from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
+from presets_sync import H100_SYNC, H100_SYNC_EDP
 
 
 def preset(arch=H100_SYNC, workload="gemm-4096", mapping=H100_SYNC_EDP):

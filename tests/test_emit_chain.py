@@ -11,7 +11,7 @@ from mapper.cli import main
 from mapper.emit.chain import plan_group
 from mapper.load import load_opgraph, opgraph_from_dict, preset_names
 from mapper.units import Where
-from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
+from presets_sync import H100_SYNC
 
 IREE_OPT = shutil.which("iree-opt")
 BACKENDS = ("triton", "cutlass", "mlir")

@@ -17,7 +17,7 @@ from mapper.emit.mlir import executable_plan, mlir_text, payload_text, tile_plan
 from mapper.load import load_arch, load_workload
 from mapper.load.mapping import load_mapping, mapping_from_dict
 from mapper.units import Where
-from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
+from presets_sync import H100_SYNC, H100_SYNC_EDP
 
 IREE_OPT = shutil.which("iree-opt")
 needs_iree = pytest.mark.skipif(IREE_OPT is None, reason="iree-opt not found: pip install iree-base-compiler "

@@ -15,7 +15,6 @@ from mapper.emit.triton import triton_config
 from mapper.load import load_arch, load_workload
 from mapper.load.mapping import load_mapping, mapping_from_dict
 from mapper.units import Where
-from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 
 def evaluate_config(capsys, tmp_path, arch, workload, data, name="c.yaml"):

@@ -18,7 +18,6 @@ from mapper.emit.from_config import mapping_of_config
 from mapper.emit.triton import kernel_text
 from mapper.load import load_arch, load_workload
 from mapper.load.mapping import load_mapping
-from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 # before triton is imported: its own library functions (tl.sigmoid) are decorated at import time
 os.environ.setdefault("TRITON_INTERPRET", "1")

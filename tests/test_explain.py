@@ -6,7 +6,6 @@ from pathlib import Path
 import sys
 
 import numpy as np
-import pytest
 
 from mapper.cost import evaluate
 from mapper.explain import explain
@@ -21,7 +20,7 @@ from mapper.units import Where
 
 from strategies import problems
 from scaled import quick_and_full
-from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
+from presets_sync import H100_SYNC, H100_SYNC_EDP
 
 
 def gemm(m, n, k, name=None):

@@ -5,7 +5,6 @@ import json
 import math
 import time
 
-import numpy as np
 import pytest
 
 from mapper.cli import main

@@ -21,7 +21,6 @@ from prefixes import NEVER_BEATEN, check_prefix_bounds, prefix_table
 from strategies import archs, workloads
 from test_mapspace import gemm, small_arch
 from scaled import quick_and_full
-from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
 
 BYPASS_EVERYWHERE = (("every", LevelConstraints(bypass=True)),)
 

@@ -12,9 +12,9 @@ import pytest
 
 from mapper.cost import evaluate
 from mapper.errors import SpecError
-from mapper.load import arch_from_dict, load_arch, mapping_from_checked_dict, workload_from_dict
+from mapper.load import load_arch, mapping_from_checked_dict, workload_from_dict
 from mapper.units import Where, parse_latency
-from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
+from presets_sync import H100_SYNC, H100_SYNC_K256
 
 SEED_ONE_STAGE_US, SEED_TWO_STAGES_US = 1.4, 1.0
 

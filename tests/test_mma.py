@@ -13,7 +13,7 @@ import pytest
 from hypothesis import event, given, settings, strategies as st
 
 from mapper import mma
-from mapper.constraints import Constraints, LevelConstraints
+from mapper.constraints import Constraints
 from mapper.cost import evaluate, evaluate_many
 from mapper.errors import SpecError
 from mapper.load import load_arch, load_workload, mapping_from_checked_dict, workload_from_dict

@@ -10,7 +10,6 @@ import pytest
 
 from mapper.cli import main
 from mapper.constraints import Constraints
-from mapper.errors import InfeasibleError
 from mapper.load import arch_from_dict, load_arch, load_workload, workload_from_dict
 from mapper.mapspace import Mapspace, counting, sampling
 from mapper.roles import RolesError, tensor_core_roles

@@ -11,14 +11,14 @@ from mapper.cli import main
 from mapper.constraints import Constraints, LevelConstraints
 from mapper.cost import evaluate_many
 from mapper.errors import InfeasibleError
-from mapper.load import load_arch, load_constraints, load_workload, workload_from_dict
+from mapper.load import load_arch, load_workload, workload_from_dict
 from mapper.mapping import to_table
 from mapper.mapspace import Mapspace, counting, pruning
 from mapper.search import Exhaustive, Greedy, Joint, RandomSearch, SearchContext, SpaceTooLargeError, parse_objective
 from mapper.units import Where
 
 from strategies import archs, workloads
-from test_mapspace import conv1d, gemm, small_arch
+from test_mapspace import gemm, small_arch
 from scaled import quick_and_full
 
 SPACES = {

@@ -16,7 +16,7 @@ from mapper.search.bounds import LinkBounds
 from mapper.search.bounds.grid import LinkCost
 from mapper.search.bounds.node import least_macs
 from mapper.search.bounds.split_floor import split_traffic
-from presets_sync import H100_SYNC, H100_SYNC_EDP, H100_SYNC_K128, H100_SYNC_K256  # noqa: F401
+from presets_sync import H100_SYNC
 
 from prefixes import prefix_nodes
 
