@@ -86,12 +86,24 @@ def unit_words(arch: Arch, workload: Workload, innermost, macs_per_unit, execute
 def least_words_per_mac(arch: Arch, workload: Workload, t: int) -> float:
     """The fewest words of tensor t the units take per MAC of the workload in any mapping: 1
     per MAC, or per instruction 1 / the largest instruction along the roles not indexing it
-    (what the search's bounds may assume)."""
+    (what the search's bounds may assume). A role whose dims together are smaller than its
+    grain (a decode GEMM's m of 1 under wgmma's m64) is padded to the grain in every mapping:
+    at least grain/extent MACs run per MAC of the workload along it, so a tensor it indexes
+    is drawn that much more often, and one it does not, at least once per extent (the
+    instruction there is as large as what it runs, padding included)."""
     roles = _instruction_roles(arch, workload)
     if roles is None:
         return 1.0
     dims = workload.tensors[t].dims
-    return 1.0 / math.prod(most for _, role_dims, _, most in roles if not dims & set(role_dims))
+    least = 1.0
+    for _, role_dims, grain, most in roles:
+        extent = math.prod(workload.sizes[d] for d in role_dims)
+        indexed = bool(dims & set(role_dims))
+        if extent < grain:
+            least *= grain / extent if indexed else 1.0 / extent
+        elif not indexed:
+            least /= most
+    return least
 
 
 def mapping_instruction(arch: Arch, workload: Workload, mapping) -> dict[str, int]:

@@ -9,6 +9,7 @@ import itertools
 import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from hypothesis import event, given, settings, strategies as st
 
@@ -19,7 +20,7 @@ from mapper.errors import SpecError
 from mapper.load import load_arch, load_workload, mapping_from_checked_dict, workload_from_dict
 from mapper.load.arch import arch_from_dict
 from mapper.mapping import LevelMapping, Mapping, to_table
-from mapper.mapspace import Mapspace, counting
+from mapper.mapspace import Mapspace, counting, sampling
 from mapper.search import Exhaustive, Joint, parse_objective
 from mapper.units import Where
 
@@ -233,3 +234,32 @@ def test_joint_equals_exhaustive_where_the_units_read_per_instruction(data):
     result = Joint().run(space, objective)
     assert result.optimal and result.score == exact.score
     event("compared with exhaustive")
+
+
+GEMV_TINY = workload_from_dict({"name": "gemv-1x8x4", "einsum": "Z[m,n] += A[m,k] * B[k,n]",
+                                "sizes": {"m": 1, "n": 8, "k": 4}, "dtype": "bf16"}, Where("<test>"))
+
+
+def test_a_role_smaller_than_its_grain_is_bounded_with_its_padding():
+    """m = 1 under an m2 grain (a decode GEMM under wgmma's m64): every instruction runs m2,
+    so A (indexed by m) is drawn at least 2 / 4 (n's largest) = 0.5 times per MAC, B once per
+    MAC (no m to share it over) and Z once (2 / k's 2), where the bound once took 1/4, 1/2 and
+    1/2. Every mapping of the space draws at least that (reads at the level serving the units:
+    A and B from Buf, Z's updates at Reg), the bound is met by some mapping, and the joint
+    search proves exhaustive's best."""
+    arch = arch_from_dict(_arch_yaml(["output"], max_shape={"n": 4}), Where("<test>"))
+    least = [mma.least_words_per_mac(arch.for_workload(GEMV_TINY), GEMV_TINY, t) for t in range(3)]
+    assert least == [1.0, 0.5, 1.0]                     # Z, A, B (the output first)
+    space = Mapspace(arch, GEMV_TINY, Constraints())
+    factors = sampling.factors_at(space, np.arange(int(np.prod([len(t) for t in space.dim_tables]))))
+    table = sampling.expand(space, factors)
+    costs = evaluate_many(space.arch, GEMV_TINY, table)
+    drawn = [costs.level_updates[2, 0], costs.level_reads[1, 1], costs.level_reads[1, 2]]
+    valid = costs.valid
+    assert valid.any()
+    for t, words in enumerate(drawn):
+        assert (words[valid] >= least[t] * GEMV_TINY.macs).all(), t
+        assert words[valid].min() == least[t] * GEMV_TINY.macs, t
+    objective = parse_objective("energy", arch)
+    result, exact = Joint().run(space, objective), Exhaustive().run(space, objective)
+    assert result.optimal and result.score == exact.score
