@@ -131,9 +131,9 @@ def expand(space: Mapspace, factors: np.ndarray) -> MappingTable:
     per_batch = max(1, EXPAND_BATCH // max(1, len(picked)))
     tables = []
     for start in range(0, len(combos), per_batch):
-        combo = np.repeat(np.arange(start, min(len(combos), start + per_batch)), len(picked))
-        rows = np.tile(picked, len(combo) // max(1, len(picked)))
-        table = MappingTable(along_last(factors, rows), np.tile(order, len(combo) // max(1, len(picked))),
+        batch = np.arange(start, min(len(combos), start + per_batch))
+        combo, rows = np.repeat(batch, len(picked)), np.tile(picked, len(batch))
+        table = MappingTable(along_last(factors, rows), np.tile(order, len(batch)),
                              along_last(keep, combo), along_last(stages, combo))
         tables.append(table.take(pruning.valid_mask(space, table)))
     return MappingTable.concat(tables)
