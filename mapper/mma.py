@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from . import tiles
 from .roles import RolesError, arch_roles
 from .spec import Arch, Workload
 
@@ -42,12 +43,14 @@ def _instruction_roles(arch: Arch, workload: Workload):
 
 
 def _largest_divisor(q, at_most: int):
-    """The largest divisor of q (an int, or an int array) that is at most `at_most`."""
+    """The largest divisor of q (an int, or an int array) that is at most `at_most`; for an
+    array, looked up in a table of every value up to its largest (few, where the table's rows
+    are many)."""
     if isinstance(q, np.ndarray):
-        out = np.ones_like(q)
-        for c in range(2, at_most + 1):     # ascending: the last divisor found is the largest
-            out = np.where(q % c == 0, c, out)
-        return out
+        table = np.ones(int(q.max(initial=0)) + 1, q.dtype)
+        for c in range(2, at_most + 1):     # ascending: the last divisor written is the largest
+            table[::c] = c
+        return table[q]
     return next(c for c in range(min(at_most, q), 0, -1) if q % c == 0)
 
 
@@ -55,11 +58,12 @@ def instruction_shape(arch: Arch, workload: Workload, innermost) -> dict[str, ob
     """Per role name, the instruction's size the units run (ints, or (N,) arrays when
     `innermost`, per dim the innermost level's loop bounds, holds arrays); {} where the unit
     reads per MAC."""
-    roles = _instruction_roles(arch, workload)
-    if roles is None:
-        return {}
+    return _shape(_instruction_roles(arch, workload), innermost)
+
+
+def _shape(roles, innermost) -> dict[str, object]:
     shape = {}
-    for name, dims, grain, most in roles:
+    for name, dims, grain, most in roles or ():
         tile = math.prod(innermost[d] for d in dims)
         shape[name] = grain * _largest_divisor(-(-tile // grain), most // grain)
     return shape
@@ -72,15 +76,9 @@ def unit_words(arch: Arch, workload: Workload, innermost, macs_per_unit, execute
     roles = _instruction_roles(arch, workload)
     if roles is None:
         return [macs_per_unit] * len(workload.tensors)
-    shape = instruction_shape(arch, workload, innermost)
-    out = []
-    for tensor in workload.tensors:
-        reuse = 1
-        for name, dims, *_ in roles:
-            if not tensor.dims & set(dims):
-                reuse = reuse * shape[name]
-        out.append(executed // reuse)
-    return out
+    shape = _shape(roles, innermost)
+    return [executed // math.prod(shape[name] for name, dims, *_ in roles if not tensor.dims & set(dims))
+            for tensor in workload.tensors]
 
 
 def least_words_per_mac(arch: Arch, workload: Workload, t: int) -> float:
@@ -107,9 +105,7 @@ def least_words_per_mac(arch: Arch, workload: Workload, t: int) -> float:
 
 
 def mapping_instruction(arch: Arch, workload: Workload, mapping) -> dict[str, int]:
-    """`instruction_shape` of one mapping (its innermost level's loops): what a report and a
-    kernel name as the MMA it issues; {} where the unit reads per MAC."""
-    innermost = [1] * len(workload.dims)
-    for d, b in mapping.levels[-1].temporal:
-        innermost[d] *= b
+    """`instruction_shape` of one mapping (its unit's tile): what a report and a kernel name as
+    the MMA it issues; {} where the unit reads per MAC."""
+    innermost = tiles.unit_tile(mapping, len(workload.dims))
     return {name: int(size) for name, size in instruction_shape(arch, workload, innermost).items()}

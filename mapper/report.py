@@ -224,8 +224,8 @@ def cluster_ctas(arch: Arch, workload: Workload, mapping: Mapping) -> dict[str, 
 def mma_shape(arch: Arch, workload: Workload, mapping: Mapping) -> dict[str, int]:
     """The MMA by role name: the instruction the mapping issues where the architecture models it
     (wgmma's N from the warpgroup's tile, `mma.mapping_instruction`), else the native shape."""
-    native = dict(arch.for_workload(workload).compute.native_shape)
-    return {**native, **mma.mapping_instruction(arch.for_workload(workload), workload, mapping)}
+    arch = arch.for_workload(workload)
+    return {**dict(arch.compute.native_shape), **mma.mapping_instruction(arch, workload, mapping)}
 
 
 def kernel_shape_text(arch: Arch, workload: Workload, mapping: Mapping) -> str:

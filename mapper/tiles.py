@@ -156,3 +156,12 @@ def fits(arch, used: np.ndarray) -> np.ndarray:
     """(N,) whether every level's bytes `used` ((L, N), per instance) are within its capacity."""
     capacity = np.array([level.capacity for level in arch.levels])[:, None]
     return within(used, capacity).all(axis=0)
+
+
+def unit_tile(mapping, n_dims: int) -> list[int]:
+    """Per dim, the extent of one compute unit's own tile: the innermost level's temporal loops
+    (its spatial loops are the units side by side)."""
+    tile = [1] * n_dims
+    for d, b in mapping.levels[-1].temporal:
+        tile[d] *= b
+    return tile

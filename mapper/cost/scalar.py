@@ -192,9 +192,7 @@ class _Nest:
         self.instances = [math.prod(spatial[:lv]) for lv in range(self.n_levels)]
         self.compute_instances = math.prod(spatial)
         self.macs_per_unit = math.prod(b for lm in levels for _, b in lm.temporal)
-        innermost = [1] * self.n_dims
-        for d, b in levels[-1].temporal:
-            innermost[d] *= b
+        innermost = tiles.unit_tile(mapping, self.n_dims)
         # padding included: whole fragments of the unit's own tile (`tails.fragment_macs`)
         self.executed_per_unit = tails.fragment_macs(arch, workload, innermost, self.macs_per_unit)
         # per tensor, the words each unit takes from its innermost keeper (`mma.unit_words`)

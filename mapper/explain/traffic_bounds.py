@@ -124,9 +124,7 @@ class LevelTraffic:
 def _unit_words(arch: Arch, workload: Workload, mapping, ev: Evaluation) -> list:
     """Per tensor, the words all compute units take from its innermost keeper: one per MAC
     run, or per instruction where the unit reads whole fragments (`mma.unit_words`)."""
-    innermost = [1] * len(workload.dims)
-    for d, b in mapping.levels[-1].temporal:
-        innermost[d] *= b
+    innermost = tiles.unit_tile(mapping, len(workload.dims))
     executed = ev.macs_executed // ev.compute_instances      # per unit, padding included
     return [words * ev.compute_instances
             for words in mma.unit_words(arch, workload, innermost, executed, executed)]

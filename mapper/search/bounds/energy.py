@@ -31,8 +31,7 @@ def drawn(arch, workload, t: int):
     """The fewest words of tensor t the compute units take from its innermost keeper in any
     mapping of the space: the MACs, or where the unit reads whole fragments the MACs over the
     largest instruction's reuse (`mma.least_words_per_mac`; the MACs run are never fewer)."""
-    least = mma.least_words_per_mac(arch, workload, t)
-    return workload.macs if least == 1 else workload.macs * least
+    return workload.macs * mma.least_words_per_mac(arch, workload, t)
 
 def cheapest_read_above(arch, tensor, level: int) -> float:
     """The least energy per word read back from any level above `level` that may keep `tensor`."""
