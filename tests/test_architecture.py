@@ -24,7 +24,7 @@ PACKAGE = pathlib.Path(mapper.__file__).parent
 # the graph of imports has no circle). A module belongs to the longest prefix naming it.
 LAYERS = [
     ["mapper.errors", "mapper.limits", "mapper.dtypes", "mapper.memory", "mapper.units", "mapper.validate", "mapper.factors", "mapper.tiles",
-     "mapper.flags", "mapper.lifetime",
+     "mapper.flags", "mapper.lifetime", "mapper.rows",
      "mapper.components"],
     ["mapper.einsum", "mapper.spec", "mapper.constraints", "mapper.orders", "mapper.roles"],
     ["mapper.opgraph"],

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..rows import unique_rows
 from ..spec import Arch, Workload
 from .energy import access_energy
 from .multicast import distinct_offsets
@@ -29,19 +30,6 @@ def _access_energy(level, word_bytes: float, reads, fills, updates) -> np.ndarra
             energy = access_energy(level, count, word_bytes, kind)
             out = energy if out is None else out + energy
     return 0.0 if out is None else out
-
-
-def _unique_rows(rows: np.ndarray):
-    """np.unique(rows, axis=0, return_inverse=True), faster: rows of small non-negative ints
-    are packed into one integer key when they fit."""
-    radix = rows.max(axis=0) + 1
-    if float(np.prod(radix.astype(float))) < 2.0 ** 62:
-        key = np.zeros(len(rows), np.int64)
-        for column, base in zip(rows.T, radix):
-            key = key * base + column
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        return rows[first], inverse
-    return np.unique(rows, axis=0, return_inverse=True)
 
 
 def _distinct_children(arch: Arch, tensor, nest: Nest, parent: int, child: int) -> np.ndarray:
@@ -85,7 +73,7 @@ def _distinct_over(tensor, nest: Nest, levels: list[tuple[int, np.ndarray]]) -> 
             if len(collide):
                 params = np.stack([p for i, (_, spatial) in enumerate(levels) for d, c in axis
                                    for p in (c * inner[i][d][collide], spatial[d][collide])], axis=1)
-                unique, inverse = _unique_rows(params)
+                unique, inverse = unique_rows(params, return_inverse=True)
                 sizes = np.array([distinct_offsets(tuple(zip(row[0::2].tolist(), row[1::2].tolist())))
                                   for row in unique])
                 product[collide] = sizes[inverse.reshape(-1)]    # a new array: a product of two or more

@@ -13,6 +13,7 @@ import numpy as np
 
 from ... import tiles
 from ...mapspace import Mapspace, tables
+from ...rows import RowIndex
 from .operand import MAX_VECTORS, SplitVectors
 from .refetch import orders_by_way
 
@@ -125,10 +126,10 @@ def cell_of(cells_tile: np.ndarray, cells_vectors: np.ndarray, tile: np.ndarray,
     """(N,) the index among the cells (`cells_tile` (D, C), `cells_vectors` (C, j, D)) of each
     tile ((D, N)) and split vectors ((N, j, D)), -1 where none; `memo` keeps the cells' index."""
     if "cell index" not in memo:
-        keys = np.concatenate([cells_tile.T, cells_vectors.reshape(len(cells_vectors), -1)], axis=1)
-        memo["cell index"] = {tuple(row): i for i, row in enumerate(np.rint(keys).astype(np.int64).tolist())}
-    index = memo["cell index"]
-    keys = np.concatenate([tile.T, vectors.reshape(len(vectors), -1)], axis=1)
-    unique, inverse = np.unique(np.rint(keys).astype(np.int64), axis=0, return_inverse=True)
-    found = np.array([index.get(tuple(row), -1) for row in unique.tolist()], np.int64)
-    return found[inverse.reshape(-1)]
+        memo["cell index"] = RowIndex(_cell_rows(cells_tile, cells_vectors))
+    return memo["cell index"].find(_cell_rows(tile, vectors))
+
+
+def _cell_rows(tile: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """(N, D + j D) each cell's tile and split vectors as one row of ints."""
+    return np.rint(np.concatenate([tile.T, vectors.reshape(len(vectors), -1)], axis=1)).astype(np.int64)

@@ -21,9 +21,10 @@ import numpy as np
 
 from ...cost.timing import total_rate
 from ...mapspace import Mapspace, pruning, tables
+from ...rows import unique_rows
 from .latency import feeder_wait
 from .grid import LinkCost
-from .split_floor import distinct_rows, joined, split_traffic
+from .split_floor import joined, split_traffic
 
 MAX_COMBINATIONS = 200_000
 
@@ -183,7 +184,7 @@ def _combinations(space: Mapspace, fanouts):
         _, spatial, tile = tables.level_view(space, rows)
         spatial = spatial[:, list(fanouts)]
         fits = (spatial <= limits).all(axis=1)      # the others `joined` drops: too wide alone
-        options.append(distinct_rows(np.column_stack([spatial[fits], tile[fits, 0]])))
+        options.append(unique_rows(np.column_stack([spatial[fits], tile[fits, 0]])))
     picks = joined(options, limits, MAX_COMBINATIONS)
     if picks is None:
         return None

@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...mapspace import Mapspace, pruning, tables
+from ...rows import unique_rows
 from .grid import LinkCost
 
 MAX_SPLIT_VECTORS = 2_000_000
@@ -117,7 +118,7 @@ def _split_vectors(space: Mapspace, j: int, instances: int):
         _, spatial, tile = tables.level_view(space, rows)
         split, extent = spatial[:, :j].prod(axis=1), tile[:, 0]
         fits = split <= instances
-        split, extent = distinct_rows(np.stack([split[fits], extent[fits]], axis=1)).T
+        split, extent = unique_rows(np.stack([split[fits], extent[fits]], axis=1)).T
         options.append(np.stack([split, extent // split, extent], axis=1))
     if math.prod(len(o) for o in options) > 50 * MAX_SPLIT_VECTORS:
         return None
@@ -126,24 +127,6 @@ def _split_vectors(space: Mapspace, j: int, instances: int):
         return None
     columns = [np.stack([options[d][picks[:, d], k] for d in range(len(options))]) for k in range(3)]
     return columns[0], columns[1], columns[2]
-
-
-def distinct_rows(values: np.ndarray) -> np.ndarray:
-    """`np.unique(values, axis=0)` of a (M, K) array of non-negative ints, through one int64
-    key per row (the columns as mixed-radix digits) where they fit in one: a 1-D unique, where
-    the one over rows took seconds on a table of a million. The same rows, in the same
-    (lexicographic) order."""
-    highs = [int(c.max(initial=0)) + 1 for c in values.T]
-    if math.prod(highs) >= 2**62:
-        return np.unique(values, axis=0)
-    key = np.zeros(len(values), np.int64)
-    for column, high in zip(values.T, highs):
-        key = key * high + column
-    key = np.unique(key)
-    out = np.empty((len(key), values.shape[1]), np.int64)
-    for k in range(values.shape[1] - 1, -1, -1):
-        key, out[:, k] = np.divmod(key, highs[k])
-    return out
 
 
 def joined(options: list[np.ndarray], limits: np.ndarray, most: int) -> np.ndarray | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...mapping import along_last
+from ...rows import unique_rows
 from ..bounds.cells import cell_of
 from ..tree import Nodes
 from .copies_cut import CopiesCut
@@ -57,9 +58,8 @@ class CellCut(CopiesCut):
         cell = cell_of(cells.tile, cells.vectors, tile, vectors[:, :cells.level], inner.prices.memo)
         least = np.zeros(len(parents))
         deepest = np.stack([d[parents] for d in terms.deepest])                         # (T, M)
-        combos, which = np.unique(deepest, axis=1, return_inverse=True)
-        which = which.reshape(-1)
-        for c in range(combos.shape[1]):
+        combos, which = unique_rows(deepest.T, return_inverse=True)
+        for c, combo in enumerate(combos.tolist()):
             rows = np.flatnonzero((which == c) & (cell >= 0))
-            least[rows] = inner.cell_least(k, tuple(int(x) for x in combos[:, c]))[cell[rows]]
+            least[rows] = inner.cell_least(k, tuple(combo))[cell[rows]]
         return self._beaten(parents, least, bar)

@@ -12,10 +12,6 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class JointTuning:
-    # greedy's mapping, the first incumbent: this share of the time limit, at most this many
-    # seconds (a hurried pass ends in a complete mapping all the same)
-    greedy_share: float = 1 / 3
-    greedy_max_seconds: float = 2.0
     # the coarse start (`coarse.py`, opt-in): a share of the time limit, within bounds, on
     # spaces large enough to need it, keeping a reserve of what is left for the walk
     coarse_share: float = 0.25
@@ -30,7 +26,10 @@ class JointTuning:
     cpsat_min_left_seconds: float = 1.0
     ortools_import_per_startup: float = 1.5
     # polishing new incumbents by local search
-    part_polish_seconds: float = 0.5        # after each dive into one keep vector's part
+    # after each dive into one keep vector's part: on two cores worker 0 polishes while the
+    # other walks, which on most pe-array GEMMs proved the optimum before the first polish
+    # ended (1024^3: 304k of the 351k mappings priced were polish at 0.5 s; docs/RESULTS.md)
+    part_polish_seconds: float = 0.1
     polish_every: float = 5.0               # seconds between the walk's polishes, at least
     walk_polish_after: float = 2.0          # seconds into the walk before its first polish
     parts_search_after: float = 5.0         # in parts, on several cores or under an evaluation

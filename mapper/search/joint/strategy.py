@@ -137,20 +137,15 @@ class Joint:
                                 events=events, settings=settings_of(self))
 
     def _warm_start(self, space, objective, incumbent, context, events, tree=None) -> None:
-        """Greedy's mapping as the first incumbent, within a third of the time, at most
-        `greedy_max_seconds` (on a large array its full pass took 11 s of 60 and ended at 22x
-        the optimum, where the local search from a hurried pass reaches it in a second or two;
-        docs/RESULTS.md). Even with the
-        budget already spent (a loaded machine's start-up can use all of a one-second limit):
-        greedy then takes one quick look per level, a complete mapping in a few tenths of a
-        second, where the fallback draws and prices random mappings."""
+        """Greedy's mapping as the first incumbent, each level chosen from one quick look
+        (`Greedy.quick`: a few tenths of a second). Its full pass cost more than the dives
+        that then beat it (pe-array 96x4096x11008: 0.6 s of 2.7, its mapping 1.9x the optimum,
+        the dives' 1.003x); on tpu-v4i it took 11 s of 60 and ended at 22x the optimum, where
+        the local search from a quick pass reaches it in a second or two (docs/RESULTS.md)."""
         if not self.warm_start:
             return
         try:
-            tuning = self.tuning
-            share = None if context.time_limit is None else min(context.time_limit * tuning.greedy_share,
-                                                                tuning.greedy_max_seconds)
-            warm = Greedy().run(space, objective, context.share(share), tree=tree)
+            warm = Greedy(quick=True).run(space, objective, context, tree=tree)
             incumbent.offer(to_table([warm.mapping], space.n_dims, len(space.workload.tensors)))
             events.append(WarmStart(warm.score))
         except Exception as exc:          # greedy can dead-end; the search does not need it
