@@ -27,19 +27,24 @@ class Candidates(NamedTuple):
 
 
 def base_totals(arch: Arch, workload: Workload, keeps, stages, cells: InnermostCells, terms: CellTerms,
-                among: np.ndarray | None = None, fills: list | None = None):
+                among: np.ndarray | None = None, fills: list | None = None, memo: dict | None = None):
     """(keep set, order, cells that fit, their totals with each word coming down once), for
     every keep set of `keeps` (the level's choices, held at its fewest `stages`) and order;
     among the cells `among` only, with their `fills` (per tensor, (orders, len(among))),
-    where given."""
-    level = arch.levels[cells.level]
-    among = np.arange(cells.n_cells) if among is None else among
-    own = fills is not None             # indexed by position in `among`, not by cell
+    where given. `memo` keeps which of all the cells each keep set fits (the parts of a space
+    ask for the same few keep sets: 64 parts, 8 keep sets on pe-array)."""
+    level, own = arch.levels[cells.level], fills is not None    # own: indexed by position in `among`
     fills = fills if own else terms.fills
+    memo = {} if memo is None else memo
     for k, keep in enumerate(keeps):
-        footprint = tiles.option_bytes(level, workload, [w[among] for w in cells.words], [keep], len(among))[0]
-        at = np.flatnonzero(tiles.fits_level(level, footprint * min(stages)))
-        fits = among[at]
+        if among is None:
+            key = ("fitting cells", keep, min(stages))      # kept as a mask: a byte a cell
+            if key not in memo:
+                memo[key] = _fitting(level, workload, cells.words, keep, min(stages))
+            at = fits = np.flatnonzero(memo[key])
+        else:
+            at = np.flatnonzero(_fitting(level, workload, [w[among] for w in cells.words], keep, min(stages)))
+            fits = among[at]
         for o in range(len(cells.orders)):
             total = np.zeros(len(fits))
             for t in range(len(workload.tensors)):
@@ -52,6 +57,13 @@ def base_totals(arch: Arch, workload: Workload, keeps, stages, cells: InnermostC
                 else:
                     total += terms.bypass[t][fits]
             yield k, o, fits, total
+
+
+def _fitting(level, workload: Workload, words: list, keep, stages: int) -> np.ndarray:
+    """Per cell (per tensor, their tile's `words`), whether its footprint with `keep` held
+    `stages` deep fits `level`."""
+    footprint = tiles.option_bytes(level, workload, words, [keep], len(words[0]))[0]
+    return tiles.fits_level(level, footprint * stages)
 
 
 def smallest_total(totals) -> float:

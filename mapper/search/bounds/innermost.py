@@ -241,4 +241,4 @@ class InnermostBound:
         """`candidates.base_totals` over this space's choices of the innermost level."""
         choice = self.space.choices[self.level]
         return base_totals(self.space.arch, self.space.workload, choice.keeps, choice.stages, self.cells,
-                           terms, among, fills)
+                           terms, among, fills, self.prices.memo)
