@@ -13,9 +13,14 @@ from ..spec import Workload
 def product_of(arrays: list[np.ndarray]) -> np.ndarray:
     """The elementwise product of `arrays` (one multiply per array, no reduction over a
     stacked copy)."""
-    out = arrays[0]
-    for a in arrays[1:]:
-        out = out * a
+    if len(arrays) == 1:
+        return arrays[0]
+    out = arrays[0] * arrays[1]         # new: every later product written into it
+    for a in arrays[2:]:
+        if np.can_cast(np.result_type(out, a), out.dtype, "no") and np.broadcast(out, a).shape == out.shape:
+            np.multiply(out, a, out=out)
+        else:
+            out = out * a
     return out
 
 
