@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import dataclasses
 import math
 import os
 import signal
@@ -126,6 +127,8 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False, spent: 
     if context.interrupted:
         result.events += (Interrupted(),)
         result.complete = False
+    # reported on the space's workload: its operands in the order the kernel takes them (swap-AB)
+    found = dataclasses.replace(found, arch=found.arch.for_workload(space.workload), workload=space.workload)
     return found, result, context
 
 

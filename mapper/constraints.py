@@ -12,10 +12,19 @@ ROLES = ("output", "input", "weight")   # output tensor, first input, second inp
 
 def role_tensor(workload, role: str) -> int:
     """The index of the tensor that plays `role` (one of ROLES) in `workload`: the output, its
-    first input, its second input (the first again where there is one). The one rule by which a
+    first input, its second input (the first again where there is one), the inputs in the
+    order the compute unit's instruction takes them (swapped under swap-AB: a register file
+    that keeps wgmma's first operand keeps the einsum's second). The one rule by which a
     mapspace file's `keep:` and an architecture's `keeps:` name tensors by role."""
     inputs = [i for i, t in enumerate(workload.tensors) if not t.is_output]
+    operands = [i for i in inputs if not workload.tensors[i].scales]
+    if workload.operands_swapped and len(operands) == 2:
+        a, b = inputs.index(operands[0]), inputs.index(operands[1])
+        inputs[a], inputs[b] = inputs[b], inputs[a]
     return {"output": workload.output, "input": inputs[0], "weight": inputs[min(1, len(inputs) - 1)]}[role]
+
+
+SWAP_CHOICES = ("never", "auto", "always")      # a mapspace's `swap_operands`
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,9 @@ class Constraints:
     # thread-block clusters (a GPU's `block_clusters`) in the space: opt-in, since they widen a
     # search many times over (h100 gemm-8192 proven in ~140 s instead of ~9 s)
     clusters: bool = False
+    # swap-AB (`roles.with_operands_for`): "never" (the einsum's operands as written), "auto"
+    # (swapped where a warpgroup MMA pads its m and n to fewer MACs so) or "always"
+    swap_operands: str = "never"
     levels: tuple[tuple[str, LevelConstraints], ...] = field(default_factory=tuple)
     file: str = field(default="", compare=False)     # where it was read from, for error messages
 

@@ -237,6 +237,8 @@ def kernel_shape_text(arch: Arch, workload: Workload, mapping: Mapping) -> str:
     sharing = [f"{t.name} to {math.prod(c for name, c in ctas.items() if workload.dim_index(name) not in t.dims)}"
                for t in workload.operands]
     native = "".join(f"{role}{size}" for role, size in mma_shape(arch, workload, mapping).items()) or "none"
+    if workload.operands_swapped:
+        native += f" swap-AB ({workload.operands[0].name} is its first operand: the transposed product)"
     shape = f"thread-block cluster {'x'.join(map(str, ctas.values()))} CTAs ({' x '.join(ctas)})"
     if math.prod(ctas.values()) == 1:       # a mapspace without clusters (the default) or one CTA chosen
         return f"{shape}: no multicast (`--mapspace clusters` searches clusters); MMA shape {native}"
@@ -248,7 +250,8 @@ def search_json(result, arch: Arch, workload: Workload) -> dict:
     out = evaluation_json(arch, workload, result.mapping, result.evaluation)
     ctas = cluster_ctas(arch, workload, result.mapping)
     if ctas is not None:
-        out["kernel"] = {"cluster": ctas, "mma": mma_shape(arch, workload, result.mapping)}
+        out["kernel"] = {"cluster": ctas, "mma": mma_shape(arch, workload, result.mapping),
+                         "swap_ab": workload.operands_swapped}
     out["search"] = {
         "strategy": result.strategy, "objective": result.objective.name, "score": result.score,
         "evaluated": result.evaluated, "seconds": result.seconds,

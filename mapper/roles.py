@@ -16,6 +16,8 @@ native shape's own names (a GEMM's m, n, k) keeps them: the names win where they
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 from .spec import Arch, Workload
@@ -32,6 +34,16 @@ class Roles:
     dims: tuple[tuple[int, ...], ...]
     batch: tuple[int, ...] = ()
     by_name: bool = False
+    swapped: bool = False       # swap-AB: the einsum's m dims play the instruction's n and back
+
+    def with_m_and_n_swapped(self) -> "Roles":
+        """The roles of the transposed product (`Workload.operands_swapped`)."""
+        if "m" not in self.names or "n" not in self.names:
+            return dataclasses.replace(self, swapped=not self.swapped)
+        dims = list(self.dims)
+        m, n = self.names.index("m"), self.names.index("n")
+        dims[m], dims[n] = dims[n], dims[m]
+        return dataclasses.replace(self, dims=tuple(dims), swapped=not self.swapped)
 
     def of(self, name: str) -> tuple[int, ...]:
         return self.dims[self.names.index(name)]
@@ -56,6 +68,7 @@ class Roles:
             return "·".join(workload.dims[d] for d in dims) or "1"
         parts = ", ".join(f"{name} = {product(dims)}" for name, dims in zip(self.names, self.dims))
         how = "by name" if self.by_name else "inferred"
+        how += ", operands swapped (swap-AB)" if self.swapped else ""
         batch = f"; batch: {product(self.batch)}" if self.batch else ""
         return f"{parts} ({how}{batch})"
 
@@ -78,7 +91,14 @@ def arch_roles(arch: Arch, workload: Workload) -> Roles | None:
 def tensor_core_roles(workload: Workload, native: dict[str, int]) -> Roles:
     """The roles of `workload`'s dims for a native operation shape `native` (name -> size, the
     sizes > 1 only matter). By name when every such name is a dim of the workload; else, for a
-    shape named m, n, k, from the einsum's structure; `RolesError` when neither applies."""
+    shape named m, n, k, from the einsum's structure; `RolesError` when neither applies. Under
+    swap-AB (`Workload.operands_swapped`) those of the einsum as written, m and n exchanged."""
+    if workload.operands_swapped:
+        return _roles_as_written(dataclasses.replace(workload, operands_swapped=False), native).with_m_and_n_swapped()
+    return _roles_as_written(workload, native)
+
+
+def _roles_as_written(workload: Workload, native: dict[str, int]) -> Roles:
     names = tuple(name for name, size in native.items() if size > 1)
     sizes = tuple(native[name] for name in names)
     if all(name in workload.dims for name in names):
@@ -108,6 +128,35 @@ def tensor_core_roles(workload: Workload, native: dict[str, int]) -> Roles:
                          "without the fragment constraint")
     batch = tuple(sorted(out & first & second))
     return Roles(names, sizes, tuple(tuple(side[name]) for name in names), batch)
+
+
+def with_operands_for(arch: Arch, workload: Workload, swap: str = "auto") -> Workload:
+    """`workload` with its operands in the order the compute unit is to take them: swapped
+    (swap-AB, `Workload.operands_swapped`) where `swap` is "always", or "auto" and the unit
+    reads per warpgroup instruction (`operand_reads: per_instruction`) whose grains pad the
+    einsum's m and n to fewer MACs swapped: a decode GEMM's m of 1 pads to wgmma's m of 64,
+    and to its n grain of 8 once swapped. As written otherwise ("never", "auto" on a unit that
+    reads per MAC, such as Ampere's mma.sync, or where no dims play m and n)."""
+    if swap == "never" or workload.operands_swapped:
+        return workload
+    swapped = dataclasses.replace(workload, operands_swapped=True)
+    if swap == "always":
+        return swapped
+    if arch.compute.operand_reads != "per_instruction":
+        return workload
+    try:
+        roles = arch_roles(arch, workload)
+    except RolesError:
+        return workload
+    if roles is None or "m" not in roles.names or "n" not in roles.names:
+        return workload
+    grain = dict(zip(roles.names, roles.sizes))
+    m, n = (math.prod(workload.sizes[d] for d in roles.of(name)) for name in ("m", "n"))
+
+    def padded(size: int, to: int) -> int:
+        return -(-size // to) * to
+    as_written = padded(m, grain["m"]) * padded(n, grain["n"])
+    return swapped if padded(m, grain["n"]) * padded(n, grain["m"]) < as_written else workload
 
 
 def _swapped(workload: Workload, side: dict) -> bool:

@@ -58,6 +58,11 @@ class Workload:
     # dims of a block-scaled format's blocks (`k_in`): the MMA consumes whole blocks, so the
     # mapspace keeps each whole in the innermost level's temporal loop
     block_dims: tuple[int, ...] = ()
+    # the compute unit's instruction takes the einsum's second operand as its first (swap-AB:
+    # it computes the transposed product, so the dims that play m in the einsum play the
+    # instruction's n: a decode GEMM's m of 1 pads to wgmma's n grain of 8, not its m of 64;
+    # `roles.with_operands_for`)
+    operands_swapped: bool = False
 
     @property
     def macs(self) -> int:
@@ -72,8 +77,10 @@ class Workload:
 
     @property
     def operands(self) -> tuple[Tensor, ...]:
-        """The inputs the compute unit multiplies (a block format's scales are not operands)."""
-        return tuple(t for t in self.tensors if not t.is_output and not t.scales)
+        """The inputs the compute unit multiplies (a block format's scales are not operands),
+        in the order its instruction takes them (`operands_swapped`)."""
+        operands = tuple(t for t in self.tensors if not t.is_output and not t.scales)
+        return operands[::-1] if self.operands_swapped and len(operands) == 2 else operands
 
     def tensor_index(self, name: str) -> int:
         return [t.name for t in self.tensors].index(name)

@@ -16,8 +16,11 @@ from mapper.emit.common import GELU_CUBIC, GELU_SCALE, gemm_view
 from mapper.emit.common import BlockConfig
 from mapper.emit.from_config import mapping_of_config
 from mapper.emit.triton import kernel_text
-from mapper.load import load_arch, load_workload
+from mapper.load import load_arch, load_constraints, load_workload, workload_from_dict
 from mapper.load.mapping import load_mapping
+from mapper.mapspace import Mapspace
+from mapper.search import Joint, SearchContext, parse_objective
+from mapper.units import Where
 
 # before triton is imported: its own library functions (tl.sigmoid) are decorated at import time
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -174,3 +177,18 @@ def test_the_guards_catch_a_load_past_k(tmp_path, monkeypatch):
     module = load_kernel(broken, tmp_path, monkeypatch, "broken")
     with pytest.raises(AssertionError):
         run_checked(module, (100, 90, 70), ["bias"])
+
+
+def test_a_swap_ab_decode_kernel_computes_the_einsums_product(tmp_path, monkeypatch):
+    """Swapped (`--mapspace swap-ab`), a decode GEMM's kernel runs the einsum's n as its M and
+    m as its N (the MMA m64n8k16, m padded to 8, not 64): called with A and B as the einsum
+    names them, it still writes Z = A @ B."""
+    wl = workload_from_dict({"name": "decode", "einsum": "Z[m,n] += A[m,k] * B[k,n]",
+                             "sizes": {"m": 1, "n": 200, "k": 150}, "dtype": "bf16", "dtypes": {"Z": "fp32"}},
+                            Where("<test>"))
+    space = Mapspace(load_arch("h100"), wl, load_constraints("swap-ab"))
+    result = Joint().run(space, parse_objective("edp", space.arch), SearchContext(max_evaluations=200_000))
+    view = gemm_view(space.arch, space.workload, result.mapping)
+    assert view.swapped and view.dim_names[:2] == ("n", "m") and view.instruction == (64, 8, 16)
+    module = load_kernel(kernel_text([view], []), tmp_path, monkeypatch)
+    run_checked(module, (1, 200, 150), [])

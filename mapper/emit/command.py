@@ -119,7 +119,8 @@ def _inputs(args):
     objective = parse_objective(args.objective, found.arch)
     result = make_strategy("joint", {}).run(space, objective, context, lambda evaluated: None)
     proof = "proven optimal" if result.optimal else "not proven optimal"
-    return (found.arch, found.workload, result.mapping,
+    # the space's workload: its operands in the order the kernel takes them (swap-AB)
+    return (found.arch.for_workload(space.workload), space.workload, result.mapping,
             f"mapping: the joint search's best for {objective.name} ({proof}, {result.evaluated:,} mappings priced)")
 
 

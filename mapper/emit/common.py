@@ -86,6 +86,7 @@ class GemmView:
     cluster: tuple[int, int, int] = (1, 1, 1)
     issued: bool = False
     unit_warps: int = 1                  # warps per compute unit (a wgmma warpgroup: 4)
+    swapped: bool = False                # swap-AB: the kernel computes the einsum's transposed product
 
     @property
     def num_warps(self) -> int:
@@ -146,7 +147,7 @@ def gemm_view(arch: Arch, workload: Workload, mapping: Mapping) -> GemmView:
         group_m=None, instruction=_instruction(arch, workload, dims, mapping), operands=operands,
         output=workload.output, bits=tuple(workload.tensors[t].bits for t in (*operands, workload.output)),
         cluster=_cluster(arch, mapping, dims, smem), issued=bool(mma.mapping_instruction(arch, workload, mapping)),
-        unit_warps=arch.compute.warps)
+        unit_warps=arch.compute.warps, swapped=workload.operands_swapped)
     group_m, group_change = _group_m(mapping, view, smem)
     if group_change:
         changes.append(group_change)

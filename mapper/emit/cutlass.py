@@ -203,6 +203,9 @@ def cutlass_text(view: GemmView, epilogue=()) -> str:
     head = [f"// {view.workload} on {view.arch} (sm{shape.sm}): CTA {'x'.join(map(str, shape.cta))}, warp "
             f"{'x'.join(map(str, shape.warp))}, instruction {'x'.join(map(str, shape.instruction))}, cluster "
             f"{'x'.join(map(str, shape.cluster))}, {shape.stages} stages"]
+    if view.swapped:
+        head.append(f"// swap-AB: the kernel's M is {view.dim_names[0]} and its N {view.dim_names[1]}: it computes the "
+                    "transposed product (A and B exchanged and transposed, C transposed)")
     head += [f"// mapper: changed: {line}" for line in shape.changes]
     head.append(cluster_line(view, shape.cluster))
     return "\n".join(head) + "\n\n" + "/* profiler:\n" + profiler_args(view, shape) + "\n*/\n\n" + template_text(view, shape, epilogue)

@@ -6,7 +6,7 @@ workload once those meet (`bind.check_together`).
 """
 from __future__ import annotations
 
-from ..constraints import ROLES, Constraints, LevelConstraints, Range
+from ..constraints import ROLES, SWAP_CHOICES, Constraints, LevelConstraints, Range
 from ..errors import shown
 from ..units import Where
 from ..validate import fields, name_list, name_text, positive_int, text
@@ -49,7 +49,7 @@ def _ranges(value, where: Where):
 
 def constraints_from_dict(data, where: Where):
     fields(data, where, ("name",), ("description", "factors", "max_padding", "align_to_native",
-                                    "min_utilization", "min_occupancy", "clusters", "levels"))
+                                    "min_utilization", "min_occupancy", "clusters", "swap_operands", "levels"))
     factors = data.get("factors", "auto")
     if not isinstance(factors, str) or factors not in ("auto", "perfect", "imperfect"):
         raise (where / "factors").error(f"expected 'auto', 'perfect' or 'imperfect', got {shown(factors)}")
@@ -102,9 +102,12 @@ def constraints_from_dict(data, where: Where):
     clusters = data.get("clusters", False)
     if not isinstance(clusters, bool):
         raise (where / "clusters").error("expected true (thread-block clusters in the space) or false")
+    swap = data.get("swap_operands", "never")
+    if not isinstance(swap, str) or swap not in SWAP_CHOICES:
+        raise (where / "swap_operands").error(f"expected 'never', 'auto' or 'always', got {shown(swap)}")
     return Constraints(name=name_text(data["name"], where / "name"), file=where.file,
                        description=text(data.get("description", ""), where / "description"),
                        factors=factors, max_padding=float(max_padding),
                        align_to_native=align, min_utilization=float(min_util),
                        min_occupancy=positive_int(data.get("min_occupancy", 1), where / "min_occupancy"),
-                       clusters=clusters, levels=tuple(levels))
+                       clusters=clusters, swap_operands=swap, levels=tuple(levels))
