@@ -1,5 +1,5 @@
 """CP-SAT's proposals under a wall-clock limit start only once the walk has gone on for
-`walk_polish_after` (`joint/strategy.py`, `Deferred.run_later`): a walk that proves the optimum
+`cpsat_after` (`joint/strategy.py`, `Deferred.run_later`): a walk that proves the optimum
 sooner never starts them, and a longer one still gets them, without changing the optimum."""
 from mapper.mapspace import Mapspace
 from mapper.search import Exhaustive, Joint, JointTuning, SearchContext, parse_objective
@@ -7,17 +7,17 @@ from mapper.search import Exhaustive, Joint, JointTuning, SearchContext, parse_o
 from test_mapspace import gemm, small_arch
 
 
-def _search(walk_polish_after: float):
+def _search(cpsat_after: float):
     arch = small_arch(capacity="96 B", rf="8 B")
     space = Mapspace(arch, gemm(8, 4, 4), None)
     objective = parse_objective("edp", arch)
     joint = Joint(workers=1, local_search=False, dives=0, cpsat_seconds=1.0,
-                  tuning=JointTuning(walk_polish_after=walk_polish_after))
+                  tuning=JointTuning(cpsat_after=cpsat_after))
     return space, objective, joint.run(space, objective, SearchContext(time_limit=60))
 
 
 def test_a_walk_that_proves_before_cpsat_is_due_never_starts_it():
-    space, objective, result = _search(walk_polish_after=60.0)
+    space, objective, result = _search(cpsat_after=60.0)
     kinds = {event.kind: event for event in result.events}
     assert result.optimal and result.score == Exhaustive().run(space, objective).score
     assert "cpsat_proposed" not in kinds
@@ -25,7 +25,7 @@ def test_a_walk_that_proves_before_cpsat_is_due_never_starts_it():
 
 
 def test_cpsat_due_at_once_proposes_from_inside_the_walk():
-    space, objective, result = _search(walk_polish_after=0.0)
+    space, objective, result = _search(cpsat_after=0.0)
     kinds = {event.kind: event for event in result.events}
     assert result.optimal and result.score == Exhaustive().run(space, objective).score
     # started between the walk's slices: it answered, or the walk ended first and cancelled it

@@ -28,11 +28,22 @@ class TileGrid(NamedTuple):
 
 def tile_grid(space: Mapspace, j: int, max_combinations: int, stages: int | None = None) -> TileGrid | None:
     """The tile grid of level j at `stages` (default its fewest), or None where it must keep
-    nothing, the grid is too large or nothing fits."""
-    arch, workload = space.arch, space.workload
-    must = [t for t in range(len(workload.tensors)) if all(t in k for k in space.choices[j].keeps)]
+    nothing, the grid is too large or nothing fits. It depends on what level j must keep and
+    its stages alone: kept with what the parts of the space share (`Mapspace.shared`; 64 parts
+    of a pe-array GEMM ask for the grids of a few keep sets)."""
+    must = [t for t in range(len(space.workload.tensors)) if all(t in k for k in space.choices[j].keeps)]
     if not must:
         return None
+    stages = stages or min(space.choices[j].stages)
+    memo = space.shared.setdefault("tile grids", {})
+    key = (j, tuple(must), stages, max_combinations)
+    if key not in memo:
+        memo[key] = _tile_grid(space, j, max_combinations, must, stages)
+    return memo[key]
+
+
+def _tile_grid(space: Mapspace, j: int, max_combinations: int, must: list[int], stages: int) -> TileGrid | None:
+    arch, workload = space.arch, space.workload
     values = [np.unique(tables.level_view(space, rows)[2][:, j]) for rows in space.dim_tables]
     if math.prod(len(v) for v in values) > max_combinations:
         return None
@@ -40,7 +51,7 @@ def tile_grid(space: Mapspace, j: int, max_combinations: int, stages: int | None
     trips = np.maximum(np.array(workload.sizes, float)[:, None] / grid, 1.0)         # Q_d
     tile = {t: tiles.words(workload.tensors[t], grid) for t in must}
     footprint = sum(tile[t] * arch.levels[j].word_bytes(workload.tensors[t]) for t in must)
-    fits = tiles.fits_level(arch.levels[j], footprint * (stages or min(space.choices[j].stages)))
+    fits = tiles.fits_level(arch.levels[j], footprint * stages)
     if not fits.any():
         return None
     # a sliding window (p+r) fetches only the new slice as it moves, which the merged

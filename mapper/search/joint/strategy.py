@@ -180,7 +180,7 @@ class Joint:
                 # is not started at all (on h100's GEMMs it found nothing within its cap, and
                 # its import and thread took a core from the walk; docs/RESULTS.md)
                 cpsat.deferred = True
-                walk.deferred.run_later(cpsat.start)
+                walk.deferred.run_later(cpsat.start, after=self.tuning.cpsat_after)
         improve_incumbent = lambda: incumbents.improve_incumbent(self.starts, walk, parts, funnel, events)  # noqa: E731
         # walked whole, worker 0's local search comes before its walk (it is what finds a large
         # array's optimum); in parts (on several cores, or one under an evaluation budget) only
