@@ -18,9 +18,8 @@ def role_tensor(workload, role: str) -> int:
     mapspace file's `keep:` and an architecture's `keeps:` name tensors by role."""
     inputs = [i for i, t in enumerate(workload.tensors) if not t.is_output]
     operands = [i for i in inputs if not workload.tensors[i].scales]
-    if workload.operands_swapped and len(operands) == 2:
-        a, b = inputs.index(operands[0]), inputs.index(operands[1])
-        inputs[a], inputs[b] = inputs[b], inputs[a]
+    if workload.operands_swapped and len(operands) == 2:       # the two exchange places
+        inputs = [operands[1] if i == operands[0] else operands[0] if i == operands[1] else i for i in inputs]
     return {"output": workload.output, "input": inputs[0], "weight": inputs[min(1, len(inputs) - 1)]}[role]
 
 
@@ -71,7 +70,7 @@ class Constraints:
     # thread-block clusters (a GPU's `block_clusters`) in the space: opt-in, since they widen a
     # search many times over (h100 gemm-8192 proven in ~140 s instead of ~9 s)
     clusters: bool = False
-    # swap-AB (`roles.with_operands_for`): "never" (the einsum's operands as written), "auto"
+    # swap-AB (`mma.with_operands_for`): "never" (the einsum's operands as written), "auto"
     # (swapped where a warpgroup MMA pads its m and n to fewer MACs so) or "always"
     swap_operands: str = "never"
     levels: tuple[tuple[str, LevelConstraints], ...] = field(default_factory=tuple)

@@ -17,11 +17,12 @@ kernel needs there, which a per-MAC count would overstate 64-fold.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
-from . import tiles
+from . import tails, tiles
 from .roles import RolesError, arch_roles
 from .spec import Arch, Workload
 
@@ -109,3 +110,23 @@ def mapping_instruction(arch: Arch, workload: Workload, mapping) -> dict[str, in
     the MMA it issues; {} where the unit reads per MAC."""
     innermost = tiles.unit_tile(mapping, len(workload.dims))
     return {name: int(size) for name, size in instruction_shape(arch, workload, innermost).items()}
+
+
+def with_operands_for(arch: Arch, workload: Workload, swap: str = "auto") -> Workload:
+    """`workload` with its operands in the order the compute unit is to take them: swapped
+    (swap-AB, `Workload.operands_swapped`) where `swap` is "always", or "auto" where the unit
+    reads per instruction and the instruction's grains pad the workload to fewer MACs swapped
+    (`tails.fragment_macs` over its whole sizes): a decode GEMM's m of 1 pads to wgmma's m of
+    64 as written, to its n grain of 8 swapped. As written otherwise ("never"; "auto" on a
+    unit that reads per MAC, such as Ampere's mma.sync, or where no dims play m and n)."""
+    if swap == "never" or workload.operands_swapped:
+        return workload
+    swapped = dataclasses.replace(workload, operands_swapped=True)
+    if swap == "always":
+        return swapped
+    if arch.compute.operand_reads != "per_instruction":
+        return workload
+
+    def padded(w: Workload) -> int:
+        return tails.fragment_macs(arch, w, w.sizes, w.macs)
+    return swapped if padded(swapped) < padded(workload) else workload

@@ -17,7 +17,6 @@ native shape's own names (a GEMM's m, n, k) keeps them: the names win where they
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from .spec import Arch, Workload
@@ -93,9 +92,8 @@ def tensor_core_roles(workload: Workload, native: dict[str, int]) -> Roles:
     sizes > 1 only matter). By name when every such name is a dim of the workload; else, for a
     shape named m, n, k, from the einsum's structure; `RolesError` when neither applies. Under
     swap-AB (`Workload.operands_swapped`) those of the einsum as written, m and n exchanged."""
-    if workload.operands_swapped:
-        return _roles_as_written(dataclasses.replace(workload, operands_swapped=False), native).with_m_and_n_swapped()
-    return _roles_as_written(workload, native)
+    roles = _roles_as_written(workload, native)
+    return roles.with_m_and_n_swapped() if workload.operands_swapped else roles
 
 
 def _roles_as_written(workload: Workload, native: dict[str, int]) -> Roles:
@@ -109,7 +107,7 @@ def _roles_as_written(workload: Workload, native: dict[str, int]) -> Roles:
                          f"{', '.join(workload.dims)}), and only a shape named m, n, k is matched to an "
                          "einsum's structure; rename its dims to match, or set `align_to_native: false` in "
                          "the mapspace file (`--mapspace unaligned`)")
-    inputs = workload.operands          # a block format's scales are no operands of the MMA
+    inputs = workload.operands_as_written       # a block format's scales are no operands of the MMA
     if len(inputs) != 2:
         raise RolesError(names[0], f"workload {workload.name} has {len(inputs)} operand(s): tensor-core roles "
                          "are inferred for a product of two; name its dims like the native shape, or set "
@@ -128,35 +126,6 @@ def _roles_as_written(workload: Workload, native: dict[str, int]) -> Roles:
                          "without the fragment constraint")
     batch = tuple(sorted(out & first & second))
     return Roles(names, sizes, tuple(tuple(side[name]) for name in names), batch)
-
-
-def with_operands_for(arch: Arch, workload: Workload, swap: str = "auto") -> Workload:
-    """`workload` with its operands in the order the compute unit is to take them: swapped
-    (swap-AB, `Workload.operands_swapped`) where `swap` is "always", or "auto" and the unit
-    reads per warpgroup instruction (`operand_reads: per_instruction`) whose grains pad the
-    einsum's m and n to fewer MACs swapped: a decode GEMM's m of 1 pads to wgmma's m of 64,
-    and to its n grain of 8 once swapped. As written otherwise ("never", "auto" on a unit that
-    reads per MAC, such as Ampere's mma.sync, or where no dims play m and n)."""
-    if swap == "never" or workload.operands_swapped:
-        return workload
-    swapped = dataclasses.replace(workload, operands_swapped=True)
-    if swap == "always":
-        return swapped
-    if arch.compute.operand_reads != "per_instruction":
-        return workload
-    try:
-        roles = arch_roles(arch, workload)
-    except RolesError:
-        return workload
-    if roles is None or "m" not in roles.names or "n" not in roles.names:
-        return workload
-    grain = dict(zip(roles.names, roles.sizes))
-    m, n = (math.prod(workload.sizes[d] for d in roles.of(name)) for name in ("m", "n"))
-
-    def padded(size: int, to: int) -> int:
-        return -(-size // to) * to
-    as_written = padded(m, grain["m"]) * padded(n, grain["n"])
-    return swapped if padded(m, grain["n"]) * padded(n, grain["m"]) < as_written else workload
 
 
 def _swapped(workload: Workload, side: dict) -> bool:

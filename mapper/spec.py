@@ -61,7 +61,7 @@ class Workload:
     # the compute unit's instruction takes the einsum's second operand as its first (swap-AB:
     # it computes the transposed product, so the dims that play m in the einsum play the
     # instruction's n: a decode GEMM's m of 1 pads to wgmma's n grain of 8, not its m of 64;
-    # `roles.with_operands_for`)
+    # `mma.with_operands_for`)
     operands_swapped: bool = False
 
     @property
@@ -76,11 +76,16 @@ class Workload:
         return self.dims.index(name)
 
     @property
-    def operands(self) -> tuple[Tensor, ...]:
+    def operands_as_written(self) -> tuple[Tensor, ...]:
         """The inputs the compute unit multiplies (a block format's scales are not operands),
-        in the order its instruction takes them (`operands_swapped`)."""
-        operands = tuple(t for t in self.tensors if not t.is_output and not t.scales)
-        return operands[::-1] if self.operands_swapped and len(operands) == 2 else operands
+        in the einsum's order."""
+        return tuple(t for t in self.tensors if not t.is_output and not t.scales)
+
+    @property
+    def operands(self) -> tuple[Tensor, ...]:
+        """The same in the order the unit's instruction takes them (`operands_swapped`)."""
+        written = self.operands_as_written
+        return written[::-1] if self.operands_swapped and len(written) == 2 else written
 
     def tensor_index(self, name: str) -> int:
         return [t.name for t in self.tensors].index(name)

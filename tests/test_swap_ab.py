@@ -1,4 +1,4 @@
-"""Swap-AB (`swap_operands` in a mapspace, `roles.with_operands_for`): on a warpgroup MMA the
+"""Swap-AB (`swap_operands` in a mapspace, `mma.with_operands_for`): on a warpgroup MMA the
 einsum's operands taken in the other order, so that the dims of m play the instruction's n.
 Exact counts by hand for a decode-shaped GEMM on one h100 SM (m of 1: padded to wgmma's m of
 64 as written, to its n grain of 8 swapped), the rule that decides it, and the register file's
@@ -14,7 +14,8 @@ from mapper.load import load_arch, load_constraints, mapping_from_checked_dict, 
 from mapper.load.constraints import constraints_from_dict
 from mapper.mapping import to_table
 from mapper.mapspace import Mapspace
-from mapper.roles import arch_roles, with_operands_for
+from mapper.mma import with_operands_for
+from mapper.roles import arch_roles
 from mapper.units import Where
 
 from test_cost_agreement import assert_same

@@ -15,10 +15,10 @@ def product_of(arrays: list[np.ndarray]) -> np.ndarray:
     stacked copy)."""
     if len(arrays) == 1:
         return arrays[0]
-    out = arrays[0] * arrays[1]         # new: every later product written into it
+    out = arrays[0] * arrays[1]         # new: every later product of its dtype that it holds written into it
     for a in arrays[2:]:
-        if np.can_cast(np.result_type(out, a), out.dtype, "no") and np.broadcast(out, a).shape == out.shape:
-            np.multiply(out, a, out=out)
+        if isinstance(a, np.ndarray) and a.dtype == out.dtype and np.broadcast_shapes(out.shape, a.shape) == out.shape:
+            out *= a
         else:
             out = out * a
     return out

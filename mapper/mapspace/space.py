@@ -13,7 +13,8 @@ from ..constraints import ROLES, Constraints, LevelConstraints, role_tensor
 from ..cost.occupancy import gpu_levels
 from ..errors import InfeasibleError, SpecError
 from ..factors import count_factorizations
-from ..roles import Roles, arch_roles, with_operands_for
+from ..mma import with_operands_for
+from ..roles import Roles, arch_roles
 from ..spec import Arch, Workload
 from ..tails import dim_extents
 from . import tables
@@ -61,8 +62,7 @@ class Mapspace:
         object.__setattr__(self, "constraints", self.constraints or Constraints())
         # the operands in the order the compute unit takes them (swap-AB where the mapspace
         # asks, `swap_operands`): the space's workload, which its mappings are priced on
-        object.__setattr__(self, "workload", with_operands_for(self.arch.for_workload(self.workload), self.workload,
-                                                               self.constraints.swap_operands))
+        object.__setattr__(self, "workload", with_operands_for(self.arch, self.workload, self.constraints.swap_operands))
         # the compute unit's rate and native shape for this workload's operand dtypes, and
         # thread-block clusters only where the mapspace asks for them (`clusters: true`)
         arch = self.arch.for_workload(self.workload)

@@ -75,7 +75,7 @@ class Greedy:
             events.append(Backtracked(descent.backtracks))
         if descent.hurried_from is not None:
             events.append(Hurried(context.stop_reason(), descent.hurried_from))
-        return descent.incumbent.result(self.name, funnel, optimal=False, complete=descent.hurried_from is None,
+        return descent.incumbent.result(self.name, funnel, optimal=False, complete=not descent.hurried,
                                         events=events, settings=settings_of(self))
 
 

@@ -25,8 +25,8 @@ class JointTuning:
     # the machine's load; docs/RESULTS.md)
     cpsat_min_left_seconds: float = 1.0
     # seconds into the walk before CP-SAT's proposals start: on the bench cases they change no
-    # result or proof (docs/RESULTS.md, "Ablations"), and OR-Tools' import and the solve took a
-    # third of a second of CPU where the walk ended soon after (pe-array 1000^3, energy)
+    # result or proof (docs/RESULTS.md, "Ablations"), and OR-Tools' import and the solve took
+    # 0.3-0.45 s of CPU where the walk ended soon after (pe-array 1000^3, energy)
     cpsat_after: float = 5.0
     ortools_import_per_startup: float = 1.5
     # polishing new incumbents by local search
