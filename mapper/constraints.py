@@ -31,10 +31,13 @@ class Range:
     low: int = 1
     high: int | None = None               # None: unbounded
     multiple_of: int = 1
+    power_of_two: bool = False            # a kernel's block sides (Triton's tl.arange)
 
     def admits(self, value):
         """Vectorised test on an int array."""
         ok = (value >= self.low) & (value % self.multiple_of == 0)
+        if self.power_of_two:
+            ok = ok & ((value & (value - 1)) == 0)
         return ok if self.high is None else ok & (value <= self.high)
 
 
@@ -54,6 +57,10 @@ class LevelConstraints:
     bypass: bool = False                            # enumerate keep/bypass choices
     spatial_x: tuple[tuple[str, Range], ...] = ()   # bounds on its spatial split along mesh x only
     spatial_y: tuple[tuple[str, Range], ...] = ()   # ... and along y (`spatial_y: {m: 1}`: m not on y)
+    # bytes per instance the mapping's tiles may take, below the level's capacity: what a kind
+    # of kernel can address (a Triton kernel's accumulators: the registers each thread keeps
+    # after its addresses and indices); None: the level's capacity
+    capacity: float | None = None
 
 
 @dataclass(frozen=True)

@@ -376,6 +376,14 @@ class Arch:
         families = tuple(family(t.dtype) for t in workload.operands if t.dtype)
         return dataclasses.replace(arch, compute=self.compute.for_operands(families))
 
+    def with_capacities(self, caps) -> "Arch":
+        """This arch with each level's capacity lowered to its entry of `caps` (None: kept)."""
+        if all(cap is None for cap in caps):
+            return self
+        return dataclasses.replace(self, levels=tuple(
+            level if cap is None else dataclasses.replace(level, capacity=min(level.capacity, cap))
+            for level, cap in zip(self.levels, caps)))
+
     def without_clusters(self) -> "Arch":
         """This architecture with no level's `block_clusters` (a fanout's meshes alone): what a
         mapspace without `clusters: true` maps onto; itself where no level has them."""

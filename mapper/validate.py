@@ -95,6 +95,12 @@ def number_in_text(text: str):
     return text
 
 
+def flag(value, where: Where) -> bool:
+    if not isinstance(value, bool):
+        raise where.error(f"expected true or false, got {shown(value)}")
+    return value
+
+
 def text(value, where: Where, limit: int = MAX_TEXT) -> str:
     if not isinstance(value, str):
         raise where.error(f"expected a string, got {shown(value)}")

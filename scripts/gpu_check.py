@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib.util
+import itertools
 import os
 import sys
 import tempfile
@@ -40,6 +41,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the helpers of `precompile` import this module by name where it was not run as a script
+sys.path.insert(1, str(Path(__file__).resolve().parent))
 
 from mapper.cost import evaluate  # noqa: E402
 from mapper.emit.command import top_mappings  # noqa: E402
@@ -57,7 +60,8 @@ FULL_SHAPES = ([(f"square-{s}", s, s, s) for s in (1024, 2048, 4096, 8192, 16384
                   for name, n, k in (("qkv", 12288, 4096), ("o", 4096, 4096), ("up", 22016, 4096), ("down", 4096, 11008))]
                + [("tall-skinny-32768x64x4096", 32768, 64, 4096), ("tall-skinny-128x128x65536", 128, 128, 65536),
                   ("odd-3000x5000x1000", 3000, 5000, 1000), ("odd-1000x3000x700", 1000, 3000, 700)])
-SMALL_SHAPES = [("square-64", 64, 64, 64), ("decode-1x96x80", 1, 96, 80), ("odd-100x70x90", 100, 70, 90)]
+# (K of 64 or more: the `triton-kernel` mapspace's k steps are)
+SMALL_SHAPES = [("square-64", 64, 64, 64), ("decode-1x96x128", 1, 96, 128), ("odd-100x70x192", 100, 70, 192)]
 # Commonly used Triton matmul configs (block M, N, K, stages, warps), all with GROUP_M 8: the
 # kind of list Triton's matmul tutorial autotunes over, written here from the usual choices
 AUTOTUNE_LIST = [(128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4),
@@ -85,8 +89,9 @@ class ShapeResult:
     search_s: float
     tried: list[Tried] = field(default_factory=list)
 
-    def best(self, source: str) -> Tried:
-        return min((t for t in self.tried if t.source == source), key=lambda t: t.ms if np.isfinite(t.ms) else np.inf)
+    def best(self, *sources: str) -> Tried:
+        """The fastest config of these sources (the first of them where none was timed)."""
+        return min((t for t in self.tried if t.source in sources), key=lambda t: t.ms if np.isfinite(t.ms) else np.inf)
 
     def tflops(self, t: Tried) -> float:
         return self.flops / (t.ms * 1e-3) / 1e12
@@ -145,10 +150,10 @@ def plan_shape(arch, label, m, n, k, args) -> tuple[ShapeResult, object]:
     start = time.perf_counter()
     space = Mapspace(arch, workload, load_constraints(args.mapspace))
     context = SearchContext.for_command(args.time_limit)
-    result = make_strategy("joint", {}).run(space, parse_objective("edp", arch), context, lambda n: None)
+    result = make_strategy("joint", {}).run(space, parse_objective(args.objective, arch), context, lambda n: None)
     view = gemm_view(arch, workload, result.mapping)
     pick = triton_config(view)
-    top, _ = top_mappings(arch, workload, "edp", args.top, first=(view, pick))
+    top, _ = top_mappings(arch, workload, args.objective, args.top, first=(view, pick))
     shape = ShapeResult(label, 2.0 * m * n * k, time.perf_counter() - start)
     shape.tried.append(Tried("pick", pick, predicted(arch, workload, pick, result.mapping), cluster=view.cluster[:2]))
     for mapping in top:
@@ -189,50 +194,136 @@ def device_capability(args) -> tuple[int, int]:
     return HOPPER
 
 
-def load_kernel(text: str):
-    path = Path(tempfile.mkdtemp(prefix="gpu_check_")) / "kernel.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location("gpu_check_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def kernel_path(directory: Path, label: str, text: str) -> Path:
+    """Where a shape's kernel module is written: one file per shape, the same for the processes
+    that compile it ahead (`precompile`) and the one that times it, so that Triton's cache,
+    keyed by the kernel's source, serves the second what the first compiled."""
+    path = directory / f"{label}.py"
+    # the header's comments (the shape, the mapping's changes) go: Triton keys a kernel by its
+    # source and first line, so that every shape's module shares the compiles of one config
+    path.write_text("\n".join(line for line in text.splitlines() if not line.startswith("# ")) + "\n")
+    return path
 
 
-def measure(shape: ShapeResult, view, m: int, n: int, k: int, interpret: bool) -> None:
-    """Times every config of `shape` (checked against torch.matmul first); the time a tuner
-    spends on each (its first, compiling run plus the timing) is kept as `tuning_s`."""
+_MODULES: dict[Path, object] = {}
+
+
+def load_kernel(path: Path):
+    if path not in _MODULES:
+        spec = importlib.util.spec_from_file_location("gpu_check_kernel", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _MODULES[path] = module
+    return _MODULES[path]
+
+
+def triton_config_of(tried: Tried):
+    import triton
+    c, form = tried.config, tried.form
+    return triton.Config({"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m or 1},
+                         num_stages=c.num_stages, num_warps=form.num_warps, num_ctas=form.num_ctas)
+
+
+def operands(m: int, n: int, k: int, interpret: bool, fill: bool = True):
+    import torch
+    device, dtype = ("cpu", torch.float32) if interpret else ("cuda", torch.bfloat16)
+    make = torch.randn if fill else torch.zeros
+    return make(m, k, device=device, dtype=dtype), make(k, n, device=device, dtype=dtype)
+
+
+def _compile_task(task) -> tuple[str, str, float]:
+    """One config's first launch in a helper process (`precompile`): it compiles the kernel into
+    Triton's cache. What failed is returned, not raised: the timing process meets it again."""
+    path, (m, n, k), tried, interpret = task
+    start = time.perf_counter()
+    try:
+        a, b = _OPERANDS.get((m, n, k)) or _OPERANDS.setdefault((m, n, k), operands(m, n, k, interpret, fill=False))
+        run_once(load_kernel(path), a, b, triton_config_of(tried), tried, path.stem, quiet=True)
+        if not interpret:
+            import torch
+            torch.cuda.synchronize()
+        return path.stem, "", time.perf_counter() - start
+    except Exception as exc:        # noqa: BLE001 - reported, and met again when timed
+        return path.stem, f"{type(exc).__name__}: {str(exc).strip()[:160]}", time.perf_counter() - start
+    finally:
+        if len(_OPERANDS) > 1:      # one shape's operands at a time per helper (16384^2 is 0.5 GB each)
+            for key in [key for key in _OPERANDS if key != (m, n, k)]:
+                del _OPERANDS[key]
+
+
+_OPERANDS: dict = {}
+
+
+def precompile(planned: list, processes: int, interpret: bool) -> None:
+    """Compiles every config of every shape in `processes` helper processes before any timing:
+    on one process, Triton's compiles (1 to 3 s each) would take most of a GPU session. Tasks go
+    in shape order, so that a helper keeps one shape's operands at a time."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    tasks = [(path, dims, tried, interpret) for shape, _, dims, path in planned for tried in shape.tried]
+    start = time.perf_counter()
+    failed = 0
+    # an executor, not a Pool: a helper that dies breaks it (an error) instead of hanging it
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for label, error, _ in pool.map(_compile_task, tasks):
+            failed += bool(error)
+            if error:
+                print(f"  precompile {label}: {error}", file=sys.stderr)
+    print(f"precompiled {len(tasks)} configs in {time.perf_counter() - start:.1f} s on {processes} processes "
+          f"({failed} failed there)", flush=True)
+
+
+def measure(shape: ShapeResult, configs: list[Tried], path: Path, dims: tuple, interpret: bool,
+            deadline: float = float("inf")) -> None:
+    """Times `configs` of `shape` (each checked against torch.matmul first) until the clock passes
+    `deadline` (time.perf_counter()); the time a tuner spends on each (its first, compiling run
+    plus the timing) is kept as `tuning_s`."""
     import torch
     import triton
-    device, dtype = ("cpu", torch.float32) if interpret else ("cuda", torch.bfloat16)
-    module = load_kernel(kernel_text([view]))
-    a = torch.randn(m, k, device=device, dtype=dtype)
-    b = torch.randn(k, n, device=device, dtype=dtype)
+    m, n, k = dims
+    module = load_kernel(path)
+    a, b = operands(m, n, k, interpret)
+    if not interpret:
+        warm_up(a.device)
     want = (a.float() @ b.float())
-    for tried in shape.tried:
-        c, form = tried.config, tried.form
-        config = triton.Config({"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k,
-                                "GROUP_M": c.group_m or 1}, num_stages=c.num_stages, num_warps=form.num_warps,
-                               num_ctas=form.num_ctas)
+    scale = want.abs().max().item() + 1
+    for tried in configs:
+        if time.perf_counter() > deadline:
+            print(f"  {shape.label}: the deadline stops the timing ({sum(np.isfinite(t.ms) for t in configs)} "
+                  f"of {len(configs)} configs timed)", file=sys.stderr)
+            return
+        config = triton_config_of(tried)
         start = time.perf_counter()
         try:
             out = run_once(module, a, b, config, tried, shape.label)
         except triton.runtime.errors.OutOfResources as exc:       # e.g. shared memory: no time
-            print(f"  {shape.label}: {c} does not run ({exc})", file=sys.stderr)
+            print(f"  {shape.label}: {tried.config} does not run ({exc})", file=sys.stderr)
             tried.tuning_s = time.perf_counter() - start
             continue
-        form = tried.form
-        scale = want.abs().max().item() + 1
         if not torch.allclose(out.float(), want, rtol=2e-2, atol=2e-2 * scale):
-            raise AssertionError(f"{shape.label}: config {c} gives a wrong result")
+            raise AssertionError(f"{shape.label}: config {tried.config} gives a wrong result")
         if interpret:
             tried.ms = (time.perf_counter() - start) * 1e3
         else:
-            tried.ms = triton.testing.do_bench(lambda: module.matmul(a, b, out=out, config=config, tma=form.tma),
-                                               warmup=25, rep=100)
+            tma = tried.form.tma
+            tried.ms = triton.testing.do_bench(lambda: module.matmul(a, b, out=out, config=config, tma=tma),
+                                               warmup=20, rep=60, return_mode="median")
         tried.tuning_s = time.perf_counter() - start
 
 
-def run_once(module, a, b, config, tried: Tried, label: str):
+def warm_up(device, seconds: float = 0.3) -> None:
+    """Dense matrix products for `seconds` before a shape is timed: an idle GPU drops its clock, and
+    the first kernels timed after a pause (the search, the compiles) ran 2 to 8x slower on the
+    H200 of docs/gpu/h200-2026-12-04 (its recheck: square-1024, square-2048, two decode shapes)."""
+    import torch
+    x = torch.randn(4096, 4096, device=device, dtype=torch.bfloat16)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        x @ x
+        torch.cuda.synchronize()
+
+
+def run_once(module, a, b, config, tried: Tried, label: str, quiet: bool = False):
     """The first (compiling) run of a config in its form. A TMA form the device's Triton fails to
     compile or launch runs again with pointer loads, the failure one line in its notes: one
     GPU session must not end on the first kernel a Triton version cannot build."""
@@ -247,7 +338,8 @@ def run_once(module, a, b, config, tried: Tried, label: str):
         if not tried.form.tma:
             raise
         why = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-        print(f"  {label}: {tried.config} failed with TMA loads ({why}); pointer loads instead", file=sys.stderr)
+        if not quiet:
+            print(f"  {label}: {tried.config} failed with TMA loads ({why}); pointer loads instead", file=sys.stderr)
         tried.form = replace(tried.form, tma=False, notes=tried.form.notes + (f"TMA: failed here ({why}): pointer loads",))
         compiled = module.launch(a, b, out, None, config, False)
     tried.issued = issued_mma(compiled)
@@ -267,7 +359,8 @@ def form_text(tried: Tried) -> str:
 
 
 def row(shape: ShapeResult) -> dict:
-    pick, tuned, top = shape.best("pick"), shape.best("autotune"), shape.best("top")
+    # the top-k list is the pick and the k - 1 next best configs
+    pick, tuned, top = shape.best("pick"), shape.best("autotune"), shape.best("pick", "top")
     measured = [t for t in shape.tried if np.isfinite(t.predicted_cycles) and np.isfinite(t.ms)]
     return {"shape": shape.label, "pick_tflops": shape.tflops(pick), "autotune_best_tflops": shape.tflops(tuned),
             "top_best_tflops": shape.tflops(top), "pick_over_autotuned": tuned.ms / pick.ms,
@@ -282,10 +375,12 @@ def row(shape: ShapeResult) -> dict:
 
 
 def write_csvs(rows: list[dict], shapes: list[ShapeResult], path: Path) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if rows:
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
     with path.with_name(path.stem + "_configs.csv").open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["shape", "source", "BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "GROUP_M",
@@ -333,44 +428,95 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="h100")
     parser.add_argument("--shapes", choices=("full", "small"), default="full")
-    parser.add_argument("--only", default="", help="shapes whose label contains this")
+    parser.add_argument("--only", default="", help="shapes whose label contains this (or one of these, comma-separated)")
     parser.add_argument("--csv", default="gpu_check.csv")
     parser.add_argument("--time-limit", type=float, default=20.0, help="seconds of joint search per shape")
     parser.add_argument("--top", type=int, default=8)
-    parser.add_argument("--mapspace", default="default", help="mapspace of the search (`clusters`: thread-block clusters)")
+    parser.add_argument("--objective", default="cycles",
+                        help="the search's and the top list's objective (cycles: the kernel's time, which the check measures)")
+    parser.add_argument("--mapspace", default="triton-kernel",
+                        help="mapspace of the search (default triton-kernel: the mappings the emitted kernel runs; "
+                             "`clusters`: thread-block clusters)")
     parser.add_argument("--capability", default=None,
                         help="compute capability to plan for, as 9.0 (default: the GPU's; 9.0 without one)")
     parser.add_argument("--plan", action="store_true", help="print each config's form; run nothing (no GPU needed)")
     parser.add_argument("--interpret", action="store_true", help="Triton's CPU interpreter (small shapes)")
+    parser.add_argument("--grid", default="",
+                        help="comma-separated label parts: those shapes also time a calibration grid (source grid)")
+    parser.add_argument("--grid-stages", default="3,4", help="the calibration grid's num_stages, comma-separated")
+    parser.add_argument("--deadline", type=float, default=0.0,
+                        help="seconds: no config is timed after this (0: none); the CSVs hold what was timed")
+    parser.add_argument("--precompile", type=int, default=0,
+                        help="compile every config first in this many helper processes (a GPU session's time)")
     return parser.parse_args(argv)
+
+
+def calibration_grid(shape: ShapeResult, m: int, arch, workload, itemsize: int, capacity: int,
+                     stage_counts=(3, 4)) -> list[Tried]:
+    """`--grid`: configs beyond the pick, the top list and the autotune list, for calibrating the
+    model against measured times (source "grid"): block M (16, 32, 64 where M <= 64, else 64, 128,
+    256) x N (64, 128, 256) x K (32, 64, 128), `stage_counts` stages, 4 or 8 warps, GROUP_M 8,
+    those whose operand stages fit the shared memory and that the shape has not tried already."""
+    seen = {t.config.kwargs_text() for t in shape.tried}
+    grid = []
+    for bm in ((16, 32, 64) if m <= 64 else (64, 128, 256)):
+        for bn, bk, stages, warps in itertools.product((64, 128, 256), (32, 64, 128), stage_counts, (4, 8)):
+            config = TritonConfig(bm, bn, bk, stages, warps, 8)
+            if (bm + bn) * bk * itemsize * stages > capacity or config.kwargs_text() in seen:
+                continue
+            grid.append(Tried("grid", config, predicted(arch, workload, config)))
+    return grid
 
 
 def main(argv=None) -> list:
     """The check's rows (one per shape); with --plan the shapes planned, nothing run."""
     args = parse_args(argv)
+    started = time.perf_counter()
+    deadline = started + args.deadline if args.deadline else float("inf")
     if args.interpret:
         os.environ["TRITON_INTERPRET"] = "1"       # before triton is imported
     arch = load_arch(args.arch)
     capability, descriptors = device_capability(args), descriptors_installed()
-    shapes, rows = [], []
+    smem = next(level for level in arch.levels if level.name == "SMEM").capacity if "SMEM" in arch.level_names else 0
+    kernels = Path(tempfile.mkdtemp(prefix="gpu_check_"))
+    planned = []        # (shape, view, (m, n, k), kernel path)
     for label, m, n, k in (SMALL_SHAPES if args.shapes == "small" else FULL_SHAPES):
-        if args.only not in label:
+        if not any(part in label for part in args.only.split(",")):
             continue
         shape, view = plan_shape(arch, label, m, n, k, args)
+        if args.grid and any(part in label for part in args.grid.split(",")):
+            workload = gemm_workload(label, m, n, k, "fp32" if element_bytes(args) == 4 else "bf16")
+            stage_counts = tuple(int(s) for s in args.grid_stages.split(","))
+            shape.tried += calibration_grid(shape, m, arch, workload, element_bytes(args), smem, stage_counts)
         assign_forms(shape, view, m, n, k, capability, descriptors, element_bytes(args))
         if args.plan:
             print("\n".join(plan_lines(shape)), flush=True)
-            shapes.append(shape)
-            continue
-        measure(shape, view, m, n, k, args.interpret)
-        shapes.append(shape)
-        rows.append(row(shape))
-        print(table(rows[-1:]).splitlines()[2], flush=True)
+        planned.append((shape, view, (m, n, k), kernel_path(kernels, label, kernel_text([view]))))
+    shapes = [shape for shape, *_ in planned]
     if args.plan:
         return shapes
-    write_csvs(rows, shapes, Path(args.csv))
+    print(f"planned {len(shapes)} shapes, {sum(len(s.tried) for s in shapes)} configs in "
+          f"{time.perf_counter() - started:.1f} s", flush=True)
+    if args.precompile > 1:
+        precompile(planned, args.precompile, args.interpret)
+    # the table's configs of every shape first, then the calibration grid, until the deadline
+    for grid_pass in (False, True):
+        for shape, view, dims, path in planned:
+            configs = [t for t in shape.tried if (t.source == "grid") == grid_pass]
+            if configs and time.perf_counter() < deadline:
+                measure(shape, configs, path, dims, args.interpret, deadline)
+                write_csvs([row(s) for s in shapes if measured(s)], shapes, Path(args.csv))
+                if not grid_pass:
+                    print(table([row(shape)]).splitlines()[2], flush=True)
+    rows = [row(shape) for shape in shapes if measured(shape)]
     print(table(rows))
+    print(f"(the check took {time.perf_counter() - started:.0f} s)")
     return rows
+
+
+def measured(shape: ShapeResult) -> bool:
+    """Whether the pick and the autotune list each have a timed config."""
+    return all(any(t.source == source and np.isfinite(t.ms) for t in shape.tried) for source in ("pick", "autotune"))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """A Triton config read back into a mapping (`mapper evaluate --from-triton CONFIG`) and emitted
 again gives the same config: the same block tile, stages, warps and GROUP_M (and, for the EDP
-mapping, the same warp tile); the priced mapping is the one `mapping_of_config` builds."""
+mapping, the same warp tile); the priced mapping is the one `mapping_of_config` builds. On a
+warpgroup MMA (h100's wgmma) the warps are the fewest whole warpgroups that hold the block's
+accumulator: more are priced as one (they share the SM's tensor cores) and emitted as that."""
 import json
 
 import pytest
@@ -25,7 +27,7 @@ def evaluate_config(capsys, tmp_path, arch, workload, data, name="c.yaml"):
 
 
 @pytest.mark.parametrize("workload, config", [
-    ("gemm-4096", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 3, "num_warps": 8, "GROUP_M": 8}),
+    ("gemm-4096", {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 3, "num_warps": 8, "GROUP_M": 8}),
     ("gemm-3000x5000x1000", {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 4}),
     ("gemv-4096", {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_stages": 2, "num_warps": 4}),
     ("llama7b-prefill-up", {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 4,
@@ -83,7 +85,31 @@ def test_bad_config_is_a_one_line_error(capsys, tmp_path, data, expected):
 
 def test_config_that_does_not_fit_is_a_one_line_error(capsys, tmp_path):
     path = tmp_path / "big.yaml"
-    path.write_text(yaml.safe_dump({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 256, "num_stages": 4, "num_warps": 4}))
+    path.write_text(yaml.safe_dump({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 256, "num_stages": 4, "num_warps": 4}))
     assert main(["evaluate", "h100", "gemm-4096", "--from-triton", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "capacity" in err
+
+
+def test_a_spilling_accumulator_is_a_one_line_error(capsys, tmp_path):
+    """128x256 over 4 warps is 256 fp32 accumulator registers a thread: Triton spills them (10 to 15x
+    slower on an H200), which the model cannot price; the error says how many warps would hold it."""
+    path = tmp_path / "spills.yaml"
+    path.write_text(yaml.safe_dump({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_stages": 3, "num_warps": 4}))
+    assert main(["evaluate", "h100", "gemm-4096", "--from-triton", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "spills.yaml: num_warps" in err and "256 registers a thread" in err
+    assert "at least 8 warps" in err
+
+
+def test_extra_warpgroups_are_priced_as_one_and_emitted_as_the_fewest(capsys, tmp_path):
+    """128x128 over 8 warps (two warpgroups) on h100: the same mapping and price as over 4, said in
+    a change line; emitted again with 4 (128 accumulator registers a thread)."""
+    config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 3, "num_warps": 8, "GROUP_M": 8}
+    arch, wl = load_arch("h100"), load_workload("gemm-4096")
+    eight, changes = mapping_of_config(arch, wl, BlockConfig(128, 128, 64, 3, 8, 8))
+    four, _ = mapping_of_config(arch, wl, BlockConfig(128, 128, 64, 3, 4, 8))
+    assert eight == four and any("priced as one" in line for line in changes)
+    out = evaluate_config(capsys, tmp_path, "h100", "gemm-4096", config)
+    mapping = mapping_from_dict({"mapping": out["mapping"], "padded": out.get("padded", False)}, arch, wl, Where("json"))
+    assert triton_config(gemm_view(arch, wl, mapping)).as_dict() == {**config, "num_warps": 4}

@@ -148,3 +148,66 @@ def test_plan_command_prints_each_form(capsys):
 def load_arch_h100():
     from mapper.load import load_arch
     return load_arch("h100")
+
+
+@pytest.mark.triton
+@pytest.mark.slow          # ~20 s: a search, helper processes and the interpreter
+def test_grid_precompile_and_deadline_in_the_interpreter(tmp_path):
+    """`--grid` adds the calibration configs (source grid), `--precompile` compiles them first in
+    helper processes, `--deadline` stops the timing: what was timed is in the CSVs."""
+    pytest.importorskip("triton", reason="triton not installed: pip install -e '.[triton]'")
+    pytest.importorskip("torch", reason="torch not installed: pip install -e '.[triton]'")
+    module = load_script()
+    out = tmp_path / "check.csv"
+    rows = module.main(["--interpret", "--shapes", "small", "--only", "odd", "--grid", "odd", "--grid-stages", "2",
+                        "--precompile", "2", "--top", "2", "--time-limit", "2", "--csv", str(out)])
+    assert [r["shape"] for r in rows] == ["odd-100x70x192"]
+    with (tmp_path / "check_configs.csv").open() as f:
+        configs = list(csv.DictReader(f))
+    grid = [c for c in configs if c["source"] == "grid"]
+    assert grid and all(c["num_stages"] == "2" for c in grid) and all(float(c["measured_ms"]) > 0 for c in grid)
+    stopped = module.main(["--interpret", "--shapes", "small", "--only", "odd", "--deadline", "0.001", "--top", "2",
+                           "--time-limit", "2", "--csv", str(tmp_path / "none.csv")])
+    assert stopped == []
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_microbenchmarks_run_in_the_interpreter(tmp_path):
+    """scripts/gpu_micro.py's Triton streaming read and torch copy at small sizes: every figure
+    positive and written."""
+    pytest.importorskip("triton", reason="triton not installed: pip install -e '.[triton]'")
+    spec = importlib.util.spec_from_file_location("gpu_micro", SCRIPT.parent / "gpu_micro.py")
+    micro = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(micro)
+    rows = micro.main(["--interpret", "--parts", "memory", "--csv", str(tmp_path / "micro.csv")])
+    assert [r[0] for r in rows] == ["hbm_copy", "hbm_read", "l2_read_1MiB"] and all(r[1] > 0 for r in rows)
+    with (tmp_path / "micro.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == 3
+
+
+def test_replay_ranks_measured_configs_with_the_model(tmp_path):
+    """scripts/gpu_replay.py on a hand-made configs CSV: times proportional to the model's cycles
+    give Spearman 1 and the model's best is the measured best; a spilling config (128x256 over 4
+    warps) is refused, counted apart."""
+    spec = importlib.util.spec_from_file_location("gpu_replay", SCRIPT.parent / "gpu_replay.py")
+    replay = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay)
+    check = replay.load_check()
+    from mapper.emit.common import BlockConfig
+    from mapper.load import load_arch
+    arch = load_arch("h200")
+    workload = check.gemm_workload("square-1024", 1024, 1024, 1024, "bf16")
+    configs = [(64, 64, 64, 3, 4), (128, 128, 64, 3, 4), (128, 256, 64, 3, 8), (64, 128, 32, 4, 4), (128, 256, 64, 3, 4)]
+    path = tmp_path / "c_configs.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["shape", "source", "BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "GROUP_M",
+                         "predicted_cycles", "measured_ms", "form", "num_ctas", "num_warps_run", "ptx_mma", "form_notes"])
+        for bm, bn, bk, stages, warps in configs:
+            cycles = check.predicted(arch, workload, BlockConfig(bm, bn, bk, stages, warps, 8))
+            ms = cycles / 1e6 if np.isfinite(cycles) else 1.0
+            writer.writerow(["square-1024", "grid", bm, bn, bk, stages, warps, 8, cycles, ms, "", 1, warps, "", ""])
+    [row] = replay.main([str(path), "--arch", "h200"])
+    assert row["refused"] == 1 and row["configs"] == 5
+    assert row["spearman"] == pytest.approx(1.0) and row["model_best_share"] == pytest.approx(1.0)

@@ -20,7 +20,7 @@ from presets_sync import H100_SYNC
 def test_every_mapspace_preset_loads_and_binds(funnel):
     for name in preset_names("constraints"):
         constraints = load_constraints(name)
-        target = ("h100", "gemm-4096") if name in ("gpu", "gpu-sync", "wgmma-ss") else ("toy", "gemm-256")
+        target = ("h100", "gemm-4096") if name in ("gpu", "gpu-sync", "wgmma-ss", "triton-kernel") else ("toy", "gemm-256")
         if name == "sync-128x128":            # an mma.sync template: 2 x 2 warps per block
             target = (H100_SYNC, "gemm-4096")
         if name.startswith("timeloop-"):      # written for those designs' level names
@@ -39,6 +39,10 @@ def test_every_mapspace_preset_loads_and_binds(funnel):
     ({"name": "x", "levels": {"RF": {"temporal": {"k": {"min": 8, "max": 4}}}}}, ["levels.RF.temporal.k.max", "below min"]),
     ({"name": "x", "levels": {"RF": {"colour": "red"}}}, ["levels.RF.colour", "unknown key"]),
     ({"name": "x", "levels": {"RF": {"stages": []}}}, ["levels.RF.stages"]),
+    ({"name": "x", "levels": {"RF": {"tile": {"m": {"power_of_two": "yes"}}}}},
+     ["levels.RF.tile.m.power_of_two", "true or false"]),
+    ({"name": "x", "levels": {"RF": {"capacity": "lots"}}}, ["levels.RF.capacity"]),
+    ({"name": "x", "levels": {"RF": {"capacity": "unlimited"}}}, ["levels.RF.capacity"]),
 ])
 def test_bad_presets(tmp_path, data, fragments):
     path = tmp_path / "ms.yaml"

@@ -2,19 +2,28 @@
 num_warps, and GROUP_M) as the GEMM mapping they run, so the model can price the config an
 autotuner picked (`mapper evaluate ARCH WORKLOAD --from-triton CONFIG`).
 
-The mapping of a config on a GPU preset (levels outermost first, the per-SM one SMEM):
+The mapping of a config on a GPU preset (levels outermost first, the per-SM one SMEM), as the
+launch runs it (checked against 1,712 timed configs on an H200, docs/gpu/h200-2026-12-04):
 - the outermost level loops over the batch dims, then the waves' m and n loops (m outside:
-  the grouped launch order walks n inside m);
-- the level above SMEM runs the K loop (extent / BLOCK_K) and splits the blocks of one wave
-  over the SMs: GROUP_M rows of blocks (the largest divisor of the blocks along m within it)
-  by as many columns as the SMs take; without GROUP_M, row-major: whole rows of blocks while
-  they fit, else a part of one row;
+  the grouped launch order walks n inside m), then the K loop: a wave's blocks run their K
+  loops side by side, so the caches between hold one k step of the wave's operand tiles and
+  stream the next (two stages), not the wave's whole K;
+- the level above SMEM splits a wave's blocks over the SMs: GROUP_M rows of blocks by as many
+  columns as the SMs take; without GROUP_M, row-major: whole rows of blocks while they fit,
+  else a part of one row. The grid is padded to whole waves (the last wave's idle SMs priced
+  as busy);
 - SMEM holds the operands' block tiles with num_stages stages (the accumulator lives in
-  registers) and splits it over the warps (warps_m x
-  warps_n, as square a warp tile as the block allows unless the config says warps_m);
-- the register level holds a warp's tile: BLOCK_M / warps_m x BLOCK_N / warps_n x BLOCK_K.
-Extents are padded to whole blocks (masked tails). Every tensor is kept at every level.
-Invariant: `emit` of the result gives the config back (tests/test_emit_roundtrip.py).
+  registers) and splits it over the warps (warps_m x warps_n, as square a warp tile as the
+  block allows unless the config says warps_m); on a warpgroup MMA (wgmma) the warpgroups of a
+  block share the SM's tensor cores and hold its accumulator together: one unit with the
+  whole tile;
+- the register level holds a warp's tile: BLOCK_M / warps_m x BLOCK_N / warps_n x BLOCK_K (on
+  wgmma the accumulator alone, one copy: Triton reads both operands from shared memory).
+Extents are padded to whole blocks (masked tails). A config whose fp32 accumulator takes more
+than ACCUMULATOR_REGISTERS registers a thread is refused: Triton spills it, which the model
+cannot price.
+Invariant: `emit` of the result gives the config back (tests/test_emit_roundtrip.py), the warps on
+a warpgroup MMA as the fewest whole warpgroups that hold the accumulator.
 """
 from __future__ import annotations
 
@@ -25,13 +34,13 @@ from types import MappingProxyType
 
 from ..bind import check_fits
 from ..errors import SpecError
-from ..factors import prime_factorization
 from ..limits import MAX_INT, MAX_STAGES, MAX_WARPS
 from ..mapping import LevelMapping, Mapping
 from ..spec import Arch, Workload
 from ..units import Where
 from ..validate import fields, integer
 from .common import BlockConfig, EmitError, gemm_dims, source
+from .triton import ACCUMULATOR_REGISTERS, accumulator_warps
 
 KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
 OPTIONAL = ("GROUP_M", "warps_m")
@@ -53,14 +62,6 @@ def config_from_dict(data, where: Where) -> BlockConfig:
         values[key] = integer(data[key], where / key, "a positive integer", high=LIMITS.get(key, MAX_INT))
     return BlockConfig(values["BLOCK_M"], values["BLOCK_N"], values["BLOCK_K"], values["num_stages"],
                        values["num_warps"], values.get("GROUP_M"), values.get("warps_m"))
-
-
-def _largest_divisor_at_most(value: int, cap: int) -> int:
-    """From `value`'s divisors (at most 1,344 below 2^31), not a scan up to `cap`."""
-    divisors = [1]
-    for p, e in prime_factorization(value):
-        divisors = [d * p**i for d in divisors for i in range(e + 1)]
-    return max(d for d in divisors if d <= max(1, cap))
 
 
 def warp_split(config: BlockConfig) -> tuple[int, int]:
@@ -106,15 +107,21 @@ def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig,
     block = {m: config.block_m, n: config.block_n, k: config.block_k}
     blocks = {d: -(-workload.sizes[d] // block[d]) for d in (m, n, k)}
     fanout = arch.fanout(smem - 1)[0]          # the SMs, along the mesh axis the blocks take
+    # a wave: the blocks the SMs run at once, GROUP_M rows of them (the grouped launch order) by
+    # as many columns as the SMs take; without GROUP_M, row-major: whole rows of blocks while
+    # they fit, else a part of one row. The grid is padded to whole waves: the last, partial
+    # wave of the launch takes as long as a whole one
     if config.group_m:
-        rows = _largest_divisor_at_most(blocks[m], min(config.group_m, fanout))
-        if rows != config.group_m and rows != blocks[m]:
-            changes.append(f"GROUP_M {config.group_m}: a wave covers {rows} rows of blocks (the largest divisor of "
-                           f"the {blocks[m]} rows within it and the {fanout} SMs)")
-        cols = _largest_divisor_at_most(blocks[n], fanout // rows)
+        rows = min(config.group_m, blocks[m], fanout)
+        cols = min(blocks[n], fanout // rows)
     else:
-        cols = _largest_divisor_at_most(blocks[n], fanout)
-        rows = _largest_divisor_at_most(blocks[m], fanout // cols) if cols == blocks[n] else 1
+        cols = min(blocks[n], fanout)
+        rows = min(blocks[m], fanout // cols) if cols == blocks[n] else 1
+    padded = {m: -(-blocks[m] // rows) * rows, n: -(-blocks[n] // cols) * cols}
+    if padded[m] != blocks[m] or padded[n] != blocks[n]:
+        changes.append(f"waves of {rows}x{cols} blocks: the grid's {blocks[m]}x{blocks[n]} blocks priced as "
+                       f"{padded[m]}x{padded[n]} (the last wave's idle SMs as busy)")
+    blocks = {**blocks, **padded}
     # the block's compute units: its warps, or on a unit issued by several (a wgmma warpgroup
     # of 4) its groups of them
     units = config.num_warps // arch.compute.warps
@@ -122,15 +129,24 @@ def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig,
         units = max(1, units)
         changes.append(f"num_warps {config.num_warps}: {arch.compute.name} is issued by {arch.compute.warps} warps: "
                        f"priced as {units} of them")
+    if arch.compute.warps > 1 and units > 1:
+        # the warpgroups of one block share the SM's tensor cores and hold the block's
+        # accumulator together (CUTLASS's cooperative kernels): one unit with the whole tile,
+        # not units taking turns on halves of it
+        changes.append(f"num_warps {config.num_warps}: its {units} groups of {arch.compute.warps} warps "
+                       f"({arch.compute.name}) hold the block's accumulator together on the SM's tensor cores: "
+                       "priced as one with the whole tile")
+        units = 1
     wm, wn = warp_split(replace(config, num_warps=units, warps_m=config.warps_m if arch.compute.warps == 1 else None))
     stages = min(config.num_stages, arch.levels[smem].max_stages)
     if stages != config.num_stages:
         changes.append(f"num_stages {config.num_stages}: {arch.levels[smem].name} takes at most "
                        f"{arch.levels[smem].max_stages} stages in this model: priced with {stages}")
-    # the first that fits: registers double-buffered, then not; the caches between the outermost
-    # level and SMEM holding every tensor, then the operands only, then nothing (streaming)
-    tries = [(rf_stages, cached) for cached in ("all", "inputs", "none")
-             for rf_stages in range(min(2, arch.levels[rf].max_stages), 0, -1)]
+    # the first that fits: registers double-buffered, then not (a warpgroup MMA's registers hold
+    # the accumulator alone, one copy); the caches between the outermost level and SMEM holding
+    # every tensor, then the operands only, then nothing (streaming)
+    deepest = 1 if arch.compute.warps > 1 else min(2, arch.levels[rf].max_stages)
+    tries = [(rf_stages, cached) for cached in ("all", "inputs", "none") for rf_stages in range(deepest, 0, -1)]
     for i, (rf_stages, cached) in enumerate(tries):
         mapping = _mapping(arch, workload, config, (m, n, k, batch), (rows, cols, wm, wn, stages, rf_stages), blocks,
                            cached)
@@ -141,6 +157,12 @@ def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig,
             if i == len(tries) - 1:
                 raise (where / "BLOCK_M, BLOCK_N, BLOCK_K, num_stages").error(
                     f"the blocks do not fit at {exc.path}: {exc.expected}") from None
+    registers = config.block_m * config.block_n // (32 * config.num_warps)
+    if registers > ACCUMULATOR_REGISTERS:
+        raise (where / "num_warps").error(
+            f"a {config.block_m}x{config.block_n} fp32 accumulator over {config.num_warps} warps is {registers} "
+            f"registers a thread, over the {ACCUMULATOR_REGISTERS} a kernel holds without spilling: the model "
+            f"cannot price the spills (at least {accumulator_warps(config.block_m, config.block_n)} warps)")
     return mapping, tuple(changes)
 
 
@@ -154,13 +176,21 @@ def _mapping(arch: Arch, workload: Workload, config: BlockConfig, dims, split, b
         keep = frozenset(t for t in everything if level.may_keep(workload.tensors[t].name)) if lv else everything
         if lv == smem:          # the accumulator lives in registers; the stages buffer the operands
             keep = frozenset(t for t in keep if not workload.tensors[t].is_output)
+        if lv == rf and arch.compute.warps > 1:
+            # Triton issues a warpgroup MMA (wgmma) on loaded tiles with both operands in shared
+            # memory: its registers hold the accumulator only
+            keep = frozenset(t for t in keep if workload.tensors[t].is_output)
         if 0 < lv < smem and cached != "all":
             keep = frozenset(t for t in keep if cached == "inputs" and not workload.tensors[t].is_output)
         temporal, spatial, depth = [], [], 1
         if lv == 0:
-            temporal = [(d, workload.sizes[d]) for d in batch] + [(m, blocks[m] // rows), (n, blocks[n] // cols)]
+            # the K loop inside the waves: the caches above SMEM hold one k step of a wave's
+            # operand tiles (its blocks run their K loops side by side), not the wave's whole K
+            temporal = ([(d, workload.sizes[d]) for d in batch] + [(m, blocks[m] // rows), (n, blocks[n] // cols)]
+                        + [(k, blocks[k])])
+        if 0 < lv < smem:       # a cache streams the next k step while the SMs compute this one
+            depth = min(2, level.max_stages)
         if lv == smem - 1:
-            temporal.append((k, blocks[k]))
             spatial = [(m, rows, 0), (n, cols, 0)]
         if lv == smem:          # warps beyond the tensor cores take turns on them (temporal)
             sm, sn = _on_cores(wm, wn, arch.fanout(smem)[0])

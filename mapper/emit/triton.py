@@ -18,6 +18,10 @@ from .triton_forms import HOPPER, tma_refusal
 
 MIN_DOT = 16          # tl.dot's smallest block side
 MAX_WARPS = 32        # 1,024 threads per block
+# fp32 accumulator registers a thread holds (the block's output tile over its threads): at 128
+# Triton's kernels ran at full speed on an H200, at 256 (128x256 over 4 warps) they spilled and
+# ran 10 to 15x slower (docs/gpu/h200-2026-12-04); a thread names at most 255 registers in all
+ACCUMULATOR_REGISTERS = 128
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,14 @@ def triton_config(view: GemmView) -> TritonConfig:
     if warps != view.num_warps:
         changes.append(f"num_warps: {view.num_warps} warps is no power of two of at most {MAX_WARPS} (1,024 "
                        f"threads): emitted {warps}")
+    # a CTA's share of the program's block (num_ctas CTAs hold the cluster's tile) over its warps
+    cta_m, cta_n = blocks[0] // cluster[0], blocks[1] // cluster[1]
+    held = accumulator_warps(cta_m, cta_n)
+    if held > warps:
+        changes.append(f"num_warps: a CTA's {cta_m}x{cta_n} fp32 accumulator over {warps} warps is "
+                       f"{cta_m * cta_n // (32 * warps)} registers a thread, over the "
+                       f"{ACCUMULATOR_REGISTERS} that run without spilling: emitted {held} warps")
+        warps = held
     if view.unit_warps > 1 and view.warps == (1, 1, 1):
         pass        # one unit of several warps (a wgmma warpgroup) on the whole tile: nothing dropped
     elif view.num_warps > 1 or view.warps[2] > 1:
@@ -77,6 +89,12 @@ def triton_config(view: GemmView) -> TritonConfig:
     group_m = view.group_m and view.group_m // cluster[0]       # rows of programs, not of CTAs
     return TritonConfig(*blocks, num_stages=view.stages, num_warps=warps, group_m=group_m if group_m != 1 else None,
                         changes=tuple(changes), num_ctas=cluster[0] * cluster[1])
+
+
+def accumulator_warps(block_m: int, block_n: int) -> int:
+    """The fewest warps (a power of two) whose threads hold a block_m x block_n fp32 accumulator
+    in at most ACCUMULATOR_REGISTERS registers each."""
+    return min(MAX_WARPS, power_of_two_at_least(-(-block_m * block_n // (32 * ACCUMULATOR_REGISTERS))))
 
 
 def config_text(view: GemmView) -> str:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ..constraints import ROLES, SWAP_CHOICES, Constraints, LevelConstraints, Range
 from ..errors import shown
-from ..units import Where
-from ..validate import fields, name_list, name_text, positive_int, text
+from ..units import Where, parse_bytes
+from ..validate import fields, flag, name_list, name_text, positive_int, text
 from .files import spec_data
 
 
@@ -30,20 +30,21 @@ def _range(value, where: Where):
         positive_int(value, where)
         return Range(value, value)
     if value is None or isinstance(value, (str, float, list)):
-        raise where.error(f"expected a positive integer or {{min, max, multiple_of}}, got {shown(value)}")
-    fields(value, where, (), ("min", "max", "multiple_of"))
+        raise where.error(f"expected a positive integer or {{min, max, multiple_of, power_of_two}}, got {shown(value)}")
+    fields(value, where, (), ("min", "max", "multiple_of", "power_of_two"))
     low = positive_int(value.get("min", 1), where / "min")
     high = value.get("max")
     if high is not None and positive_int(high, where / "max") < low:
         raise (where / "max").error(f"max {high} is below min {low}")
-    return Range(low, high, positive_int(value.get("multiple_of", 1), where / "multiple_of"))
+    return Range(low, high, positive_int(value.get("multiple_of", 1), where / "multiple_of"),
+                 flag(value.get("power_of_two", False), where / "power_of_two"))
 
 
 def _ranges(value, where: Where):
     if value is None:
         return ()
     if not isinstance(value, dict):
-        raise where.error("expected a mapping of dim -> value or {min, max, multiple_of}")
+        raise where.error("expected a mapping of dim -> value or {min, max, multiple_of, power_of_two}")
     return tuple((name_text(k, where), _range(v, where / k)) for k, v in value.items())
 
 
@@ -60,7 +61,7 @@ def constraints_from_dict(data, where: Where):
     for key, lv in raw_levels.items():
         w = where / "levels" / key
         fields(lv, w, (), ("temporal", "spatial", "tile", "order", "innermost_order", "stationary", "forbid", "stages",
-                           "keep", "bypass", "spatial_x", "spatial_y"))
+                           "keep", "bypass", "spatial_x", "spatial_y", "capacity"))
         forbid = lv.get("forbid") or []
         if not isinstance(forbid, list):
             raise (w / "forbid").error("expected a list of loop orders, each a list of dims, outermost first")
@@ -89,7 +90,8 @@ def constraints_from_dict(data, where: Where):
             keep=tuple(name_list(lv["keep"], w / "keep")) if "keep" in lv else None,
             bypass=bypass,
             spatial_x=_ranges(lv.get("spatial_x"), w / "spatial_x"),
-            spatial_y=_ranges(lv.get("spatial_y"), w / "spatial_y"))))
+            spatial_y=_ranges(lv.get("spatial_y"), w / "spatial_y"),
+            capacity=parse_bytes(lv["capacity"], w / "capacity", allow_unlimited=False) if "capacity" in lv else None)))
     min_util = data.get("min_utilization", 0.0)
     if isinstance(min_util, bool) or not isinstance(min_util, (int, float)) or not 0 <= min_util <= 1:
         raise (where / "min_utilization").error(f"expected a fraction between 0 and 1, got {shown(min_util)}")

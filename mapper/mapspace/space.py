@@ -66,7 +66,10 @@ class Mapspace:
         # the compute unit's rate and native shape for this workload's operand dtypes, and
         # thread-block clusters only where the mapspace asks for them (`clusters: true`)
         arch = self.arch.for_workload(self.workload)
-        object.__setattr__(self, "arch", arch if self.constraints.clusters else arch.without_clusters())
+        arch = arch if self.constraints.clusters else arch.without_clusters()
+        # a level's capacity as the mapspace's kind of kernel can use it (`capacity` under a level)
+        caps = [self.constraints.for_level(arch.level_names, lv).capacity for lv in range(len(arch.levels))]
+        object.__setattr__(self, "arch", arch.with_capacities(caps))
         check_together(self.arch, self.workload, self.constraints)     # names across the files, sizes
 
     def part(self, picks: tuple[int, ...]) -> "Mapspace":
