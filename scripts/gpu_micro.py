@@ -10,7 +10,8 @@ Each figure is one row of the CSV (figure, value, unit, how it was measured):
 - shared memory: a CUDA kernel (CuPy) re-reading 48 KiB of shared memory per block, 16 bytes a
   thread a load, all SMs busy;
 - latency of a dependent load chain (CuPy, one thread): a random cycle of 128-byte lines in a
-  working set that fits L1, L2 or only HBM, in SM clock cycles per load;
+  working set that fits L1, L2 or only HBM, in SM clock cycles per load; for L2 and HBM also
+  under load (every other block streaming a buffer meanwhile);
 - tensor cores: torch.matmul in bf16 and torch._scaled_mm in fp8 (e4m3) at 8192^3, random data;
 - the SM clock nvidia-smi reads just after the matrix products.
 Times are medians (triton.testing.do_bench). A figure whose tool is missing (CuPy, an fp8
@@ -59,6 +60,34 @@ extern "C" __global__ void chase(const unsigned int *next, unsigned int steps, i
     long long stop = clock64();
     cycles[0] = stop - start;
     sink[0] = at;
+}
+"""
+
+# the same chase with every other block streaming a buffer meanwhile (L1 bypassed): the latency a
+# load waits under load, which the cost model's latency term stands for in a pipelined kernel
+CHASE_LOADED = r"""
+extern "C" __global__ void chase_loaded(const unsigned int *next, unsigned int start, unsigned int steps,
+                                        const float4 *stream, unsigned long long n4, int reps,
+                                        unsigned long long *cycles, unsigned int *sink, float *out) {
+    if (blockIdx.x == 0) {
+        if (threadIdx.x != 0) return;
+        unsigned int at = start;
+        long long begin = clock64();
+        for (unsigned int i = 0; i < steps; ++i) at = __ldcg(next + at);
+        cycles[0] = clock64() - begin;
+        sink[0] = at;
+        return;
+    }
+    float acc = 0.0f;
+    unsigned long long stride = (unsigned long long)(gridDim.x - 1) * blockDim.x;
+    for (int r = 0; r < reps; ++r) {
+        for (unsigned long long i = (unsigned long long)(blockIdx.x - 1) * blockDim.x + threadIdx.x; i < n4;
+             i += stride) {
+            float4 v = __ldcg(stream + i);
+            acc += v.x + v.y + v.z + v.w;
+        }
+    }
+    if (acc == -1.0f) out[0] = acc;     // never: keeps the loads
 }
 """
 
@@ -152,8 +181,28 @@ def cupy_rows(sms: int) -> list[tuple]:
         rows.append((f"latency_{label}", per_load, "cycles",
                      f"one thread, a random cycle of {lines} 128-byte lines ({size // 1024} KiB), "
                      f"{'L1 bypassed (__ldcg)' if bypass else 'plain loads'}"))
+        if label != "l1":
+            # L2: the warmed path again; HBM: lines past those the unloaded pass touched
+            start = 0 if label == "l2" else int(order[steps + 64]) * 32
+            rows.append(loaded_latency(cp, label, next_words, start, sms))
         del next_words
     return rows
+
+
+def loaded_latency(cp, label: str, next_words, start: int, sms: int) -> tuple:
+    """The chase of `label`'s path from `start` while the other blocks stream 16 MiB (L2) or 2 GiB
+    (HBM) over and over."""
+    import numpy as np
+    kernel = cp.RawKernel(CHASE_LOADED, "chase_loaded")
+    stream = cp.ones((16 if label == "l2" else 2048) * MiB // 4, dtype=cp.float32)
+    steps, reps = (4000, 400) if label == "l2" else (4000, 16)
+    cycles, sink, out = cp.zeros(1, dtype=cp.uint64), cp.zeros(1, dtype=cp.uint32), cp.zeros(1, dtype=cp.float32)
+    kernel((sms * 4,), (512,), (next_words, np.uint32(start), np.uint32(steps), stream, np.uint64(stream.size // 4),
+                                np.int32(reps), cycles, sink, out))
+    cp.cuda.Device().synchronize()
+    return (f"latency_{label}_loaded", int(cycles.get()[0]) / steps, "cycles",
+            f"the same chase from untouched lines while {sms * 4 - 1} blocks of 512 threads stream "
+            f"{stream.nbytes // MiB} MiB {reps} times (L1 bypassed)")
 
 
 def tensor_rows() -> list[tuple]:
