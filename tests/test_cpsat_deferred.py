@@ -30,3 +30,17 @@ def test_cpsat_due_at_once_proposes_from_inside_the_walk():
     assert result.optimal and result.score == Exhaustive().run(space, objective).score
     # started between the walk's slices: it answered, or the walk ended first and cancelled it
     assert "cpsat_proposed" in kinds or kinds["cpsat_skipped"].reason == "walk ended"
+
+
+def test_without_or_tools_the_walk_proves_alone(monkeypatch):
+    """A checkout run where OR-Tools is not installed (a GPU machine's image): CP-SAT is skipped
+    with that reason, not a traceback, and the walk still proves the optimum."""
+    import sys
+    for name in ["ortools"] + [name for name in sys.modules if name.startswith("ortools.")]:
+        monkeypatch.setitem(sys.modules, name, None)            # `import ortools...` raises
+    monkeypatch.delitem(sys.modules, "mapper.search.joint.cpsat", raising=False)
+    space, objective, result = _search(cpsat_after=0.0)
+    kinds = {event.kind: event for event in result.events}
+    assert result.optimal and result.score == Exhaustive().run(space, objective).score
+    assert kinds["cpsat_skipped"].reason == "no OR-Tools"
+    assert "not installed" in kinds["cpsat_skipped"].text()

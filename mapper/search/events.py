@@ -92,12 +92,14 @@ class CpsatProposed(Event):
 
 @dataclass(frozen=True)
 class CpsatSkipped(Event):
-    reason: Literal["import", "padded extents", "walk ended", "walk ended first"]
+    reason: Literal["import", "no OR-Tools", "padded extents", "walk ended", "walk ended first"]
     kind: ClassVar[str] = "cpsat_skipped"
 
     def text(self) -> str:
         if self.reason == "import":
             return "CP-SAT proposals skipped: importing OR-Tools left too little time"
+        if self.reason == "no OR-Tools":
+            return "CP-SAT proposals skipped: OR-Tools is not installed (the walk proves without them)"
         if self.reason == "padded extents":
             return "CP-SAT proposals skipped (padded extents)"
         if self.reason == "walk ended first":

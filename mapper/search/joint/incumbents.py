@@ -128,7 +128,10 @@ def cpsat_wanted(starts: Starts, walk: Walk) -> bool:
 def start_cpsat(starts: Starts, space: Mapspace, objective: Objective, incumbent: Incumbent, context: SearchContext):
     """CP-SAT's proposals, solving in a worker thread (`cpsat.Proposals`), or the event saying
     why there are none."""
-    from .cpsat import start            # OR-Tools is imported only here
+    try:
+        from .cpsat import start        # OR-Tools is imported only here
+    except ImportError:                 # a checkout run without installing it (a GPU machine's image)
+        return CpsatSkipped("no OR-Tools")
     if context.seconds_left() < starts.tuning.cpsat_min_left_seconds:
         return CpsatSkipped("import")
     hint = None if incumbent.table is None else factor_rows(space, incumbent.table)
