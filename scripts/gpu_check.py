@@ -126,8 +126,8 @@ def gemm_workload(label: str, m: int, n: int, k: int, dtype: str):
 
 def predicted(arch, workload, config: BlockConfig, mapping=None) -> float:
     """The model's cycles of a config read back into a mapping; of a cluster's config (num_ctas
-    > 1) its own `mapping`'s: the read-back knows no clusters and would put the whole cluster's
-    tile on one SM."""
+    > 1) its own `mapping`'s where given: the read-back splits a cluster's block its own way
+    (the squarest CTA tile), the mapping says the split it was picked with."""
     try:
         if getattr(config, "num_ctas", 1) > 1 and mapping is not None:
             return evaluate(arch, workload, mapping).cycles

@@ -113,3 +113,31 @@ def test_extra_warpgroups_are_priced_as_one_and_emitted_as_the_fewest(capsys, tm
     out = evaluate_config(capsys, tmp_path, "h100", "gemm-4096", config)
     mapping = mapping_from_dict({"mapping": out["mapping"], "padded": out.get("padded", False)}, arch, wl, Where("json"))
     assert triton_config(gemm_view(arch, wl, mapping)).as_dict() == {**config, "num_warps": 4}
+
+
+def test_a_cluster_config_reads_back_with_multicast(capsys, tmp_path):
+    """num_ctas 2 on a 256x128 block (h100): read back as a 2x1 cluster of 128x128 CTAs (the
+    squarest), which share B's tile: the L2 serves B half the reads of the same CTAs without a
+    cluster (TMA multicast), A's the same; emitted again, the same config."""
+    arch, wl = load_arch("h100"), load_workload("gemm-4096")
+    clustered, changes = mapping_of_config(arch, wl, BlockConfig(256, 128, 64, 3, 4, 8, None, 2))
+    alone, _ = mapping_of_config(arch, wl, BlockConfig(128, 128, 64, 3, 4, 8, None, 1))
+    assert any("2x1 cluster" in line for line in changes)
+    reads = [{t: c.reads for t, c in evaluate(arch, wl, mp).levels[1].tensors.items()} for mp in (clustered, alone)]
+    assert reads[0]["B"] * 2 == reads[1]["B"] and reads[0]["A"] == reads[1]["A"]
+    config = {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 3, "num_warps": 4, "GROUP_M": 8,
+              "num_ctas": 2}
+    out = evaluate_config(capsys, tmp_path, "h100", "gemm-4096", config)
+    mapping = mapping_from_dict({"mapping": out["mapping"], "padded": out.get("padded", False)}, arch, wl, Where("json"))
+    assert mapping == clustered
+    assert triton_config(gemm_view(arch, wl, mapping)).as_dict() == config
+
+
+@pytest.mark.parametrize("arch, ctas, fragment", [("a100", 2, "no thread-block clusters"), ("h100", 32, "at most 16")])
+def test_a_cluster_the_arch_cannot_run_is_a_one_line_error(capsys, tmp_path, arch, ctas, fragment):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 3, "num_warps": 4,
+                                    "num_ctas": ctas}))
+    assert main(["evaluate", arch, "gemm-4096", "--from-triton", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "c.yaml: num_ctas" in err and fragment in err

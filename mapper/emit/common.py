@@ -55,6 +55,7 @@ class BlockConfig:
     num_warps: int
     group_m: int | None = None
     warps_m: int | None = None      # how the block's warps split m (read back only; else as square as may be)
+    num_ctas: int = 1               # the CTAs of a thread-block cluster one program spans (sm90+)
 
 
 @dataclass(frozen=True)

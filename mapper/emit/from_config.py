@@ -43,15 +43,17 @@ from .common import BlockConfig, EmitError, gemm_dims, source
 from .triton import ACCUMULATOR_REGISTERS, accumulator_warps
 
 KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
-OPTIONAL = ("GROUP_M", "warps_m")
+OPTIONAL = ("GROUP_M", "warps_m", "num_ctas")
 # A thread block holds at most 1,024 threads (CUDA's limit): MAX_WARPS warps of 32; more stages
-# than a level takes are priced with its most (`mapping_of_config`): the loader's stage limit
-LIMITS = MappingProxyType({"num_warps": MAX_WARPS, "warps_m": MAX_WARPS, "num_stages": MAX_STAGES})
+# than a level takes are priced with its most (`mapping_of_config`): the loader's stage limit;
+# a cluster at most MAX_WARPS CTAs (the arch's `max_ctas` decides, `mapping_of_config`)
+LIMITS = MappingProxyType({"num_warps": MAX_WARPS, "warps_m": MAX_WARPS, "num_stages": MAX_STAGES,
+                           "num_ctas": MAX_WARPS})
 
 
 def config_from_dict(data, where: Where) -> BlockConfig:
     """A config from its YAML/JSON form: the keys of `triton.Config` (BLOCK_M, BLOCK_N,
-    BLOCK_K, num_stages, num_warps; GROUP_M and warps_m optional), positive integers."""
+    BLOCK_K, num_stages, num_warps; GROUP_M, warps_m and num_ctas optional), positive integers."""
     if isinstance(data, dict) and "kwargs" in data and isinstance(data["kwargs"], dict):
         data = {**data["kwargs"], **{k: v for k, v in data.items() if k != "kwargs"}}
     fields(data, where, KEYS, OPTIONAL)
@@ -61,7 +63,7 @@ def config_from_dict(data, where: Where) -> BlockConfig:
             continue
         values[key] = integer(data[key], where / key, "a positive integer", high=LIMITS.get(key, MAX_INT))
     return BlockConfig(values["BLOCK_M"], values["BLOCK_N"], values["BLOCK_K"], values["num_stages"],
-                       values["num_warps"], values.get("GROUP_M"), values.get("warps_m"))
+                       values["num_warps"], values.get("GROUP_M"), values.get("warps_m"), values.get("num_ctas", 1))
 
 
 def warp_split(config: BlockConfig) -> tuple[int, int]:
@@ -97,6 +99,7 @@ def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig,
     smem, rf = levels
     (m, n, k), batch = gemm_dims(arch, workload)
     changes = []
+    config, cluster, fanout = _cluster_of(arch, config, smem, where, changes)
     # a block longer than its dim is masked down to the dim: its tile is the dim (no padding)
     clamped = {f: min(getattr(config, f), workload.sizes[d]) for f, d in (("block_m", m), ("block_n", n), ("block_k", k))}
     for f, d in (("block_m", m), ("block_n", n), ("block_k", k)):
@@ -104,9 +107,9 @@ def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig,
             changes.append(f"{f.upper()} {getattr(config, f)} covers all of {workload.dims[d]} = {workload.sizes[d]}: "
                            f"the mapping's tile is {clamped[f]} (the kernel masks the rest)")
     config = replace(config, **clamped)
-    block = {m: config.block_m, n: config.block_n, k: config.block_k}
+    # a program's block: its CTA's times the cluster's CTAs along m and n
+    block = {m: config.block_m * cluster[0], n: config.block_n * cluster[1], k: config.block_k}
     blocks = {d: -(-workload.sizes[d] // block[d]) for d in (m, n, k)}
-    fanout = arch.fanout(smem - 1)[0]          # the SMs, along the mesh axis the blocks take
     # a wave: the blocks the SMs run at once, GROUP_M rows of them (the grouped launch order) by
     # as many columns as the SMs take; without GROUP_M, row-major: whole rows of blocks while
     # they fit, else a part of one row. The grid is padded to whole waves: the last, partial
@@ -149,7 +152,7 @@ def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig,
     tries = [(rf_stages, cached) for cached in ("all", "inputs", "none") for rf_stages in range(deepest, 0, -1)]
     for i, (rf_stages, cached) in enumerate(tries):
         mapping = _mapping(arch, workload, config, (m, n, k, batch), (rows, cols, wm, wn, stages, rf_stages), blocks,
-                           cached)
+                           cached, cluster)
         try:
             check_fits(mapping, arch, workload, where)
             break
@@ -166,7 +169,35 @@ def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig,
     return mapping, tuple(changes)
 
 
-def _mapping(arch: Arch, workload: Workload, config: BlockConfig, dims, split, blocks, cached: str) -> Mapping:
+def _cluster_of(arch: Arch, config: BlockConfig, smem: int, where: Where, changes: list):
+    """(the config of one CTA, the cluster's CTAs along (m, n), the programs the SMs run at once)
+    of a config whose programs span num_ctas CTAs (a thread-block cluster: the level above SMEM's
+    `block_clusters`). Triton splits a program's block over its CTAs itself: read back as the
+    split giving the squarest CTA tile (ties: more CTAs along m), a line says so."""
+    if config.num_ctas == 1:
+        return config, (1, 1), arch.fanout(smem - 1)[0]
+    clusters = arch.levels[smem - 1].clusters
+    if clusters is None:
+        raise (where / "num_ctas").error(f"{config.num_ctas} CTAs a program: {arch.name}'s {arch.levels[smem - 1].name} "
+                                         "has no thread-block clusters (`block_clusters`)")
+    fit = int(clusters.schedulable(config.num_ctas))
+    if fit == 0:
+        raise (where / "num_ctas").error(f"a cluster of {config.num_ctas} CTAs: {arch.name} runs at most "
+                                         f"{clusters.max_ctas}")
+    splits = [(cm, config.num_ctas // cm) for cm in range(1, config.num_ctas + 1) if config.num_ctas % cm == 0
+              and config.block_m % cm == 0 and config.block_n % (config.num_ctas // cm) == 0]
+    if not splits:
+        raise (where / "num_ctas").error(f"{config.num_ctas} CTAs do not split the block "
+                                         f"{config.block_m}x{config.block_n}")
+    cm, cn = min(splits, key=lambda s: (abs(math.log(config.block_m / s[0]) - math.log(config.block_n / s[1])), -s[0]))
+    changes.append(f"num_ctas {config.num_ctas}: the program's block over a {cm}x{cn} cluster of CTAs (m x n; Triton "
+                   f"splits it itself: read back as the squarest CTA tile), {fit} clusters at once")
+    cta = replace(config, block_m=config.block_m // cm, block_n=config.block_n // cn, num_ctas=1)
+    return cta, (cm, cn), fit
+
+
+def _mapping(arch: Arch, workload: Workload, config: BlockConfig, dims, split, blocks, cached: str,
+             cluster: tuple[int, int] = (1, 1)) -> Mapping:
     m, n, k, batch = dims
     rows, cols, wm, wn, stages, rf_stages = split
     smem, rf = arch.per_sm_levels()
@@ -190,8 +221,8 @@ def _mapping(arch: Arch, workload: Workload, config: BlockConfig, dims, split, b
                         + [(k, blocks[k])])
         if 0 < lv < smem:       # a cache streams the next k step while the SMs compute this one
             depth = min(2, level.max_stages)
-        if lv == smem - 1:
-            spatial = [(m, rows, 0), (n, cols, 0)]
+        if lv == smem - 1:      # the clusters side by side on mesh x, a cluster's CTAs on y
+            spatial = [(m, rows, 0), (n, cols, 0), (m, cluster[0], 1), (n, cluster[1], 1)]
         if lv == smem:          # warps beyond the tensor cores take turns on them (temporal)
             sm, sn = _on_cores(wm, wn, arch.fanout(smem)[0])
             temporal = [(m, wm // sm), (n, wn // sn)]

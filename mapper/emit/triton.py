@@ -28,7 +28,6 @@ ACCUMULATOR_REGISTERS = 128
 class TritonConfig(BlockConfig):
     """The block config written for a mapping, with what Triton could not take as it says."""
     changes: tuple[str, ...] = ()
-    num_ctas: int = 1        # the CTAs of a thread-block cluster one program spans (sm90+)
 
     def kwargs_text(self) -> str:
         meta = {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_K": self.block_k}
