@@ -2,7 +2,7 @@
 for a list of GEMM shapes with (a) mapper's pick (the joint search's best, zero tuning), (b) an
 autotuning over a list of commonly used Triton matmul configs, (c) mapper's `--top 8` list.
 
-    python scripts/gpu_check.py [--arch h100] [--shapes full|small] [--csv gpu_check.csv]
+    python scripts/gpu_check.py [--arch PRESET] [--shapes full|small] [--csv gpu_check.csv]
                                 [--time-limit 20] [--top 8] [--only SUBSTRING] [--mapspace clusters]
                                 [--capability 9.0] [--plan] [--interpret]
 
@@ -206,6 +206,22 @@ def kernel_path(directory: Path, label: str, text: str) -> Path:
 
 
 _MODULES: dict[Path, object] = {}
+
+
+# the presets of the GPUs `device_preset` knows, by a word of the device's name
+DEVICE_PRESETS = (("H200", "h200"), ("H100", "h100"), ("B200", "b200"), ("A100", "a100"))
+
+
+def device_preset(args) -> str:
+    """The preset of the GPU at hand, by its name (an H200 is priced as `h200`); h100 where there
+    is none (--plan, --interpret) or its name is none of DEVICE_PRESETS (said on stderr)."""
+    if args.interpret or args.plan:
+        return "h100"
+    import torch
+    name = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+    preset = next((preset for word, preset in DEVICE_PRESETS if word in name), "h100")
+    print(f"pricing on the {preset} preset ({name or 'no GPU'}; --arch to choose)", file=sys.stderr)
+    return preset
 
 
 def load_kernel(path: Path):
@@ -426,7 +442,9 @@ def plan_lines(shape: ShapeResult) -> list[str]:
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--arch", default="h100")
+    parser.add_argument("--arch", default=None,
+                        help="the preset or file to price with (default: the GPU's own preset by its name, "
+                             "h100 without a GPU)")
     parser.add_argument("--shapes", choices=("full", "small"), default="full")
     parser.add_argument("--only", default="", help="shapes whose label contains this (or one of these, comma-separated)")
     parser.add_argument("--csv", default="gpu_check.csv")
@@ -475,7 +493,7 @@ def main(argv=None) -> list:
     deadline = started + args.deadline if args.deadline else float("inf")
     if args.interpret:
         os.environ["TRITON_INTERPRET"] = "1"       # before triton is imported
-    arch = load_arch(args.arch)
+    arch = load_arch(args.arch or device_preset(args))
     capability, descriptors = device_capability(args), descriptors_installed()
     smem = next(level for level in arch.levels if level.name == "SMEM").capacity if "SMEM" in arch.level_names else 0
     kernels = Path(tempfile.mkdtemp(prefix="gpu_check_"))
