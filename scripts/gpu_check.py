@@ -3,8 +3,9 @@ for a list of GEMM shapes with (a) mapper's pick (the joint search's best, zero 
 autotuning over a list of commonly used Triton matmul configs, (c) mapper's `--top 8` list.
 
     python scripts/gpu_check.py [--arch PRESET] [--shapes full|small] [--csv gpu_check.csv]
-                                [--time-limit 20] [--top 8] [--only SUBSTRING] [--mapspace clusters]
-                                [--capability 9.0] [--plan] [--interpret]
+                                [--time-limit 20] [--top 8] [--only LABELS] [--mapspace triton-kernel]
+                                [--objective cycles] [--capability 9.0] [--plan] [--interpret]
+                                [--precompile N] [--deadline S] [--grid LABELS] [--grid-stages 3,4]
 
 Per shape it prints and writes (CSV) the TFLOP/s of (a), of the best of (b) and of the best of
 (c); the ratio of (a) to the autotuned best (b); the tuning time (b) took, which (a) saves; and
@@ -200,12 +201,10 @@ def kernel_path(directory: Path, label: str, text: str) -> Path:
     keyed by the kernel's source, serves the second what the first compiled."""
     path = directory / f"{label}.py"
     # the header's comments (the shape, the mapping's changes) go: Triton keys a kernel by its
-    # source and first line, so that every shape's module shares the compiles of one config
+    # source and where in the file it starts, so that every shape's module shares the compiles
+    # of one config
     path.write_text("\n".join(line for line in text.splitlines() if not line.startswith("# ")) + "\n")
     return path
-
-
-_MODULES: dict[Path, object] = {}
 
 
 # the presets of the GPUs `device_preset` knows, by a word of the device's name
@@ -222,6 +221,9 @@ def device_preset(args) -> str:
     preset = next((preset for word, preset in DEVICE_PRESETS if word in name), "h100")
     print(f"pricing on the {preset} preset ({name or 'no GPU'}; --arch to choose)", file=sys.stderr)
     return preset
+
+
+_MODULES: dict[Path, object] = {}
 
 
 def load_kernel(path: Path):
@@ -495,7 +497,7 @@ def main(argv=None) -> list:
         os.environ["TRITON_INTERPRET"] = "1"       # before triton is imported
     arch = load_arch(args.arch or device_preset(args))
     capability, descriptors = device_capability(args), descriptors_installed()
-    smem = next(level for level in arch.levels if level.name == "SMEM").capacity if "SMEM" in arch.level_names else 0
+    smem = arch.levels[arch.level_names.index("SMEM")].capacity if "SMEM" in arch.level_names else 0
     kernels = Path(tempfile.mkdtemp(prefix="gpu_check_"))
     planned = []        # (shape, view, (m, n, k), kernel path)
     for label, m, n, k in (SMALL_SHAPES if args.shapes == "small" else FULL_SHAPES):
