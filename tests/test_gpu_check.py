@@ -211,3 +211,22 @@ def test_replay_ranks_measured_configs_with_the_model(tmp_path):
     [row] = replay.main([str(path), "--arch", "h200"])
     assert row["refused"] == 1 and row["configs"] == 5
     assert row["spearman"] == pytest.approx(1.0) and row["model_best_share"] == pytest.approx(1.0)
+
+
+@pytest.mark.triton
+@pytest.mark.slow          # ~20 s: the GPU session's script end to end in the interpreter
+def test_the_gpu_session_script_runs_in_the_interpreter(tmp_path):
+    """scripts/gpu_run.sh with GPU_RUN_INTERPRET=1: the microbenchmarks and the check (small shapes,
+    a grid, helper compiles) write their files under $OUT, at most 8 (what a session brings back)."""
+    pytest.importorskip("triton", reason="triton not installed: pip install -e '.[triton]'")
+    import subprocess
+    env = {**os.environ, "OUT": str(tmp_path), "GPU_RUN_INTERPRET": "1", "BUDGET": "200", "PRECOMPILE": "2"}
+    done = subprocess.run(["bash", str(SCRIPT.parent / "gpu_run.sh")], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=SCRIPT.parents[1])
+    assert done.returncode == 0, done.stderr
+    assert "check: exit 0" in done.stdout
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert {"micro.log", "gpu_micro.csv", "check.log", "gpu_check.csv", "gpu_check_configs.csv"} <= set(files)
+    assert len(files) <= 8
+    with (tmp_path / "gpu_check_configs.csv").open() as f:
+        assert any(row["source"] == "grid" for row in csv.DictReader(f))
