@@ -379,12 +379,12 @@ def form_text(tried: Tried) -> str:
 def row(shape: ShapeResult) -> dict:
     # the top-k list is the pick and the k - 1 next best configs
     pick, tuned, top = shape.best("pick"), shape.best("autotune"), shape.best("pick", "top")
-    measured = [t for t in shape.tried if np.isfinite(t.predicted_cycles) and np.isfinite(t.ms)]
+    timed = [t for t in shape.tried if np.isfinite(t.predicted_cycles) and np.isfinite(t.ms)]
     return {"shape": shape.label, "pick_tflops": shape.tflops(pick), "autotune_best_tflops": shape.tflops(tuned),
             "top_best_tflops": shape.tflops(top), "pick_over_autotuned": tuned.ms / pick.ms,
             "top_over_autotuned": tuned.ms / top.ms, "autotune_s": shape.tuning_s("autotune"),
             "mapper_search_s": shape.search_s,
-            "spearman_predicted_vs_measured": spearman([t.predicted_cycles for t in measured], [t.ms for t in measured]),
+            "spearman_predicted_vs_measured": spearman([t.predicted_cycles for t in timed], [t.ms for t in timed]),
             "configs_tried": len(shape.tried),
             "pick_form": pick.form.label, "pick_num_ctas": pick.form.num_ctas,
             "autotune_best_form": tuned.form.label, "autotune_best_num_ctas": tuned.form.num_ctas,

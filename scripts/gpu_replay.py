@@ -1,7 +1,10 @@
 """Replay a GPU check's measurements against today's model, with no GPU: every config of a
 `gpu_check` configs CSV (`*_configs.csv`) is priced again and ranked against its measured time.
 
-    python scripts/gpu_replay.py docs/gpu/h200-2026-12-04/grid_all_configs.csv [--arch h200] [--picks]
+    python scripts/gpu_replay.py CONFIGS.csv [CONFIGS.csv ...] [--arch h200] [--picks]
+
+(e.g. docs/gpu/h200-2026-12-04/grid_all_configs.csv; several files are one set, a config timed
+in more than one taking its fastest time)
 
 Per shape it prints the Spearman correlation of predicted cycles against measured times (over
 the configs the model prices; those it refuses, such as a spilling accumulator, are counted
@@ -39,11 +42,14 @@ def config_key(block_m, block_n, block_k, stages, warps, group_m) -> tuple:
     return int(block_m), int(block_n), int(block_k), int(stages), int(warps), int(group_m or 1)
 
 
-def read_measured(path: Path) -> dict:
-    """{shape: {config key: measured ms}} of the timed configs (the fastest where one repeats)."""
+def read_measured(paths: list[Path]) -> dict:
+    """{shape: {config key: measured ms}} of the configs timed in `paths` (the fastest where one
+    repeats)."""
     shapes = defaultdict(dict)
-    with path.open() as f:
-        for row in csv.DictReader(f):
+    for path in paths:
+        with path.open() as f:
+            rows = list(csv.DictReader(f))
+        for row in rows:
             ms = float(row["measured_ms"])
             if not math.isfinite(ms):
                 continue
@@ -55,7 +61,7 @@ def read_measured(path: Path) -> dict:
 
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("configs", type=Path)
+    parser.add_argument("configs", type=Path, nargs="+")
     parser.add_argument("--arch", default="h200")
     parser.add_argument("--picks", action="store_true", help="also run the search and look its pick up")
     parser.add_argument("--time-limit", type=float, default=20.0)

@@ -187,9 +187,11 @@ def test_microbenchmarks_run_in_the_interpreter(tmp_path):
 
 
 def test_replay_ranks_measured_configs_with_the_model(tmp_path):
-    """scripts/gpu_replay.py on a hand-made configs CSV: times proportional to the model's cycles
-    give Spearman 1 and the model's best is the measured best; a spilling config (128x256 over 4
-    warps) is refused, counted apart."""
+    """scripts/gpu_replay.py on a hand-made configs CSV of five configs: times proportional to the
+    model's cycles but for its favourite, timed 10x slower. By hand: the favourite ranks last of
+    the four priced (Spearman 1 - 6 * (9 + 1 + 1 + 1) / (4 * 15) = -0.2), the model's best timed
+    config runs at (second best / 10 x best) of the best; a spilling config (128x256 over 4 warps)
+    is refused, counted apart."""
     spec = importlib.util.spec_from_file_location("gpu_replay", SCRIPT.parent / "gpu_replay.py")
     replay = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(replay)
@@ -204,13 +206,16 @@ def test_replay_ranks_measured_configs_with_the_model(tmp_path):
         writer = csv.writer(f)
         writer.writerow(["shape", "source", "BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "GROUP_M",
                          "predicted_cycles", "measured_ms", "form", "num_ctas", "num_warps_run", "ptx_mma", "form_notes"])
-        for bm, bn, bk, stages, warps in configs:
-            cycles = check.predicted(arch, workload, BlockConfig(bm, bn, bk, stages, warps, 8))
-            ms = cycles / 1e6 if np.isfinite(cycles) else 1.0
-            writer.writerow(["square-1024", "grid", bm, bn, bk, stages, warps, 8, cycles, ms, "", 1, warps, "", ""])
+        cycles = [check.predicted(arch, workload, BlockConfig(*c, 8)) for c in configs]
+        priced = sorted(c for c in cycles if np.isfinite(c))
+        assert len(priced) == 4 and len(set(priced)) == 4          # distinct, so the ranks are by hand
+        for (bm, bn, bk, stages, warps), c in zip(configs, cycles):
+            ms = (10 * c if c == priced[0] else c) / 1e6 if np.isfinite(c) else 1.0
+            writer.writerow(["square-1024", "grid", bm, bn, bk, stages, warps, 8, c, ms, "", 1, warps, "", ""])
     [row] = replay.main([str(path), "--arch", "h200"])
     assert row["refused"] == 1 and row["configs"] == 5
-    assert row["spearman"] == pytest.approx(1.0) and row["model_best_share"] == pytest.approx(1.0)
+    assert row["spearman"] == pytest.approx(-0.2)
+    assert row["model_best_share"] == pytest.approx(priced[1] / (10 * priced[0]))
 
 
 @pytest.mark.triton

@@ -40,7 +40,7 @@ from ..spec import Arch, Workload
 from ..units import Where
 from ..validate import fields, integer
 from .common import BlockConfig, EmitError, gemm_dims, source
-from .triton import ACCUMULATOR_REGISTERS, accumulator_warps
+from .triton import ACCUMULATOR_REGISTERS, accumulator_registers, accumulator_warps
 
 KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
 OPTIONAL = ("GROUP_M", "warps_m", "num_ctas")
@@ -74,11 +74,19 @@ def warp_split(config: BlockConfig) -> tuple[int, int]:
         if warps % config.warps_m:
             raise EmitError(f"warps_m {config.warps_m} does not divide num_warps {warps}")
         return config.warps_m, warps // config.warps_m
-    splits = [(wm, warps // wm) for wm in range(1, warps + 1) if warps % wm == 0
-              and config.block_m % wm == 0 and config.block_n % (warps // wm) == 0]
-    if not splits:
+    split = squarest_split(config.block_m, config.block_n, warps)
+    if split is None:
         raise EmitError(f"num_warps {warps} does not split the block {config.block_m}x{config.block_n}")
-    return min(splits, key=lambda s: (abs(math.log(config.block_m / s[0]) - math.log(config.block_n / s[1])), -s[0]))
+    return split
+
+
+def squarest_split(block_m: int, block_n: int, count: int) -> tuple[int, int] | None:
+    """(along m, along n) of `count` parts (warps, a cluster's CTAs) over a block_m x block_n
+    block: the split dividing it into the squarest tiles (ties: more along m); None where none
+    divides it."""
+    splits = [(a, count // a) for a in range(1, count + 1) if count % a == 0
+              and block_m % a == 0 and block_n % (count // a) == 0]
+    return min(splits, key=lambda s: (abs(math.log(block_m / s[0]) - math.log(block_n / s[1])), -s[0]), default=None)
 
 
 def _on_cores(wm: int, wn: int, cores: int) -> tuple[int, int]:
@@ -160,7 +168,7 @@ def mapping_of_config(arch: Arch, workload: Workload, config: BlockConfig,
             if i == len(tries) - 1:
                 raise (where / "BLOCK_M, BLOCK_N, BLOCK_K, num_stages").error(
                     f"the blocks do not fit at {exc.path}: {exc.expected}") from None
-    registers = config.block_m * config.block_n // (32 * config.num_warps)
+    registers = accumulator_registers(config.block_m, config.block_n, config.num_warps)
     if registers > ACCUMULATOR_REGISTERS:
         raise (where / "num_warps").error(
             f"a {config.block_m}x{config.block_n} fp32 accumulator over {config.num_warps} warps is {registers} "
@@ -184,12 +192,11 @@ def _cluster_of(arch: Arch, config: BlockConfig, smem: int, where: Where, change
     if fit == 0:
         raise (where / "num_ctas").error(f"a cluster of {config.num_ctas} CTAs: {arch.name} runs at most "
                                          f"{clusters.max_ctas}")
-    splits = [(cm, config.num_ctas // cm) for cm in range(1, config.num_ctas + 1) if config.num_ctas % cm == 0
-              and config.block_m % cm == 0 and config.block_n % (config.num_ctas // cm) == 0]
-    if not splits:
+    split = squarest_split(config.block_m, config.block_n, config.num_ctas)
+    if split is None:
         raise (where / "num_ctas").error(f"{config.num_ctas} CTAs do not split the block "
                                          f"{config.block_m}x{config.block_n}")
-    cm, cn = min(splits, key=lambda s: (abs(math.log(config.block_m / s[0]) - math.log(config.block_n / s[1])), -s[0]))
+    cm, cn = split
     changes.append(f"num_ctas {config.num_ctas}: the program's block over a {cm}x{cn} cluster of CTAs (m x n; Triton "
                    f"splits it itself: read back as the squarest CTA tile), {fit} clusters at once")
     cta = replace(config, block_m=config.block_m // cm, block_n=config.block_n // cn, num_ctas=1)

@@ -19,8 +19,9 @@ from .triton_forms import HOPPER, tma_refusal
 MIN_DOT = 16          # tl.dot's smallest block side
 MAX_WARPS = 32        # 1,024 threads per block
 # fp32 accumulator registers a thread holds (the block's output tile over its threads): at 128
-# Triton's kernels ran at full speed on an H200, at 256 (128x256 over 4 warps) they spilled and
-# ran 10 to 15x slower (docs/gpu/h200-2026-12-04); a thread names at most 255 registers in all
+# Triton's kernels ran at full speed on an H200, at 256 (128x256 or 256x128 over 4 warps) they
+# spilled and ran 2.5 to 12x slower than over 8, 4.9x at the median of 104 pairs
+# (docs/gpu/h200-2026-12-04); a thread names at most 255 registers in all
 ACCUMULATOR_REGISTERS = 128
 
 
@@ -76,7 +77,7 @@ def triton_config(view: GemmView) -> TritonConfig:
     held = accumulator_warps(cta_m, cta_n)
     if held > warps:
         changes.append(f"num_warps: a CTA's {cta_m}x{cta_n} fp32 accumulator over {warps} warps is "
-                       f"{cta_m * cta_n // (32 * warps)} registers a thread, over the "
+                       f"{accumulator_registers(cta_m, cta_n, warps)} registers a thread, over the "
                        f"{ACCUMULATOR_REGISTERS} that run without spilling: emitted {held} warps")
         warps = held
     if view.unit_warps > 1 and view.warps == (1, 1, 1):
@@ -88,6 +89,11 @@ def triton_config(view: GemmView) -> TritonConfig:
     group_m = view.group_m and view.group_m // cluster[0]       # rows of programs, not of CTAs
     return TritonConfig(*blocks, num_stages=view.stages, num_warps=warps, group_m=group_m if group_m != 1 else None,
                         changes=tuple(changes), num_ctas=cluster[0] * cluster[1])
+
+
+def accumulator_registers(block_m: int, block_n: int, warps: int) -> int:
+    """The registers each thread of `warps` warps holds of a block_m x block_n fp32 accumulator."""
+    return -(-block_m * block_n // (32 * warps))
 
 
 def accumulator_warps(block_m: int, block_n: int) -> int:
