@@ -146,6 +146,18 @@ def test_a_constant_only_graph_says_so(tmp_path):
         import_model(str(tmp_path / "c.onnx"))
 
 
+@pytest.mark.parametrize("field", ["producer_name", "producer_version"])
+def test_a_damaged_producer_string_is_refused(tmp_path, field):
+    """Invalid UTF-8 in the model's own strings (not the graph's) reaches Python as bytes: the
+    import says the file is damaged (a fuzzed file once crashed concatenating them)."""
+    model = onnx.load(_gemm(tmp_path / "g.onnx"))
+    setattr(model, field, "QQQQ")
+    data = model.SerializeToString().replace(b"QQQQ", b"\xff\xfeQQ")
+    (tmp_path / "d.onnx").write_bytes(data)
+    with pytest.raises(SpecError, match="not valid text: the file is damaged"):
+        import_model(str(tmp_path / "d.onnx"), seq=4)
+
+
 def _mutant_base():
     from onnx_graphs import attention, layernorm
     g = Graph({"x": (["batch", 16, 64], FLOAT)})

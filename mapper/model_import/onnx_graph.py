@@ -119,7 +119,7 @@ def source_from_proto(model, name: str) -> Source:
     if not graph.node:
         raise SpecError(name, "", "no ONNX graph in the file (no nodes): it is empty, truncated or not an "
                         "ONNX model")
-    _check_text(graph, name)
+    _check_text(model, name)
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     if opset <= 0:
         raise SpecError(name, "", "the model imports no version of ONNX's default operator set: a truncated "
@@ -173,12 +173,14 @@ def source_from_proto(model, name: str) -> Source:
                   data=frozenset(data), proto=model)
 
 
-def _check_text(graph, file: str) -> None:
+def _check_text(model, file: str) -> None:
     """Every name the importer reads is text (protobuf hands a damaged string over as bytes)."""
+    graph = model.graph
     values = list(graph.input) + list(graph.output) + list(graph.value_info)
     names = [v.name for v in values] + [d.dim_param for v in values if v.type.HasField("tensor_type")
                                         for d in v.type.tensor_type.shape.dim]
     names += [i.name for i in graph.initializer]
+    names += [model.producer_name, model.producer_version, *(o.domain for o in model.opset_import)]
     for node in graph.node:
         names += [node.name, node.op_type, node.domain, *node.input, *node.output, *(a.name for a in node.attribute)]
         names += [x for p in node.metadata_props for x in (p.key, p.value)]
