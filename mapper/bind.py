@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from . import tiles
 from .constraints import ROLES, Constraints
+from .cta_pair import paired
 from .errors import SpecError
 from .factors import count_factorizations
 from .limits import MAX_DIM_SPLITS
@@ -29,6 +30,18 @@ def _arch_file(arch: Arch) -> str:
 
 def _mapspace_file(constraints: Constraints) -> str:
     return constraints.file or f"mapspace {constraints.name}"
+
+
+def kernel_arch(arch: Arch, constraints: Constraints | None) -> Arch:
+    """The architecture as the mapspace's kind of kernel runs on it: its units CTA pairs where
+    it asks for them (`cta_pairs: true`, `cta_pair.paired`), which the arch must allow. What a
+    result is priced and reported on, so search inputs and `Mapspace` both take it."""
+    if constraints is None or not constraints.cta_pairs:
+        return arch
+    if not arch.compute.cta_pair:
+        raise SpecError(_mapspace_file(constraints), "cta_pairs", f"architecture {arch.name} has no CTA pairs "
+                        "(Blackwell's tcgen05 cta_group::2, `compute: cta_pair: true`, as b200): use another mapspace")
+    return paired(arch)
 
 
 def check_together(arch: Arch, workload: Workload, constraints: Constraints | None = None) -> None:

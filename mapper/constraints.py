@@ -80,6 +80,9 @@ class Constraints:
     # swap-AB (`mma.with_operands_for`): "never" (the einsum's operands as written), "auto"
     # (swapped where a warpgroup MMA pads its m and n to fewer MACs so) or "always"
     swap_operands: str = "never"
+    # Blackwell's CTA pairs (tcgen05 cta_group::2, `cta_pair.py`): the kernel's unit two SMs, its
+    # MMA twice as tall; opt-in, a kind of kernel of its own (CUTLASS's 2SM schedules)
+    cta_pairs: bool = False
     levels: tuple[tuple[str, LevelConstraints], ...] = field(default_factory=tuple)
     file: str = field(default="", compare=False)     # where it was read from, for error messages
 

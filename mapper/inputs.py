@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .bind import check_fits
+from .bind import check_fits, kernel_arch
 from .constraints import Constraints
 from .errors import SpecError
 from .load import (constraints_from_dict, load_arch, load_constraints, load_mapping, load_workload,
@@ -85,7 +85,8 @@ def search_inputs(arch: str, workload: str, mapspace: str | None = None, *, ert:
             constraints = imported_constraints(imported)      # its notes join the import's
         else:
             constraints = load_constraints(mapspace)
-    return SearchInputs(arch_spec.for_workload(workload_spec), workload_spec, constraints, imported,
+    return SearchInputs(kernel_arch(arch_spec, constraints).for_workload(workload_spec), workload_spec, constraints,
+                        imported,
                         objective_name=imported.objective if imported else None,
                         notes=tuple(imported.notes) if imported else ())
 
@@ -93,7 +94,9 @@ def search_inputs(arch: str, workload: str, mapspace: str | None = None, *, ert:
 def native_search_inputs(arch: str, workload: str, mapspace: str | None = None) -> SearchInputs:
     """A mapspace of this project's own arch, workload and mapspace files (or presets)."""
     workload_spec = load_workload(workload)
-    return SearchInputs(load_arch(arch).for_workload(workload_spec), workload_spec, load_constraints(mapspace))
+    constraints = load_constraints(mapspace)
+    return SearchInputs(kernel_arch(load_arch(arch), constraints).for_workload(workload_spec), workload_spec,
+                        constraints)
 
 
 def with_warm_starts(found: SearchInputs, paths) -> SearchInputs:

@@ -9,7 +9,9 @@ import math
 
 from . import mma
 from .cost import Evaluation
+from .cta_pair import PAIR
 from .mapping import Mapping, is_padded, level_tiles, mapping_to_dict
+from .roles import arch_roles
 from .spec import Arch, Workload
 from .tails import tile_counts as tail_counts
 
@@ -210,7 +212,8 @@ def _clustered_level(arch: Arch) -> int | None:
 
 def cluster_ctas(arch: Arch, workload: Workload, mapping: Mapping) -> dict[str, int] | None:
     """Per dim, the CTAs of one thread-block cluster (the mesh-y split of the level with
-    `block_clusters`); None where the architecture has none."""
+    `block_clusters`; on CTA pairs, twice as many along the instruction's m, which the pair
+    splits); None where the architecture has none."""
     level = _clustered_level(arch)
     if level is None:
         return None
@@ -218,6 +221,9 @@ def cluster_ctas(arch: Arch, workload: Workload, mapping: Mapping) -> dict[str, 
     for d, b, a in mapping.levels[level].spatial:
         if a == 1:
             ctas[workload.dims[d]] *= b
+    m_dims = arch_roles(arch, workload).of("m") if arch.paired else ()
+    if m_dims:
+        ctas[workload.dims[m_dims[0]]] *= PAIR
     return ctas
 
 
@@ -240,8 +246,12 @@ def kernel_shape_text(arch: Arch, workload: Workload, mapping: Mapping) -> str:
     if workload.operands_swapped:
         native += f" swap-AB ({workload.operands[0].name} is its first operand: the transposed product)"
     shape = f"thread-block cluster {'x'.join(map(str, ctas.values()))} CTAs ({' x '.join(ctas)})"
-    if math.prod(ctas.values()) == 1:       # a mapspace without clusters (the default) or one CTA chosen
-        return f"{shape}: no multicast (`--mapspace clusters` searches clusters); MMA shape {native}"
+    if arch.paired:
+        native += (f" over a CTA pair (tcgen05 cta_group::2: two SMs, each holding half of A's rows, of B's "
+                   "columns and of the accumulator)")
+    if math.prod(ctas.values()) == (PAIR if arch.paired else 1):     # no clusters searched, or one unit chosen
+        beyond = " beyond the pair" if arch.paired else ""
+        return f"{shape}: no multicast{beyond} (`--mapspace clusters` searches clusters); MMA shape {native}"
     return (f"{shape}, each tile multicast from {arch.levels[_clustered_level(arch)].name} to the CTAs "
             f"sharing it ({', '.join(sharing)}); MMA shape {native}")
 
@@ -251,7 +261,7 @@ def search_json(result, arch: Arch, workload: Workload) -> dict:
     ctas = cluster_ctas(arch, workload, result.mapping)
     if ctas is not None:
         out["kernel"] = {"cluster": ctas, "mma": mma_shape(arch, workload, result.mapping),
-                         "swap_ab": workload.operands_swapped}
+                         "swap_ab": workload.operands_swapped, "cta_pair": arch.paired}
     out["search"] = {
         "strategy": result.strategy, "objective": result.objective.name, "score": result.score,
         "evaluated": result.evaluated, "seconds": result.seconds,

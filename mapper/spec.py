@@ -254,6 +254,8 @@ class Compute:
     # first family's, used for any family not listed. Empty once resolved for a workload.
     per_dtype: tuple[DtypeRate, ...] = ()
     dtype: str = ""                   # the family it was resolved for (`for_operands`), for reports
+    # the unit may run as one of a CTA pair (Blackwell's tcgen05 cta_group::2: `cta_pair.py`)
+    cta_pair: bool = False
 
     @property
     def instances(self) -> int:
@@ -311,6 +313,8 @@ class Arch:
     cycle_rule: str = "stage_aware"   # or "timeloop": traffic always overlaps compute (cost/timing.py)
     tails: str = "padded"          # or "masked": a ragged tile's loads and stores move valid data only (tails.py)
     technology: Technology = Technology()
+    # its per-SM levels and compute unit are CTA pairs, two SMs each (`cta_pair.paired`)
+    paired: bool = False
 
     @property
     def level_names(self) -> tuple[str, ...]:

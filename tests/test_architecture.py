@@ -27,7 +27,7 @@ LAYERS = [
      "mapper.flags", "mapper.lifetime", "mapper.rows",
      "mapper.components"],
     ["mapper.einsum", "mapper.spec", "mapper.constraints", "mapper.orders", "mapper.roles"],
-    ["mapper.opgraph"],
+    ["mapper.opgraph", "mapper.cta_pair"],
     ["mapper.tails", "mapper.mma"],
     ["mapper.mapping", "mapper.rescale", "mapper.random_mappings"],
     ["mapper.bind", "mapper.load", "mapper.timeloop"],

@@ -27,6 +27,8 @@ def test_every_mapspace_preset_loads_and_binds(funnel):
             target = (name, f"{name}-problem")
         if name == "tpu-v4i-roles":           # AccelForge's tpu_v4i keeps, by role
             target = ("tpu-v4i", "gemm-256")
+        if name == "cta-pairs":               # Blackwell's tcgen05 cta_group::2
+            target = ("b200", "gemm-4096")
         space = Mapspace(load_arch(target[0]), load_workload(target[1]), constraints)
         assert counting.size(space) > 0
         if funnel:

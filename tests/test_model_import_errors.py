@@ -158,6 +158,17 @@ def test_a_damaged_producer_string_is_refused(tmp_path, field):
         import_model(str(tmp_path / "d.onnx"), seq=4)
 
 
+def test_an_attribute_without_a_type_is_refused(tmp_path):
+    """A damaged attribute's type reads as UNDEFINED, its value as None: refused at its node (a
+    fuzzed file once crashed on Softmax's axis)."""
+    g = Graph({"x": ([4, 8], FLOAT)})
+    model = g.model(g.node("Softmax", ["x"], "/s", axis=-1))
+    model.graph.node[-1].attribute[0].type = onnx.AttributeProto.UNDEFINED
+    onnx.save(model, str(tmp_path / "a.onnx"))
+    with pytest.raises(SpecError, match="attribute 'axis' has no type: the file is damaged"):
+        import_model(str(tmp_path / "a.onnx"))
+
+
 def _mutant_base():
     from onnx_graphs import attention, layernorm
     g = Graph({"x": (["batch", 16, 64], FLOAT)})

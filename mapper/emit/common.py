@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, replace
 
 from .. import mma
+from ..cta_pair import PAIR
 from ..errors import MapperError
 from ..mapping import Mapping, level_tiles
 from ..roles import RolesError, arch_roles, tensor_core_roles
@@ -88,6 +89,9 @@ class GemmView:
     issued: bool = False
     unit_warps: int = 1                  # warps per compute unit (a wgmma warpgroup: 4)
     swapped: bool = False                # swap-AB: the kernel computes the einsum's transposed product
+    # a CTA pair's kernel (tcgen05 cta_group::2, `cta_pair.py`): the view is per CTA, each half of
+    # the pair's tile along m (`instruction` is the pair's MMA, twice a CTA's rows)
+    cta_pair: bool = False
 
     @property
     def num_warps(self) -> int:
@@ -149,10 +153,25 @@ def gemm_view(arch: Arch, workload: Workload, mapping: Mapping) -> GemmView:
         output=workload.output, bits=tuple(workload.tensors[t].bits for t in (*operands, workload.output)),
         cluster=_cluster(arch, mapping, dims, smem), issued=bool(mma.mapping_instruction(arch, workload, mapping)),
         unit_warps=arch.compute.warps, swapped=workload.operands_swapped)
+    if arch.paired:
+        view = _per_cta(view)
     group_m, group_change = _group_m(mapping, view, smem)
     if group_change:
         changes.append(group_change)
     return replace(view, group_m=group_m, changes=tuple(changes))
+
+
+def _per_cta(view: GemmView) -> GemmView:
+    """A CTA pair's view as its CTAs run it: each holds half the pair's rows (its block and
+    accumulator tiles halved along m), twice as many CTAs along m in the grid and the cluster,
+    and half the pair's warps."""
+    def halved(tile):
+        return (-(-tile[0] // PAIR),) + tuple(tile[1:])
+
+    def doubled(count):
+        return (count[0] * PAIR,) + tuple(count[1:])
+    return replace(view, block=halved(view.block), warp=halved(view.warp), wave=doubled(view.wave),
+                   cluster=doubled(view.cluster), unit_warps=view.unit_warps // PAIR, cta_pair=True)
 
 
 def _spatial(mapping: Mapping, dims, smem: int):

@@ -54,8 +54,10 @@ def cutlass_shape(view: GemmView) -> CutlassShape:
         instruction = (WGMMA_M, min(WGMMA_MAX_N, _round_up(view.block[1], 8)), k_inst)
     else:
         instruction = view.instruction or (16, 8, k_inst)
-    cta = tuple(_round_up(b, i) for b, i in zip(view.block, instruction))
-    for role, name, was, now, inst in zip("mnk", view.dim_names, view.block, cta, instruction):
+    # a CTA of a pair runs half the pair's MMA rows (cta_group::2)
+    per_cta = (instruction[0] // 2,) + tuple(instruction[1:]) if view.cta_pair else instruction
+    cta = tuple(_round_up(b, i) for b, i in zip(view.block, per_cta))
+    for role, name, was, now, inst in zip("mnk", view.dim_names, view.block, cta, per_cta):
         if was != now:
             changes.append(f"CTA tile {role}: the mapping's {name} tile {was} is no multiple of the instruction's "
                            f"{inst}: emitted {now} (masked)")
@@ -107,10 +109,15 @@ def cluster_line(view: GemmView, cluster: tuple[int, int, int]) -> str:
     tile, each loaded once from L2 and multicast (TMA multicast)."""
     if cluster[:2] == (1, 1):
         return "// cluster 1x1x1: the mapping shares nothing across SMs (no multicast below L2)"
-    shared = [f"{operand} multicast to the {count} CTAs along {role}" for operand, count, role
-              in (("B", cluster[0], view.dim_names[0]), ("A", cluster[1], view.dim_names[1])) if count > 1]
+    pairs = cluster[0] // 2 if view.cta_pair else cluster[0]
+    shared = [f"{operand} multicast to the {count} {unit} along {role}" for operand, count, unit, role
+              in (("B", pairs, "CTA pairs" if view.cta_pair else "CTAs", view.dim_names[0]),
+                  ("A", cluster[1], "CTAs", view.dim_names[1])) if count > 1]
+    if view.cta_pair:
+        shared.insert(0, "each CTA pair along m holds B's tile half in each CTA, both halves read by the pair's MMA "
+                         "(cta_group::2)")
     return (f"// cluster {'x'.join(map(str, cluster))}: each tile read once from L2 per cluster, "
-            f"{'; '.join(shared)} (TMA multicast)")
+            f"{'; '.join(shared)}" + (" (TMA multicast)" if len(shared) > view.cta_pair else ""))
 
 
 def profiler_args(view: GemmView, shape: CutlassShape) -> str:
@@ -157,18 +164,21 @@ def template_text(view: GemmView, shape: CutlassShape, epilogue=()) -> str:
     functor, _ = epilogue_functor(epilogue)
     cute = lambda values: "cute::Shape<" + ", ".join(f"cute::_{v}" for v in values) + ">"    # noqa: E731
     if shape.sm >= 100:
+        sms = 2 if view.cta_pair else 1
+        group = ("cta_group::2: the MMA over a CTA pair, each CTA holding half of A's rows, of B's columns and of "
+                 "the accumulator") if view.cta_pair else "cta_group::1"
         return "\n".join([
             f"// CUTLASS 3 (sm{shape.sm}): CollectiveBuilder parameters",
             f"using MmaTileShape = {cute(shape.instruction[:2] + (shape.cta[2],))};",
             f"using ClusterShape = {cute(shape.cluster)};",
-            f"// instruction: tcgen05.mma {'x'.join(map(str, shape.instruction))} (cta_group::1), the "
+            f"// instruction: tcgen05.mma {'x'.join(map(str, shape.instruction))} ({group}), the "
             "accumulator in tensor memory, A and B from shared memory",
             "using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<",
             "    cutlass::arch::Sm100, cutlass::arch::OpClassTensorOp,",
             f"    {a}, cutlass::layout::RowMajor, 8, {b}, cutlass::layout::ColumnMajor, 8, float,",
             "    MmaTileShape, ClusterShape,",
             f"    cutlass::gemm::collective::StageCount<{shape.stages}>,",
-            "    cutlass::gemm::KernelTmaWarpSpecialized1SmSm100>::CollectiveOp;",
+            f"    cutlass::gemm::KernelTmaWarpSpecialized{sms}SmSm100>::CollectiveOp;",
             f"// output element: {c}; epilogue: cutlass::epilogue::thread::{functor} (fusion: EVT)", ""])
     if shape.sm >= 90:
         schedule = ("KernelTmaWarpSpecializedCooperative" if shape.warps[0] > 1 else "KernelTmaWarpSpecialized")

@@ -129,7 +129,8 @@ def _comments(view: GemmView, changes) -> str:
             f"(m, n, k = {', '.join(view.dim_names)})\n")
     if view.issued and view.instruction:
         # Triton chooses the instruction itself: the model's, for the record
-        head += (f"# MMA: m{view.instruction[0]}n{view.instruction[1]}k{view.instruction[2]}, issued by "
+        pair = " over a CTA pair (tcgen05 cta_group::2), in each CTA" if view.cta_pair else ","
+        head += (f"# MMA: m{view.instruction[0]}n{view.instruction[1]}k{view.instruction[2]}{pair} issued by "
                  f"{view.unit_warps} warps together (the model's; Triton picks its own from the block and num_warps)\n")
     return head + "".join(f"# mapper: changed: {line}\n" for line in changes)
 

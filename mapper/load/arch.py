@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 
 from ..constraints import ROLES
+from ..cta_pair import pair_problem
 from ..errors import shown
 from ..limits import MAX_INSTANCES, MAX_LEVELS, MAX_STAGES, MAX_WARPS
 from ..dtypes import canonical, family, known_names
 from ..spec import Arch, BlockClusters, Compute, DtypeRate, GpuFacts, Level, Technology
 from ..units import (Where, parse_bandwidth, parse_bytes, parse_energy, parse_frequency,
                      parse_latency)
-from ..validate import fields, name_list, name_text, positive_int, text
+from ..validate import fields, flag, name_list, name_text, positive_int, text
 from .technology import compute_area, energy_per_byte_auto, level_area, mac_energy_auto, technology
 from .files import spec_data
 
@@ -206,7 +207,8 @@ def _compute(comp, cw: Where, tech: Technology) -> Compute:
                    native_shape=_first(shapes), per_dtype=per_dtype,
                    max_shape=_max_shape(comp.get("max_shape"), cw / "max_shape", shapes),
                    operand_reads=_operand_reads(comp.get("operand_reads", "per_mac"), cw / "operand_reads"),
-                   warps=positive_int(comp.get("warps", 1), cw / "warps", limit=MAX_WARPS))
+                   warps=positive_int(comp.get("warps", 1), cw / "warps", limit=MAX_WARPS),
+                   cta_pair=flag(comp.get("cta_pair", False), cw / "cta_pair"))
 
 
 OPERAND_READS = ("per_mac", "per_instruction")
@@ -260,7 +262,7 @@ def arch_from_dict(data, where: Where) -> Arch:
     comp = data["compute"]
     cw = where / "compute"
     fields(comp, cw, (), ("name", "instances", "mesh", "macs_per_cycle", "energy", "native_shape",
-                          "max_shape", "operand_reads", "warps", "area", "description"))
+                          "max_shape", "operand_reads", "warps", "area", "cta_pair", "description"))
     if "instances" not in comp and "mesh" not in comp:
         comp = {**comp, "mesh": list(levels[-1].mesh)}
     compute = _compute(comp, cw, tech)
@@ -298,5 +300,7 @@ def arch_from_dict(data, where: Where) -> Arch:
             raise (where / "model" / key).error(f"expected {' or '.join(allowed)}, got {shown(model[key])}{why}")
     chosen = {key: model.get(key, allowed[0]) for key, allowed in rules.items()}
     _check_clusters(arch, where)
+    if arch.compute.cta_pair and (problem := pair_problem(arch)) is not None:
+        raise (cw / "cta_pair").error(problem)
     return dataclasses.replace(arch, multicast=chosen["multicast"], leakage=chosen["leakage"],
                                cycle_rule=chosen["cycles"], tails=chosen["tails"])

@@ -50,7 +50,8 @@ def _ranges(value, where: Where):
 
 def constraints_from_dict(data, where: Where):
     fields(data, where, ("name",), ("description", "factors", "max_padding", "align_to_native",
-                                    "min_utilization", "min_occupancy", "clusters", "swap_operands", "levels"))
+                                    "min_utilization", "min_occupancy", "clusters", "swap_operands", "cta_pairs",
+                                    "levels"))
     factors = data.get("factors", "auto")
     if not isinstance(factors, str) or factors not in ("auto", "perfect", "imperfect"):
         raise (where / "factors").error(f"expected 'auto', 'perfect' or 'imperfect', got {shown(factors)}")
@@ -112,4 +113,5 @@ def constraints_from_dict(data, where: Where):
                        factors=factors, max_padding=float(max_padding),
                        align_to_native=align, min_utilization=float(min_util),
                        min_occupancy=positive_int(data.get("min_occupancy", 1), where / "min_occupancy"),
-                       clusters=clusters, swap_operands=swap, levels=tuple(levels))
+                       clusters=clusters, swap_operands=swap, levels=tuple(levels),
+                       cta_pairs=flag(data.get("cta_pairs", False), where / "cta_pairs"))

@@ -8,7 +8,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from ..bind import check_together
+from ..bind import check_together, kernel_arch
 from ..constraints import ROLES, Constraints, LevelConstraints, role_tensor
 from ..cost.occupancy import gpu_levels
 from ..errors import InfeasibleError, SpecError
@@ -65,7 +65,7 @@ class Mapspace:
         object.__setattr__(self, "workload", with_operands_for(self.arch, self.workload, self.constraints.swap_operands))
         # the compute unit's rate and native shape for this workload's operand dtypes, and
         # thread-block clusters only where the mapspace asks for them (`clusters: true`)
-        arch = self.arch.for_workload(self.workload)
+        arch = kernel_arch(self.arch, self.constraints).for_workload(self.workload)
         arch = arch if self.constraints.clusters else arch.without_clusters()
         # a level's capacity as the mapspace's kind of kernel can use it (`capacity` under a level)
         caps = [self.constraints.for_level(arch.level_names, lv).capacity for lv in range(len(arch.levels))]

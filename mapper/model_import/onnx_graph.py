@@ -248,6 +248,9 @@ def _nodes(graph, file: str) -> tuple[Node, ...]:
                 attrs[a.name] = "<subgraph>"
             elif a.type not in (a.TENSOR, a.TENSORS, a.SPARSE_TENSOR, a.SPARSE_TENSORS, a.TYPE_PROTO, a.TYPE_PROTOS):
                 value = helper.get_attribute_value(a)
+                if value is None:       # no type (a damaged field): no value to read
+                    raise SpecError(file, f"node {node.name or op}", f"attribute {a.name!r} has no type: the file is "
+                                    "damaged")
                 attrs[a.name] = value.decode() if isinstance(value, bytes) else value
         nodes.append(Node(index, node.name or f"{op}_{index}", op, tuple(node.input), tuple(node.output),
                           MappingProxyType(attrs), _scope(node)))
