@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .spec import Arch, BlockClusters, Compute, DtypeRate, GpuFacts, Level
+from .spec import Arch, Compute, DtypeRate, GpuFacts, Level
 
 PAIR = 2        # SMs, and CTAs, per pair
 
@@ -76,11 +76,14 @@ def _level_pair(level: Level) -> Level:
 
 
 def _cluster_pairs(level: Level) -> Level:
-    """A level above the SMs: its block clusters counted in pairs (a GPC's SMs pair by TPC)."""
+    """A level above the SMs: its block clusters counted in pairs (a GPC's SMs pair by TPC), the
+    distributed shared memory's bandwidth per pair."""
     if level.clusters is None:
         return level
-    clusters = BlockClusters(max_ctas=level.clusters.max_ctas // PAIR,
-                             gpc_sms=tuple(sms // PAIR for sms in level.clusters.gpc_sms))
+    dsmem = level.clusters.dsmem
+    clusters = dataclasses.replace(level.clusters, max_ctas=level.clusters.max_ctas // PAIR,
+                                   gpc_sms=tuple(sms // PAIR for sms in level.clusters.gpc_sms),
+                                   dsmem=dsmem and dataclasses.replace(dsmem, bandwidth=dsmem.bandwidth * PAIR))
     return dataclasses.replace(level, clusters=clusters)
 
 

@@ -117,6 +117,15 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class Dsmem:
+    """Distributed shared memory: a CTA reading or writing another CTA's shared memory in its
+    cluster, per SM."""
+    bandwidth: float                    # bytes per cycle per SM
+    latency: float                      # cycles from a request to its first byte
+    energy_per_byte: float              # pJ per byte moved between two SMs
+
+
+@dataclass(frozen=True)
 class BlockClusters:
     """Thread-block clusters on the fanout from a GPU's L2 to its SMs (Hopper and later): the
     CTAs of one cluster are co-scheduled on one GPC, and a tile all of them need is read once
@@ -125,6 +134,9 @@ class BlockClusters:
     clusters side by side; only the y loops share."""
     max_ctas: int                       # the largest cluster the part runs (16: non-portable)
     gpc_sms: tuple[int, ...]            # SMs per GPC: a cluster never spans two
+    # distributed shared memory (the SM-to-SM network of a GPC), None: not modelled; what a
+    # fused kernel pays to hold a tile over its cluster's shared memories (`fusion/mlp.py`)
+    dsmem: "Dsmem | None" = None
 
     def schedulable(self, ctas):
         """How many clusters of `ctas` CTAs run at once (may be an array; 0 above `max_ctas`):

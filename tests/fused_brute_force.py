@@ -82,26 +82,39 @@ def flash_attention(heads, rows, keys, d, d_v, bi, bj, stages, flops_per_score, 
     return c
 
 
-def mlp_pair(rows, depth, hidden, cols, bm, bn, bf, bk, stages, flops_per_hidden, bytes_of, f) -> Counts:
+def mlp_pair(rows, depth, hidden, cols, bm, bn, bf, bk, stages, flops_per_hidden, bytes_of, f, cluster=1) -> Counts:
     """Two GEMMs through their hidden dim: one block per (Bm rows, Bn output columns) holding
     its X rows whole at level f; it walks the hidden dim in Bf chunks, streaming W1 in Bk x Bf
     slices to compute the H chunk (in registers, where the elementwise ops run), then adds the
     chunk times W2's Bf x Bn slice into its fp32 accumulator, and writes its Y tile once.
-    `bytes_of`: bytes per word of X, W1, W2, Y."""
+    `bytes_of`: bytes per word of X, W1, W2, Y.
+
+    With `cluster` CTAs per block, CTA r holds the X rows' depth slice r (of ceil(depth / c)) and
+    streams W1's rows of that slice, computing a partial H chunk; each chunk's partials are
+    summed over the cluster (each CTA sends its chunk's c - 1 other slices to their owners, then
+    gathers the c - 1 summed slices back: `dsmem` counts the bytes sent), and
+    CTA r adds the chunk times its slice of W2's columns into its accumulator."""
     c = Counts()
+    c.dsmem = 0
+    depth_part, cols_part = -(-depth // cluster), -(-bn // cluster)
     for _m0, vm in _tiles(rows, bm):
         for _n0, vn in _tiles(cols, bn):
-            c.load("X", vm * depth, f)
+            for _r0, vr in _tiles(depth, depth_part):      # each CTA its slice of X's depth
+                c.load("X", vm * vr, f)
             for _f0, vf in _tiles(hidden, bf):
-                for _k0, vk in _tiles(depth, bk):
-                    c.load("W1", vk * vf, f)
-                    c.macs += vm * vk * vf
+                for _r0, vr in _tiles(depth, depth_part):
+                    for _k0, vk in _tiles(vr, bk):
+                        c.load("W1", vk * vf, f)
+                        c.macs += vm * vk * vf
+                if cluster > 1:       # reduce-scatter, then all-gather: each CTA sends c - 1 of c slices twice
+                    c.dsmem += 2 * cluster * (cluster - 1) * (vm * vf / cluster) * ACCUMULATOR_BYTES
                 c.flops += vm * vf * flops_per_hidden
                 c.load("W2", vf * vn, f)
                 c.macs += vm * vf * vn
             c.store("Y", vm * vn, f)
-    c.hold(f, bm * depth * bytes_of["X"] + stages * (min(bk, depth) * bf * bytes_of["W1"] + bf * bn * bytes_of["W2"]))
-    c.hold("registers", (bm * bf + bm * bn) * ACCUMULATOR_BYTES)
+    c.hold(f, bm * depth_part * bytes_of["X"]
+           + stages * (min(bk, depth_part) * bf * bytes_of["W1"] + bf * cols_part * bytes_of["W2"]))
+    c.hold("registers", (bm * bf + bm * cols_part) * ACCUMULATOR_BYTES)
     return c
 
 

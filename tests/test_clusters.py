@@ -143,6 +143,12 @@ def test_a_mapping_file_with_too_many_clusters_is_refused_with_one_line():
     ({"max_ctas": 0, "gpc_sms": [4]}, "levels[0].block_clusters.max_ctas"),
     ({"max_ctas": 2, "gpc_sms": []}, "levels[0].block_clusters.gpc_sms: expected a list"),
     ({"max_ctas": 2}, "levels[0].block_clusters.gpc_sms: required key"),
+    ({"max_ctas": 4, "gpc_sms": [4], "dsmem": {"bandwidth": "unlimited", "latency": 1, "energy_per_byte": 1}},
+     "levels[0].block_clusters.dsmem.bandwidth: expected a finite bandwidth"),
+    ({"max_ctas": 4, "gpc_sms": [4], "dsmem": {"bandwidth": "8 B/cycle", "latency": 1}},
+     "levels[0].block_clusters.dsmem.energy_per_byte: required key"),
+    ({"max_ctas": 4, "gpc_sms": [4], "dsmem": {"bandwidth": "8 B/cycle", "latency": 1, "energy_per_byte": "x"}},
+     "levels[0].block_clusters.dsmem.energy_per_byte"),
 ])
 def test_bad_block_clusters_name_their_key(clusters, fragment):
     data = {"name": "c", "clock": "1 GHz", "compute": {"instances": 4},

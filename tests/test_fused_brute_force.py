@@ -126,6 +126,61 @@ def test_the_mlp_pair_matches_its_loop_nest_executed(sizes, smem, objective):
     assert_streamed_kernel_is_executed(arch, kernel, choice, truth, names, bytes_of, f)
 
 
+def clustered_gpu(smem, dsmem=True):
+    """`small_gpu` whose 2 SMs form one GPC running clusters of 2 CTAs, with distributed shared
+    memory (8 B/cycle per SM, 20 cycles, 0.5 pJ/B) or without."""
+    arch = small_gpu(smem, dram_pj=20.0)
+    figures = {"bandwidth": "8 B/cycle", "latency": 20, "energy_per_byte": "0.5 pJ"} if dsmem else None
+    clusters = {"max_ctas": 2, "gpc_sms": [2], **({"dsmem": figures} if figures else {})}
+    from mapper.load.arch import _clusters
+    dram = dataclasses.replace(arch.levels[0], clusters=_clusters(clusters, Where("<test>"), arch.clock_hz))
+    return dataclasses.replace(arch, levels=(dram,) + arch.levels[1:])
+
+
+MLP_SIZES = {"m": 16, "e": 128, "f": 64, "n": 16}     # X's 16 rows of 128: 4 KiB, 6.5 KiB with W1 and W2 staged
+
+
+@pytest.mark.parametrize("objective", ["energy", "cycles", "bytes"])
+def test_an_mlp_pair_too_deep_for_one_sm_fits_a_cluster_over_distributed_shared_memory(objective):
+    """6 KiB of shared memory per SM: no block of the grid fits one SM (16 X rows of 128 alone
+    take 4 KiB, the smallest W1 and W2 stages 2.5 KiB more), so without distributed shared
+    memory the pair is refused; a cluster of 2 holds each block, half of X's depth in each SM,
+    and all-reduces each H chunk between them. Everything against the loop nest executed: the
+    words per level, the bytes between the SMs, the energy (theirs at 0.5 pJ/B), what each CTA
+    holds."""
+    graph = graph_of(MLP_SIZES, MLP)
+    found = mlp_match(graph, (0, 1, 2))
+    f = 1
+    assert mlp_price(clustered_gpu("6 KiB", dsmem=False), graph, found, f, objective) is None
+    arch = clustered_gpu("6 KiB")
+    kernel, tiling, note, choice = mlp_price(arch, graph, found, f, objective)
+    assert choice.cluster == 2 and tiling.endswith(" cluster2") and "cluster of 2 CTAs" in note
+    names = {"X": "X", "W1": "W1", "W2": "W2", "Y": "Y"}
+    bytes_of = {name: graph.tensor(name).bits / 8 for name in names}
+    truth = brute.mlp_pair(16, 128, 64, 16, choice.block_m, choice.block_n, choice.block_f, BK, choice.stages,
+                           graph.ops[1].flops_per_element, bytes_of, f, cluster=2)
+    intermediate = graph.ops[0].output
+    assert choice.dsmem_bytes == truth.dsmem == kernel.tensor_bytes(intermediate, f) > 0
+    # by hand: every chunk of 16 rows x Bf, all-reduced over 2 CTAs: 2 x (2 - 1) x 16 x 64 x 4 B per column tile
+    assert truth.dsmem == 2 * 1 * 16 * 64 * 4 * -(-16 // choice.block_n)
+    without_link = dataclasses.replace(kernel, traffic=tuple(t for t in kernel.traffic if t.tensor != intermediate))
+    assert_same_traffic(without_link, truth, names, bytes_of, f)
+    want = brute.energy(truth, level_figures(arch), bytes_of, arch.compute.energy_per_mac) + 0.5 * truth.dsmem
+    assert kernel.energy_pj == pytest.approx(want, rel=1e-12)
+    assert choice.smem_bytes == truth.footprint[f] <= arch.levels[f].capacity
+    assert choice.register_bytes == truth.footprint["registers"]
+
+
+def test_distributed_shared_memory_is_priced_by_its_bandwidth_and_latency():
+    """The same pair on 6 KiB: the all-reduce's bytes take the SMs' 8 B/cycle each, and one
+    stage (no double-buffered chunk) waits its 20-cycle latency twice per chunk."""
+    graph = graph_of(MLP_SIZES, MLP)
+    kernel, _, _, choice = mlp_price(clustered_gpu("6 KiB"), graph, mlp_match(graph, (0, 1, 2)), 1, "cycles")
+    [link] = [t for t in kernel.traffic if t.tensor == graph.ops[0].output]
+    waits = 0 if choice.stages > 1 else -(-64 // choice.block_f) * 2 * 20       # one wave: one block
+    assert link.cycles == choice.dsmem_bytes / (2 * 8) + waits
+
+
 # ---------------------------------------------------------------------------------------------
 # groups around an einsum: the anchor's own nest executed, and the tiles it loads and completes
 

@@ -14,6 +14,17 @@ chunk times W2's Bf x Bn slice into its fp32 Bm x Bn accumulator (in registers).
 Every (Bm, Bn, Bf, stages) of the grid is priced and the best kept (exhaustive over it). With
 many rows (a prefill), re-reading W1 per row tile costs far more than H's round trip saves, and
 the grouping leaves the GEMMs apart ("no gain"); with few rows (decode) it can win.
+
+On a GPU with distributed shared memory (`block_clusters.dsmem`), a block may also run on a
+thread-block cluster of c CTAs that hold it together (FlashFuser's way to fuse an FFN whose rows
+do not fit one SM): each CTA holds 1/c of the X rows' depth (Bm x E/c) and streams its part of
+W1, computes a partial H chunk over it, and the cluster all-reduces the chunk over the SM-to-SM
+network (a reduce-scatter and an all-gather: 2 (c-1)/c of the chunk's fp32 bytes per CTA); each
+CTA then adds the chunk times its Bn/c columns of W2 into its own accumulator. So what leaves the
+chip does not change for a given (Bm, Bn, Bf), the cluster's shared memories hold c times the
+rows, and it pays the all-reduce: its bytes over the network's bandwidth per SM, its energy, and
+its latency once per chunk where the chunks are not double-buffered (one stage). A cluster takes
+c SMs of one GPC: the SMs the part can fill with such clusters run the blocks.
 """
 from __future__ import annotations
 
@@ -23,12 +34,15 @@ import numpy as np
 
 from ..opgraph import OpGraph
 from ..spec import Arch
-from .price import KernelPrice, block_slots, fits_at, flop_cycles, streamed_energy, streamed_kernel
+from .price import (KernelPrice, Traffic, block_slots, fits_at, flop_cycles, streamed_bandwidth, streamed_energy,
+                    streamed_kernel, with_traffic)
 
 ROWS = (16, 32, 64, 128, 256)
 HIDDEN = (16, 32, 64, 128)
 BK = 64                        # W1 slice depth streamed per stage
 ACCUMULATOR_BYTES = 4
+CLUSTERS = (1, 2, 4, 8, 16)    # CTAs holding one block (16: where the part runs non-portable clusters)
+ALL_REDUCE = 2                 # a reduce-scatter then an all-gather: each moves (c-1)/c of the chunk
 
 
 @dataclass(frozen=True)
@@ -77,8 +91,31 @@ class MlpChoice:
     block_n: int
     block_f: int
     stages: int
-    smem_bytes: float              # at the fusion level: the X rows and the staged W1 and W2 slices
-    register_bytes: float          # the H chunk and the accumulator (fp32)
+    smem_bytes: float              # per CTA at the fusion level: its X rows and staged W1 and W2 slices
+    register_bytes: float          # per CTA: the H chunk and its accumulator (fp32)
+    cluster: int = 1               # CTAs holding one block over distributed shared memory
+    dsmem_bytes: float = 0.0       # moved between the cluster's SMs over the run (all-reduces)
+
+
+def _dsmem_level(arch: Arch, level: int):
+    """(the level whose fanout runs the clusters, its BlockClusters) where the fusion level is a
+    GPU's per-SM one below clusters with distributed shared memory; else None."""
+    per_sm = arch.per_sm_levels()
+    if per_sm is None or per_sm[0] != level:
+        return None
+    return next(((lv, lvl.clusters) for lv, lvl in enumerate(arch.levels[:level])
+                 if lvl.clusters is not None and lvl.clusters.dsmem is not None), None)
+
+
+def _clustering(arch: Arch, level: int, cc):
+    """(SMs the clusters of `cc` CTAs can fill, clusters at once per resident block) per grid
+    point: every SM, as many as SMs, without clusters."""
+    found = _dsmem_level(arch, level)
+    sms = arch.levels[level].instances
+    if found is None:
+        return np.full(cc.shape, float(sms)), np.full(cc.shape, float(sms))
+    clusters = found[1].schedulable(cc).astype(float)
+    return clusters * cc, clusters
 
 
 def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: str):
@@ -88,40 +125,72 @@ def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: 
     rows, hidden = (graph.tensor(a.output).shape[k] for k in (0, 1))
     depth = x.elements // rows
     cols = y.elements // rows
-    bm, bn, bf, st = (g.ravel() for g in np.meshgrid(np.array(ROWS), np.array(sorted({*ROWS, cols})),
-                                                      np.array(HIDDEN),
-                                                      np.arange(1, arch.levels[level].max_stages + 1), indexing="ij"))
+    dsmem = _dsmem_level(arch, level)
+    sizes = [c for c in CLUSTERS if c == 1 or (dsmem is not None and c <= dsmem[1].max_ctas)]
+    bm, bn, bf, st, cc = (g.ravel() for g in np.meshgrid(np.array(ROWS), np.array(sorted({*ROWS, cols})),
+                                                          np.array(HIDDEN),
+                                                          np.arange(1, arch.levels[level].max_stages + 1),
+                                                          np.array(sizes), indexing="ij"))
     bn = np.minimum(bn, cols)
     sx, s1, s2, sy = (t.bits / 8 for t in (x, w1, w2, y))
-    smem = bm * depth * sx + st * (min(BK, depth) * bf * s1 + bf * bn * s2)
-    regs = (bm * bf + bm * bn) * ACCUMULATOR_BYTES
+    # per CTA: its share of the X rows' depth and of the block's columns (all of them alone)
+    part_depth, part_cols = np.ceil(depth / cc), np.ceil(bn / cc)
+    smem = bm * part_depth * sx + st * (np.minimum(BK, part_depth) * bf * s1 + bf * part_cols * s2)
+    regs = (bm * bf + bm * part_cols) * ACCUMULATOR_BYTES
     row_tiles, col_tiles = np.ceil(rows / bm), np.ceil(cols / bn)
-    fits = fits_at(arch, level, smem * np.ones(bm.shape))
-    resident, _, slots = block_slots(arch, level, smem * np.ones(bm.shape), regs)
-    fits &= resident
+    fits = fits_at(arch, level, smem * np.ones(bm.shape)) & (bn >= cc)
+    resident, per_sm, slots = block_slots(arch, level, smem * np.ones(bm.shape), regs)
+    sms_used, clusters = _clustering(arch, level, cc)
+    fits &= resident & (clusters > 0)
     if not fits.any():
         return None
+    slots = np.maximum(clusters, 1) * np.maximum(per_sm, 1) if dsmem is not None else slots
     words_x = col_tiles * x.elements
     words_w1 = row_tiles * col_tiles * w1.elements
     words_w2 = row_tiles * w2.elements
     macs = rows * depth * hidden * col_tiles + rows * hidden * cols
     flops = sum(graph.ops[i].flops_per_element for i in found.middle) * rows * hidden * col_tiles
     blocks = row_tiles * col_tiles
-    compute = (macs / arch.peak_macs_per_cycle + flop_cycles(arch, flops)) * np.ceil(blocks / slots) * slots / blocks
+    waves = np.ceil(blocks / slots)
+    # the SMs the clusters fill run every MAC; the last wave's idle slots count
+    full = arch.levels[level].instances / np.maximum(sms_used, 1)
+    compute = (macs / arch.peak_macs_per_cycle + flop_cycles(arch, flops)) * full * waves * slots / blocks
     outer_bytes = words_x * sx + words_w1 * s1 + words_w2 * s2 + y.elements * sy
-    cycles = np.maximum(compute, outer_bytes / arch.levels[0].bandwidth)
+    # the clusters' all-reduces of H's partial chunks: over every block, chunk and valid row
+    moved = col_tiles * ALL_REDUCE * (cc - 1) * rows * hidden * ACCUMULATOR_BYTES
+    link = dsmem[1].dsmem if dsmem is not None else None
+    network = (moved / (np.maximum(sms_used, 1) * link.bandwidth)
+               + (st == 1) * (cc > 1) * waves * np.ceil(hidden / bf) * ALL_REDUCE * link.latency
+               if link is not None else np.zeros(bm.shape))
+    # each level's time as `streamed_kernel` prices it: inputs read at every level down to the
+    # fusion level and filled into each below the outermost, Y written above it; at the fusion
+    # level only the SMs that run blocks move bytes (one block cannot pull HBM's bandwidth)
+    busy = np.minimum(blocks * cc, sms_used)
+    in_bytes = outer_bytes - y.elements * sy
+    cycles = np.maximum(compute, network)
+    for lv in range(level + 1):
+        moved_here = in_bytes * (2 if lv > 0 else 1) + (y.elements * sy if lv < level else 0)
+        cycles = np.maximum(cycles, moved_here / streamed_bandwidth(arch, lv, level, busy)
+                            + (network if lv == level else 0))
     energy = streamed_energy(arch, level, [(words_x, sx), (words_w1, s1), (words_w2, s2)], [(y.elements, sy)],
-                             macs, flops)
+                             macs, flops) + (moved * link.energy_per_byte if link is not None else 0.0)
     score = {"cycles": cycles, "bytes": outer_bytes}.get(objective, energy)
-    best = int(np.flatnonzero(fits)[np.lexsort((cycles[fits], score[fits]))[0]])
+    best = int(np.flatnonzero(fits)[np.lexsort((cc[fits], cycles[fits], score[fits]))[0]])
     reads = [(found.x, float(words_x[best]), sx), (found.w1, float(words_w1[best]), s1),
              (found.w2, float(words_w2[best]), s2)]
     kernel: KernelPrice = streamed_kernel(arch, level, reads, [(b.output, y.elements, sy)], float(macs[best]),
-                                          float(flops[best]), float(compute[best]))
+                                          float(flops[best]), float(compute[best]), float(busy[best]))
     tiling = f"Bm{bm[best]} Bn{bn[best]} Bf{bf[best]} s{st[best]}"
     note = (f"{a.name} and {b.name} fused through {a.output_dims[1]}: {a.output} recomputed {col_tiles[best]:.0f}x, "
             f"{found.w1} read {words_w1[best] / w1.elements:.0f}x, {found.w2} {words_w2[best] / w2.elements:.0f}x; "
             f"best of {int(fits.sum())} fitting tilings of {len(bm)}, all priced")
+    if cc[best] > 1:
+        kernel = with_traffic(kernel, [Traffic(level, a.output, float(moved[best]), float(moved[best]) * link.energy_per_byte,
+                                               float(network[best]))])
+        tiling += f" cluster{cc[best]}"
+        note += (f"; each block held by a cluster of {cc[best]} CTAs over distributed shared memory, its X rows "
+                 f"split {cc[best]} ways, {a.output}'s partial chunks all-reduced between the SMs "
+                 f"({moved[best]:,.0f} B)")
     choice = MlpChoice(int(bm[best]), int(bn[best]), int(bf[best]), int(st[best]), float(smem[best]),
-                       float(regs[best]))
+                       float(regs[best]), int(cc[best]), float(moved[best]))
     return kernel, tiling, note, choice

@@ -174,14 +174,21 @@ def streamed_energy(arch: Arch, level: int, reads, writes, macs, flops):
     return energy
 
 
+def streamed_bandwidth(arch: Arch, lv: int, level: int, busy: float | None = None) -> float:
+    """Bytes per cycle a streamed kernel moves at level lv: its bandwidth times its instances, or
+    at the kernel's own `level` times the `busy` instances (None: all) that run its blocks."""
+    return arch.levels[lv].bandwidth * (arch.levels[lv].instances if busy is None or lv != level else busy)
+
+
 def streamed_kernel(arch: Arch, level: int, reads, writes, macs: float, flops: float,
-                    compute_cycles: float) -> KernelPrice:
+                    compute_cycles: float, busy: float | None = None) -> KernelPrice:
     """The same kernel as entries (`reads`/`writes`: [(tensor, words, bytes per word)]), each
-    level's time its bytes over its bandwidth (all instances)."""
+    level's time its bytes over its bandwidth (`streamed_bandwidth`: at `level` only the `busy`
+    instances', where fewer blocks run than it has)."""
     entries = []
     for name, words, word_bytes in reads:
         for lv in range(level + 1):
-            bandwidth = arch.levels[lv].bandwidth * arch.levels[lv].instances
+            bandwidth = streamed_bandwidth(arch, lv, level, busy)
             b = words * word_bytes
             entries.append(Traffic(lv, name, b, access_energy(arch, lv, words, word_bytes, "read"), b / bandwidth))
             if lv > 0:
@@ -189,7 +196,7 @@ def streamed_kernel(arch: Arch, level: int, reads, writes, macs: float, flops: f
                                        b / bandwidth, True))
     for name, words, word_bytes in writes:
         for lv in range(level):
-            bandwidth = arch.levels[lv].bandwidth * arch.levels[lv].instances
+            bandwidth = streamed_bandwidth(arch, lv, level, busy)
             b = words * word_bytes
             entries.append(Traffic(lv, name, b, access_energy(arch, lv, words, word_bytes, "update"), b / bandwidth))
     energy = (macs + flops) * arch.compute.energy_per_mac

@@ -7,13 +7,14 @@ Quantities are parsed with their units (`units`); each level's mesh must divide 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from ..constraints import ROLES
 from ..cta_pair import pair_problem
 from ..errors import shown
 from ..limits import MAX_INSTANCES, MAX_LEVELS, MAX_STAGES, MAX_WARPS
 from ..dtypes import canonical, family, known_names
-from ..spec import Arch, BlockClusters, Compute, DtypeRate, GpuFacts, Level, Technology
+from ..spec import Arch, BlockClusters, Compute, DtypeRate, Dsmem, GpuFacts, Level, Technology
 from ..units import (Where, parse_bandwidth, parse_bytes, parse_energy, parse_frequency,
                      parse_latency)
 from ..validate import fields, flag, name_list, name_text, positive_int, text
@@ -112,20 +113,32 @@ def _level(data, where: Where, clock_hz: float, tech: Technology) -> Level:
         positive_int(data["word_bits"], where / "word_bits", limit=1024),
         cluster_size=positive_int(data.get("cluster_size", 1), where / "cluster_size", limit=1 << 20),
         area=area, area_source=area_source, energy_source=energy_source,
-        clusters=None if data.get("block_clusters") is None else _clusters(data["block_clusters"], where / "block_clusters"),
+        clusters=None if data.get("block_clusters") is None else _clusters(data["block_clusters"],
+                                                                           where / "block_clusters", clock_hz),
     )
 
 
-def _clusters(data, where: Where) -> BlockClusters:
-    """`block_clusters: {max_ctas: 16, gpc_sms: [18, 18, 16, ...]}` (checked against the
-    fanout it sits on by `_check_clusters`, once the meshes are known)."""
-    fields(data, where, ("max_ctas", "gpc_sms"))
+def _clusters(data, where: Where, clock_hz: float) -> BlockClusters:
+    """`block_clusters: {max_ctas: 16, gpc_sms: [18, 18, 16, ...], dsmem: {...}}` (checked
+    against the fanout it sits on by `_check_clusters`, once the meshes are known)."""
+    fields(data, where, ("max_ctas", "gpc_sms"), ("dsmem",))
     sms = data["gpc_sms"]
     if not isinstance(sms, list) or not sms:
         raise (where / "gpc_sms").error(f"expected a list of SMs per GPC, e.g. [18, 16, 16], got {shown(sms)}")
     return BlockClusters(max_ctas=positive_int(data["max_ctas"], where / "max_ctas", limit=MAX_INSTANCES),
                          gpc_sms=tuple(positive_int(v, where / "gpc_sms" / i, limit=MAX_INSTANCES)
-                                       for i, v in enumerate(sms)))
+                                       for i, v in enumerate(sms)),
+                         dsmem=None if data.get("dsmem") is None else _dsmem(data["dsmem"], where / "dsmem", clock_hz))
+
+
+def _dsmem(data, where: Where, clock_hz: float) -> Dsmem:
+    """`dsmem: {bandwidth: 14 B/cycle, latency: 180 cycles, energy_per_byte: 0.5 pJ}`: per SM."""
+    fields(data, where, ("bandwidth", "latency", "energy_per_byte"))
+    bandwidth = parse_bandwidth(data["bandwidth"], where / "bandwidth", clock_hz)
+    if math.isinf(bandwidth):
+        raise (where / "bandwidth").error("expected a finite bandwidth per SM, e.g. 14 B/cycle")
+    return Dsmem(bandwidth=bandwidth, latency=parse_latency(data["latency"], where / "latency", clock_hz),
+                 energy_per_byte=parse_energy(data["energy_per_byte"], where / "energy_per_byte"))
 
 
 def _check_clusters(arch: Arch, where: Where) -> None:
