@@ -97,24 +97,24 @@ class MlpChoice:
     dsmem_bytes: float = 0.0       # moved between the cluster's SMs over the run (all-reduces)
 
 
-def _dsmem_level(arch: Arch, level: int):
-    """(the level whose fanout runs the clusters, its BlockClusters) where the fusion level is a
-    GPU's per-SM one below clusters with distributed shared memory; else None."""
+def _cluster_link(arch: Arch, level: int):
+    """The block clusters above the fusion level where it is a GPU's per-SM level and they give
+    distributed shared memory (`BlockClusters.dsmem`); else None."""
     per_sm = arch.per_sm_levels()
     if per_sm is None or per_sm[0] != level:
         return None
-    return next(((lv, lvl.clusters) for lv, lvl in enumerate(arch.levels[:level])
+    return next((lvl.clusters for lvl in arch.levels[:level]
                  if lvl.clusters is not None and lvl.clusters.dsmem is not None), None)
 
 
 def _clustering(arch: Arch, level: int, cc):
-    """(SMs the clusters of `cc` CTAs can fill, clusters at once per resident block) per grid
-    point: every SM, as many as SMs, without clusters."""
-    found = _dsmem_level(arch, level)
+    """Per grid point, (the SMs that clusters of `cc` CTAs fill at once, those clusters); without
+    distributed shared memory every SM, one CTA each."""
+    found = _cluster_link(arch, level)
     sms = arch.levels[level].instances
     if found is None:
         return np.full(cc.shape, float(sms)), np.full(cc.shape, float(sms))
-    clusters = found[1].schedulable(cc).astype(float)
+    clusters = found.schedulable(cc).astype(float)
     return clusters * cc, clusters
 
 
@@ -125,8 +125,8 @@ def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: 
     rows, hidden = (graph.tensor(a.output).shape[k] for k in (0, 1))
     depth = x.elements // rows
     cols = y.elements // rows
-    dsmem = _dsmem_level(arch, level)
-    sizes = [c for c in CLUSTERS if c == 1 or (dsmem is not None and c <= dsmem[1].max_ctas)]
+    linked = _cluster_link(arch, level)
+    sizes = [c for c in CLUSTERS if c == 1 or (linked is not None and c <= linked.max_ctas)]
     bm, bn, bf, st, cc = (g.ravel() for g in np.meshgrid(np.array(ROWS), np.array(sorted({*ROWS, cols})),
                                                           np.array(HIDDEN),
                                                           np.arange(1, arch.levels[level].max_stages + 1),
@@ -144,7 +144,7 @@ def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: 
     fits &= resident & (clusters > 0)
     if not fits.any():
         return None
-    slots = np.maximum(clusters, 1) * np.maximum(per_sm, 1) if dsmem is not None else slots
+    slots = np.maximum(clusters, 1) * np.maximum(per_sm, 1) if linked is not None else slots
     words_x = col_tiles * x.elements
     words_w1 = row_tiles * col_tiles * w1.elements
     words_w2 = row_tiles * w2.elements
@@ -158,7 +158,7 @@ def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: 
     outer_bytes = words_x * sx + words_w1 * s1 + words_w2 * s2 + y.elements * sy
     # the clusters' all-reduces of H's partial chunks: over every block, chunk and valid row
     moved = col_tiles * ALL_REDUCE * (cc - 1) * rows * hidden * ACCUMULATOR_BYTES
-    link = dsmem[1].dsmem if dsmem is not None else None
+    link = linked.dsmem if linked is not None else None
     network = (moved / (np.maximum(sms_used, 1) * link.bandwidth)
                + (st == 1) * (cc > 1) * waves * np.ceil(hidden / bf) * ALL_REDUCE * link.latency
                if link is not None else np.zeros(bm.shape))

@@ -63,8 +63,9 @@ class Mapspace:
         # the operands in the order the compute unit takes them (swap-AB where the mapspace
         # asks, `swap_operands`): the space's workload, which its mappings are priced on
         object.__setattr__(self, "workload", with_operands_for(self.arch, self.workload, self.constraints.swap_operands))
-        # the compute unit's rate and native shape for this workload's operand dtypes, and
-        # thread-block clusters only where the mapspace asks for them (`clusters: true`)
+        # the architecture as the mapspace's kind of kernel runs on it (CTA pairs where it asks:
+        # `bind.kernel_arch`), the compute unit's rate and native shape for this workload's
+        # operand dtypes, and thread-block clusters only where it asks for them (`clusters: true`)
         arch = kernel_arch(self.arch, self.constraints).for_workload(self.workload)
         arch = arch if self.constraints.clusters else arch.without_clusters()
         # a level's capacity as the mapspace's kind of kernel can use it (`capacity` under a level)
