@@ -38,9 +38,15 @@ def kernel_arch(arch: Arch, constraints: Constraints | None) -> Arch:
     result is priced and reported on, so search inputs and `Mapspace` both take it."""
     if constraints is None or not constraints.cta_pairs:
         return arch
+    return paired_for(arch, Where(_mapspace_file(constraints)) / "cta_pairs", "use another mapspace")
+
+
+def paired_for(arch: Arch, where: Where, otherwise: str) -> Arch:
+    """`arch` with its units CTA pairs (`cta_pair.paired`), where `where` (a mapspace's or a
+    mapping file's key) asks for them; refused there on an arch without them."""
     if not arch.compute.cta_pair:
-        raise SpecError(_mapspace_file(constraints), "cta_pairs", f"architecture {arch.name} has no CTA pairs "
-                        "(Blackwell's tcgen05 cta_group::2, `compute: cta_pair: true`, as b200): use another mapspace")
+        raise where.error(f"architecture {arch.name} has no CTA pairs (Blackwell's tcgen05 cta_group::2, "
+                          f"`compute: cta_pair: true`, as b200): {otherwise}")
     return paired(arch)
 
 

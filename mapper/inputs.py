@@ -17,11 +17,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .bind import check_fits, kernel_arch
+from .bind import check_fits, kernel_arch, paired_for
 from .constraints import Constraints
 from .errors import SpecError
-from .load import (constraints_from_dict, load_arch, load_constraints, load_mapping, load_workload,
-                   mapping_from_checked_dict, mapping_from_dict, read_yaml, resolve)
+from .load import (constraints_from_dict, kernel_kind, load_arch, load_constraints, load_mapping, load_workload,
+                   mapping_data, mapping_from_checked_dict, mapping_from_dict, read_yaml, resolve)
 from .mapping import Mapping
 from .rescale import rescale
 from .spec import Arch, Workload
@@ -192,10 +192,18 @@ def evaluation_inputs(arch: str, workload: str, mapping: str, *, ert: str | None
 
 
 def native_evaluation_inputs(arch: str, workload: str, mapping: str) -> EvaluationInputs:
-    """A mapping of this project's format, with its arch and workload (files or presets)."""
-    workload_spec = load_workload(workload)
-    arch_spec = load_arch(arch).for_workload(workload_spec)     # its MAC rate for these dtypes
-    return EvaluationInputs(arch_spec, workload_spec, load_mapping(mapping, arch_spec, workload_spec))
+    """A mapping of this project's format, with its arch and workload (files or presets), priced
+    as its `kernel` key says it runs (`kernel_kind`: swap-AB, CTA pairs), as its search priced it."""
+    workload_spec, arch_spec = load_workload(workload), load_arch(arch)
+    data, name = mapping_data(mapping)
+    kind = kernel_kind(data, Where(name))
+    if kind.swap_ab:
+        workload_spec = replace(workload_spec, operands_swapped=True)
+    if kind.cta_pair:
+        arch_spec = paired_for(arch_spec, Where(name) / "kernel" / "cta_pair", "evaluate it on the arch it was found on")
+    arch_spec = arch_spec.for_workload(workload_spec)     # its MAC rate for these dtypes
+    return EvaluationInputs(arch_spec, workload_spec, mapping_from_checked_dict(data, arch_spec, workload_spec,
+                                                                               Where(name)))
 
 
 # ----------------------------------------------------------------------------- Timeloop files

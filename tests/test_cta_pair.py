@@ -176,3 +176,20 @@ def test_a_bad_cta_pair_key_names_the_key(change, message):
     change(data)
     with pytest.raises(SpecError, match=message.replace(".", r"\.")):
         arch_from_dict(data, Where("b200.yaml"))
+
+
+def test_a_search_on_pairs_reads_back_into_evaluate_on_pairs(tmp_path, capsys):
+    """`search --json`'s output is a mapping file; its `kernel.cta_pair` makes `evaluate` price
+    it on the paired arch, to the same figures; on an arch without pairs it is refused there."""
+    assert main(["search", "b200", "gemm-512", "--mapspace", "cta-pairs", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    path = tmp_path / "pair.json"
+    path.write_text(json.dumps(found))
+    assert main(["evaluate", "b200", "gemm-512", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cost"] == found["cost"]
+    assert main(["evaluate", "h100", "gemm-512", str(path)]) == 2
+    assert "kernel.cta_pair: architecture h100 has no CTA pairs" in capsys.readouterr().err
+    found["kernel"]["cta_pair"] = "yes"
+    path.write_text(json.dumps(found))
+    assert main(["evaluate", "b200", "gemm-512", str(path)]) == 2
+    assert "kernel.cta_pair: expected true or false" in capsys.readouterr().err

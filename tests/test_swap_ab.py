@@ -108,3 +108,21 @@ def test_a_mapspace_asks_for_it_and_the_space_prices_on_the_swapped_workload():
 def test_a_bad_swap_operands_names_the_key_and_the_choices():
     with pytest.raises(SpecError, match=r"swap_operands.*'never', 'auto' or 'always'"):
         constraints_from_dict({"name": "x", "swap_operands": "yes"}, Where("<test>"))
+
+
+def test_a_swapped_search_reads_back_into_evaluate_swapped(tmp_path, capsys):
+    """`search --json` of a swapped decode GEMM is a mapping file whose `kernel.swap_ab` makes
+    `evaluate` price it on the swapped workload: the same cost."""
+    import json
+    from mapper.cli import main
+    assert main(["search", "h100", "llama7b-decode-qkv", "--mapspace", "swap-ab", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["kernel"]["swap_ab"]
+    path = tmp_path / "swapped.json"
+    path.write_text(json.dumps(found))
+    assert main(["evaluate", "h100", "llama7b-decode-qkv", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cost"] == found["cost"]
+    found["kernel"]["swap_ab"] = False        # as written the registers keep A, not B: refused
+    path.write_text(json.dumps(found))
+    assert main(["evaluate", "h100", "llama7b-decode-qkv", str(path), "--json"]) == 2
+    assert "level RF may not keep B" in capsys.readouterr().err

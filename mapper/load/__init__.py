@@ -18,11 +18,11 @@ from ..validate import fields, text          # the sweep's readers import these 
 from .arch import arch_from_dict, load_arch
 from .constraints import constraints_from_dict, load_constraints
 from .files import PRESET_KINDS, preset_dirs, preset_names, read_yaml, resolve
-from .mapping import load_mapping, mapping_from_checked_dict, mapping_from_dict
+from .mapping import kernel_kind, load_mapping, mapping_data, mapping_from_checked_dict, mapping_from_dict
 from .opgraph import is_opgraph, load_opgraph, names_model, names_opgraph, opgraph_from_dict
 from .workload import load_workload, workload_from_dict
 
 __all__ = ("PRESET_KINDS", "arch_from_dict", "constraints_from_dict", "fields", "is_opgraph", "load_arch", "names_model", "names_opgraph",
-           "load_constraints", "load_mapping", "load_opgraph", "load_workload", "mapping_from_checked_dict",
+           "kernel_kind", "load_constraints", "load_mapping", "mapping_data", "load_opgraph", "load_workload", "mapping_from_checked_dict",
            "mapping_from_dict", "opgraph_from_dict", "preset_dirs", "preset_names", "read_yaml", "resolve", "text",
            "workload_from_dict")

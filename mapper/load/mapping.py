@@ -11,14 +11,42 @@ files: the arch's keeps name the workload's tensors, and the kept tiles fit (`bi
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ..bind import check_fits, check_keeps
 from ..errors import shown
 from ..mapping import AXES, LevelMapping, Mapping
 from ..spec import Arch, Level, Workload
 from ..units import Where
-from ..validate import fields, name_list, positive_int
+from ..validate import fields, flag, name_list, positive_int
 from .files import spec_data
+
+
+@dataclass(frozen=True)
+class KernelKind:
+    """What `search --json`'s `kernel` key says about how the mapping runs, beside the mapping:
+    its operands swapped (swap-AB) and its units CTA pairs. The mapping is priced so: on the
+    swapped workload (`Workload.operands_swapped`), on the paired arch (`bind.kernel_arch`)."""
+    swap_ab: bool = False
+    cta_pair: bool = False
+
+
+def mapping_data(spec) -> tuple[object, str]:
+    """The data of a mapping preset, file (`-`: standard input) or dict, read once, and the name
+    errors give it; a bare list of levels as a file's `mapping`."""
+    if isinstance(spec, list):
+        spec = {"mapping": spec}
+    return spec_data("mappings", spec)
+
+
+def kernel_kind(data, where: Where) -> KernelKind:
+    """The mapping's `kernel` key (what `search --json` prints beside it), checked; none: a plain
+    kernel."""
+    kernel = data.get("kernel") if isinstance(data, dict) else None
+    if kernel is None:
+        return KernelKind()
+    fields(kernel, where / "kernel", (), ("cluster", "mma", "swap_ab", "cta_pair"))
+    return KernelKind(**{key: flag(kernel.get(key, False), where / "kernel" / key) for key in ("swap_ab", "cta_pair")})
 
 
 def load_mapping(spec, arch: Arch, workload: Workload) -> Mapping:
@@ -29,9 +57,7 @@ def load_mapping(spec, arch: Arch, workload: Workload) -> Mapping:
         check_keeps(arch, workload)
         check_fits(spec, arch, workload, Where("<Mapping>"))
         return spec
-    if isinstance(spec, list):          # a mapping file may be the list of levels alone
-        spec = {"mapping": spec}
-    data, name = spec_data("mappings", spec)
+    data, name = mapping_data(spec)     # a mapping file may be the list of levels alone
     return mapping_from_checked_dict(data, arch, workload, Where(name))
 
 
@@ -67,9 +93,9 @@ def _unwrapped(data, where: Where) -> tuple[object, Where, bool]:
     list itself or a mapping with a `mapping:` key beside `padded` (and what output adds)."""
     padded = False
     if isinstance(data, dict) and "mapping" in data:
-        # `cost` and `search` are what `evaluate --json` and `search --json` print beside the
-        # mapping: that output reads back as a mapping file
-        fields(data, where, ("mapping",), ("arch", "workload", "padded", "tails", "cost", "search"))
+        # `cost`, `search` and `kernel` are what `evaluate --json` and `search --json` print
+        # beside the mapping: that output reads back as a mapping file (`kernel_kind`)
+        fields(data, where, ("mapping",), ("arch", "workload", "padded", "tails", "cost", "search", "kernel"))
         padded = data.get("padded", False)
         if not isinstance(padded, bool):
             raise (where / "padded").error("expected true (dims may be padded) or false")
