@@ -22,8 +22,9 @@ def explain_text(ex: Explanation) -> str:
     gpu = gpu_levels(arch)
     if gpu is not None:
         sms = ev.levels[gpu[0]].instances
-        head += (f"\noccupancy: {ex.resident} resident block(s) per SM; {ex.blocks * sms:,} thread blocks on "
-                 f"{sms} of {arch.gpu.sms} SMs ({ex.blocks} per SM) run in {ex.waves} wave(s)")
+        sm = "CTA pair" if arch.paired else "SM"      # a paired arch's units are two SMs (`cta_pair.py`)
+        head += (f"\noccupancy: {ex.resident} resident block(s) per {sm}; {ex.blocks * sms:,} thread blocks on "
+                 f"{sms} of {arch.gpu.sms} {sm}s ({ex.blocks} per {sm}) run in {ex.waves} wave(s)")
     rows = []
     for tr, regime in zip(ex.traffic, ex.capacity_regimes):
         rows.append([tr.level, "+".join(tr.feeders) or "-", _words(tr.capacity_words), _words(tr.traffic),
