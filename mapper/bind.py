@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import tiles
 from .constraints import ROLES, Constraints
-from .cta_pair import paired
+from .cta_pair import paired, unpairable
 from .errors import SpecError
 from .factors import count_factorizations
 from .limits import MAX_DIM_SPLITS
@@ -44,9 +44,9 @@ def kernel_arch(arch: Arch, constraints: Constraints | None) -> Arch:
 def paired_for(arch: Arch, where: Where, otherwise: str) -> Arch:
     """`arch` with its units CTA pairs (`cta_pair.paired`), where `where` (a mapspace's or a
     mapping file's key) asks for them; refused there on an arch without them."""
-    if not arch.compute.cta_pair:
-        raise where.error(f"architecture {arch.name} has no CTA pairs (Blackwell's tcgen05 cta_group::2, "
-                          f"`compute: cta_pair: true`, as b200): {otherwise}")
+    problem = unpairable(arch)
+    if problem is not None:
+        raise where.error(f"{problem}: {otherwise}")
     return paired(arch)
 
 

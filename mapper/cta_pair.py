@@ -31,19 +31,28 @@ PAIR = 2        # SMs, and CTAs, per pair
 
 def paired(arch: Arch) -> Arch:
     """`arch` with its units as CTA pairs (module docstring); itself when it is paired already.
-    Raises ValueError where the architecture does not allow pairs (`compute.cta_pair`), which
-    the architecture loader checks is well formed."""
+    Raises ValueError where it cannot pair them (`unpairable` says why)."""
     if arch.paired:
         return arch
-    if not arch.compute.cta_pair or arch.per_sm_levels() is None:
-        raise ValueError(f"architecture {arch.name!r} has no CTA pairs (`compute: cta_pair: true`, Blackwell's "
-                         "tcgen05 cta_group::2)")
+    problem = unpairable(arch)
+    if problem is not None:
+        raise ValueError(problem)
     smem = arch.per_sm_levels()[0]
     levels = tuple(_cluster_pairs(level) if lv < smem else _level_pair(level) for lv, level in enumerate(arch.levels))
     gpu = arch.gpu
     gpu = GpuFacts(sms=gpu.sms // PAIR, smem_per_sm=gpu.smem_per_sm * PAIR, registers_per_sm=gpu.registers_per_sm * PAIR,
                    max_blocks_per_sm=gpu.max_blocks_per_sm, max_threads_per_sm=gpu.max_threads_per_sm * PAIR)
     return dataclasses.replace(arch, levels=levels, compute=_compute_pair(arch.compute), gpu=gpu, paired=True)
+
+
+def unpairable(arch: Arch) -> str | None:
+    """Why `arch`'s units cannot run as CTA pairs (None where they can): the arch allows no pairs
+    (`compute.cta_pair`), or its shape does not (`pair_problem`: an architecture `--vary` may
+    change it after the loader checked it)."""
+    if not arch.compute.cta_pair:
+        return (f"architecture {arch.name} has no CTA pairs (Blackwell's tcgen05 cta_group::2, "
+                "`compute: cta_pair: true`, as b200)")
+    return pair_problem(arch)
 
 
 def pair_problem(arch: Arch) -> str | None:
