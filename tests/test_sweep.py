@@ -6,6 +6,7 @@ Every search here runs on tests/data/sweep-tiny-arch.yaml, where the joint searc
 answer in a fraction of a second, so results do not depend on timing."""
 import csv
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -382,3 +383,28 @@ def test_the_progress_bar_goes_to_a_terminal_only(tmp_path, capsys):
     with Store(tmp_path / "r.sqlite") as store:
         run_points(expand_points(load_sweep(str(path))), store, jobs=1, progress=True)
     assert "sweep" not in capsys.readouterr().err
+
+
+def test_a_model_on_two_mapspaces_reports_the_per_layer_pick_and_its_totals(tmp_path, capsys):
+    """Two mapspaces over one model (as `default,cta-pairs` on b200): per layer group the one whose
+    joint mapping scores best, and the model's time and energy so, the hand sum over the store."""
+    db = tmp_path / "r.sqlite"
+    assert main(["sweep", str(TINY), "--model", str(DATA / "sweep-tiny-model.yaml"), "--phase", "prefill",
+                 "--batch", "1", "--mapspace", "default,bypass", "--strategy", "joint", "--db", str(db),
+                 "--jobs", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    section = out[out.index("a kernel library picking per layer"):]
+    with Store(db) as store:
+        rows = [r for r in store.rows() if r["strategy"] == "joint"]
+    picks = {}
+    for row in rows:        # the lower score; a tie to the mapspace listed first
+        best = picks.get(row["layers"])
+        if best is None or (row["score"], row["mapspace"] != "default") < (best["score"], best["mapspace"] != "default"):
+            picks[row["layers"]] = row
+    assert any(row["mapspace"] == "bypass" for row in picks.values())     # not the first listed alone
+    for layer, row in picks.items():
+        assert re.search(rf"\n{re.escape(layer)} +{row['mapspace']} ", section), layer
+    from mapper.sweep.report import si
+    time_s = sum(r["count"] * r["seconds_kernel"] for r in picks.values())
+    energy = sum(r["count"] * r["energy_pj"] for r in picks.values())
+    assert f"model totals so: {si(time_s, 's')}, {si(energy * 1e-12, 'J')}" in section

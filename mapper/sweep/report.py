@@ -76,6 +76,7 @@ def sweep_text(run: SweepRun, rows: dict[str, dict], db: str) -> str:
                                                    (arch, mapspace, objective, expansion), bool(expansion)))
         if expansion:
             parts.append(_model_totals(subjects, strategies, meta, (arch, mapspace, objective, expansion)))
+    parts += mixed_kernels(grouped, meta, "joint" if "joint" in strategies else strategies[-1])
     if failed:
         parts.append("points without a mapping:\n" + "\n".join(
             f"  {row['slot']}: {row['status']}: {row['reason']}" for row in failed))
@@ -111,6 +112,39 @@ def _section_table(subjects, strategies, meta, section, is_model) -> str:
                          else "no") if joint.get("status") == "ok" else "-")
         lines.append(line)
     return table(headers, lines, align_left=1)
+
+
+def mixed_kernels(grouped, meta, strategy: str) -> list[str]:
+    """Where one model was swept on several mapspaces (kinds of kernel: `default,cta-pairs`), per
+    layer group the mapspace whose `strategy` mapping scores best, as a kernel library picking
+    per layer would, and the model's totals so (ties: the mapspace listed first)."""
+    spaces: dict[tuple, dict] = defaultdict(dict)
+    for (arch, mapspace, objective, expansion), subjects in grouped.items():
+        if expansion:
+            spaces[(arch, objective, expansion)][mapspace] = subjects
+    out = []
+    for (arch, objective, expansion), by_space in spaces.items():
+        if len(by_space) < 2:
+            continue
+        lines, time_s, energy, missing = [], 0.0, 0.0, 0
+        for subject in next(iter(by_space.values())):
+            done = [(row["score"], i, name, row) for i, (name, subjects) in enumerate(by_space.items())
+                    if (row := subjects.get(subject, {}).get(strategy)) and row["status"] == "ok"]
+            if not done:
+                missing += 1
+                lines.append([subject, "-", "-", "-"])
+                continue
+            score, _, name, row = min(done, key=lambda found: found[:2])
+            count = meta[((arch, name, objective, expansion), subject)]["count"]
+            time_s, energy = time_s + count * row["seconds_kernel"], energy + count * row["energy_pj"]
+            lines.append([subject, name, _fmt(score), row["bottleneck"]])
+        total = (f"{missing} layer group(s) missing" if missing
+                 else f"{si(time_s, 's')}, {si(energy * 1e-12, 'J')}")
+        out.append(f"{expansion} on {arch}, objective {objective}, each layer group on the mapspace whose {strategy} "
+                   f"mapping scores best (a kernel library picking per layer):\n"
+                   + table(["layer", "mapspace", f"{strategy} score", "bottleneck"], lines, align_left=2)
+                   + f"\nmodel totals so: {total}")
+    return out
 
 
 def _model_totals(subjects, strategies, meta, section) -> str:
