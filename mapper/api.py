@@ -57,13 +57,13 @@ def run_fused_capacity_curve(arch, opgraph, level: str, capacities=None, mapspac
     preset name, a file's path, the dict such a file holds, or an `OpGraph`. `mapper explain
     ARCH OPGRAPH --capacity LEVEL` prints it."""
     from .fusion.capacity_curve import fused_capacity_curve
-    from .fusion.run import mapspace_levels
+    from .fusion.run import fusion_space
     from .load import load_opgraph, opgraph_from_dict
     from .opgraph import OpGraph
     graph = opgraph if isinstance(opgraph, OpGraph) else (
         opgraph_from_dict(opgraph, Where("<op graph dict>")) if isinstance(opgraph, dict) else load_opgraph(opgraph))
     arch = load_arch(arch)
-    extra = mapspace_levels(arch, graph, load_constraints(mapspace)) if mapspace is not None else ()
+    arch, extra = fusion_space(arch, graph, load_constraints(mapspace)) if mapspace is not None else (arch, ())
     return fused_capacity_curve(arch, graph, level, capacities, time_limit=time_limit,
                                 max_evaluations=max_evaluations, extra_levels=extra)
 

@@ -193,3 +193,17 @@ def test_a_search_on_pairs_reads_back_into_evaluate_on_pairs(tmp_path, capsys):
     path.write_text(json.dumps(found))
     assert main(["evaluate", "b200", "gemm-512", str(path)]) == 2
     assert "kernel.cta_pair: expected true or false" in capsys.readouterr().err
+
+
+def test_a_fusion_study_runs_on_pairs_where_its_mapspace_asks_and_refuses_what_it_cannot_apply():
+    """`mapper fuse --mapspace` applies a mapspace's levels and its CTA pairs; a key the study
+    cannot apply (each op searched on its own kind's mapspace) is refused, naming it, not ignored."""
+    from mapper.fusion.run import fusion_space
+    from mapper.load import load_constraints, load_opgraph
+    graph = load_opgraph("chain-mlp-gelu")
+    arch, extra = fusion_space(B200, graph, load_constraints("cta-pairs"))
+    assert arch.paired and extra == ()
+    assert not fusion_space(B200, graph, load_constraints("default"))[0].paired
+    for mapspace, key in (("swap-ab", "swap_operands"), ("clusters", "clusters"), ("imperfect", "factors")):
+        with pytest.raises(SpecError, match=f"{key}: a fusion study applies a mapspace's levels and cta_pairs only"):
+            fusion_space(load_arch("h100"), graph, load_constraints(mapspace))

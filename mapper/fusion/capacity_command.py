@@ -9,7 +9,7 @@ from ..explain.capacity_curve import curve_level
 from ..load import load_arch, load_constraints, load_opgraph
 from .capacity_curve import OBJECTIVE, fused_capacity_curve
 from .capacity_report import fused_curve_json, fused_curve_text, plot_fused_curve
-from .run import mapspace_levels
+from .run import fusion_space
 
 
 def capacity_command(args) -> int:
@@ -22,7 +22,7 @@ def capacity_command(args) -> int:
     arch = load_arch(args.arch)
     curve_level(arch, args.capacity)            # a bad level said before the graph is read
     graph = load_opgraph(args.workload)
-    extra = mapspace_levels(arch, graph, load_constraints(args.mapspace)) if args.mapspace else ()
+    arch, extra = fusion_space(arch, graph, load_constraints(args.mapspace)) if args.mapspace else (arch, ())
     curve = fused_capacity_curve(arch, graph, args.capacity, grid, time_limit=args.time_limit,
                                  max_evaluations=args.max_evaluations, extra_levels=extra)
     return print_curve(args, curve, fused_curve_json, fused_curve_text, plot_fused_curve)

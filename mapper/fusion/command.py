@@ -26,7 +26,8 @@ def add_parser(sub) -> None:
                         "(by EDP on a GPU)")
     p.add_argument("--mapspace", default=None, metavar="NAME",
                    help="a constraints preset or file whose `levels` are added to every op's space "
-                        "(e.g. tpu-v4i-roles: keeps by role)")
+                        "(e.g. tpu-v4i-roles: keeps by role) and whose `cta_pairs` runs the kernels on "
+                        "CTA pairs (cta-pairs, b200); its other keys are refused")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", default=None, metavar="DIR", help="write the per-boundary traffic plot (PNG) to DIR")
     p.set_defaults(run=run)
@@ -37,7 +38,7 @@ def run(args) -> int:
     from ..report import strict_json
     from ..search import SearchContext
     from .report import fuse_json, fuse_text, plot_boundaries
-    from .run import fuse, mapspace_levels
+    from .run import fuse, fusion_space
     time_limit = args.time_limit or TIME_LIMIT_DEFAULT
     from ..search.context import seconds_since_start
     # the interpreter's start-up counts against the limit where this process is the command
@@ -46,7 +47,7 @@ def run(args) -> int:
     # reasons and the report come after them
     context = SearchContext.for_command(time_limit, args.max_evaluations, since=since + min(REPORT_S, time_limit / 10))
     arch, graph = load_arch(args.arch), load_opgraph(args.workload)
-    extra = mapspace_levels(arch, graph, load_constraints(args.mapspace)) if args.mapspace else ()
+    arch, extra = fusion_space(arch, graph, load_constraints(args.mapspace)) if args.mapspace else (arch, ())
     result = fuse(arch, graph, context, time_limit, args.objective, extra)
     if args.json:
         print(strict_json(fuse_json(result)))

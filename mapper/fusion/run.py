@@ -89,15 +89,33 @@ def kernel_objective(arch: Arch, objective: str) -> str:
     return f"bytes:{arch.levels[0].name}" if objective == "bytes" else objective
 
 
-def mapspace_levels(arch: Arch, graph: OpGraph, constraints) -> tuple:
-    """What a mapspace adds to a fusion study (`mapper fuse --mapspace`, a sweep's chain
-    points): its `levels`, added to every op's space; each level, dim and tensor they name is
-    checked here against `arch` and every op (by name or role), since each op's search merges
-    them into a mapspace of its own, whose errors would name that space, not this file."""
-    from ..bind import check_constraint_names
+# a mapspace's keys a fused study cannot apply: each op's search takes its family's own mapspace
+# (`kernels.OpSearches`), to which only `levels` are added
+NOT_APPLIED = ("factors", "max_padding", "align_to_native", "min_utilization", "min_occupancy", "clusters",
+               "swap_operands")
+
+
+def fusion_space(arch: Arch, graph: OpGraph, constraints, strict: bool = True) -> tuple[Arch, tuple]:
+    """What a mapspace gives a fusion study (`mapper fuse --mapspace`, a sweep's chain points):
+    the arch its kernels run on (CTA pairs where it asks: `bind.kernel_arch`) and its `levels`,
+    added to every op's space. Each level, dim and tensor they name is checked here against the
+    arch and every op (by name or role), since each op's search merges them into a mapspace of
+    its own, whose errors would name that space, not this file. `strict`: a key the study cannot
+    apply (`NOT_APPLIED`) set away from its default is refused, naming it, rather than ignored (a
+    sweep's mapspace applies it to its one-einsum points, so the sweep passes False)."""
+    from ..bind import check_constraint_names, kernel_arch
+    from ..constraints import Constraints
+    from ..errors import SpecError
+    default = Constraints()
+    for key in NOT_APPLIED if strict else ():
+        if getattr(constraints, key) != getattr(default, key):
+            raise SpecError(constraints.file or f"mapspace {constraints.name}", key,
+                            f"a fusion study applies a mapspace's levels and cta_pairs only, not {key} (each op is "
+                            "searched on its own kind's mapspace): leave it out of this mapspace")
+    arch = kernel_arch(arch, constraints)
     for op in graph.ops:
         check_constraint_names(arch, op.workload, constraints)
-    return constraints.levels
+    return arch, constraints.levels
 
 
 def searches_for(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
@@ -188,7 +206,7 @@ def _work_left(context: SearchContext, budget: Budget | None) -> bool:
 def fuse(arch: Arch, graph: OpGraph, context: SearchContext, time_limit: float,
          objective: str = "energy", extra_levels: tuple = (), workers: int | None = None, *,
          rate: float = MAPPINGS_PER_SECOND) -> FuseResult:
-    """`extra_levels`: per-level constraints (`mapspace_levels`: a mapspace preset's `levels`,
+    """`extra_levels`: per-level constraints (`fusion_space`: a mapspace preset's `levels`,
     e.g. keeps by role) added to every op's space; `workers`: cores each op's joint search may
     fork onto (None: this machine's; a sweep running studies side by side gives each one).
     `rate`: mappings priced per nominal second of `time_limit` (the work clock's; an evaluation

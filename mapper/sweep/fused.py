@@ -6,8 +6,8 @@ A chain point's key hashes the architecture, the op graph, the mapspace, the fus
 (`strategy` "fuse", the grouping's objective) and the time limit (and an evaluation budget when
 one is set), so a killed sweep resumes where it stopped and a point with other inputs is
 searched again. The mapspace is applied as `mapper fuse --mapspace` applies it: its `levels`
-added to every op's space (`fusion.run.mapspace_levels`), so a chain point equals `mapper fuse`
-on the same architecture. Its row holds the fused figures in the usual columns (`energy_pj`,
+added to every op's space, on CTA pairs where it asks (`fusion.run.fusion_space`), so a chain
+point equals `mapper fuse` on the same architecture. Its row holds the fused figures in the usual columns (`energy_pj`,
 `cycles`, `edp`, `outer_bytes`; `score` is the fused energy), the architecture's area, both
 groupings in `cost` ({"unfused": ..., "fused": ...}) and every candidate group's status there
 (`cost["candidates"]`: chosen, legal, refused with its reason).
@@ -58,7 +58,7 @@ class ChainTask:
 def chain_points(spec: SweepSpec) -> list[ChainPoint]:
     """One point per (architecture, mapspace, chain or op graph); a mapspace naming what an
     architecture or op lacks is refused here, before anything runs."""
-    from ..fusion.run import mapspace_levels
+    from ..fusion.run import fusion_space
     settings = {"time_limit": spec.settings.time_limit or DEFAULT_SECONDS}
     if spec.settings.max_evaluations:
         settings["max_evaluations"] = spec.settings.max_evaluations
@@ -67,11 +67,12 @@ def chain_points(spec: SweepSpec) -> list[ChainPoint]:
         for constraints in spec.mapspaces:
             for subject in spec.chains:
                 graph = subject.chain.graph
-                extra = mapspace_levels(arch, graph, constraints)
-                key = digest({"arch": digest(arch), "graph": digest(graph), "mapspace": digest(constraints),
+                kernel_arch, extra = fusion_space(arch, graph, constraints, strict=False)
+                key = digest({"arch": digest(kernel_arch), "graph": digest(graph), "mapspace": digest(constraints),
                               "strategy": STRATEGY, "objective": OBJECTIVE, "settings": settings})
                 slot = "|".join([arch.name, graph.name, constraints.name, STRATEGY, OBJECTIVE])
-                out.append(ChainPoint(key, slot, arch, subject, constraints, extra, tuple(sorted(settings.items()))))
+                out.append(ChainPoint(key, slot, kernel_arch, subject, constraints, extra,
+                                      tuple(sorted(settings.items()))))
     return out
 
 
