@@ -53,9 +53,9 @@ def run_fused_capacity_curve(arch, opgraph, level: str, capacities=None, mapspac
     `FusedCurve` (`.points`: capacity, `.unfused` and `.fused` bytes, energy and cycles,
     regime, the fused kernels; `.thresholds`, `.group_thresholds`, `.bound`), each point a
     fusion study under bytes with `time_limit` seconds or `max_evaluations` mappings priced;
-    `mapspace`: a constraints preset whose `levels` are added to every op's space. `opgraph`: a
-    preset name, a file's path, the dict such a file holds, or an `OpGraph`. `mapper explain
-    ARCH OPGRAPH --capacity LEVEL` prints it."""
+    `mapspace`: a constraints preset whose `levels` are added to every op's space, on CTA pairs
+    where it asks (`fusion.run.fusion_space`). `opgraph`: a preset name, a file's path, the dict
+    such a file holds, or an `OpGraph`. `mapper explain ARCH OPGRAPH --capacity LEVEL` prints it."""
     from .fusion.capacity_curve import fused_capacity_curve
     from .fusion.run import fusion_space
     from .load import load_opgraph, opgraph_from_dict
