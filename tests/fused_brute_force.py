@@ -82,7 +82,8 @@ def flash_attention(heads, rows, keys, d, d_v, bi, bj, stages, flops_per_score, 
     return c
 
 
-def mlp_pair(rows, depth, hidden, cols, bm, bn, bf, bk, stages, flops_per_hidden, bytes_of, f, cluster=1) -> Counts:
+def mlp_pair(rows, depth, hidden, cols, bm, bn, bf, bk, stages, flops_per_hidden, bytes_of, f, cluster=1,
+             grains=(1, 1, 1)) -> Counts:
     """Two GEMMs through their hidden dim: one block per (Bm rows, Bn output columns) holding
     its X rows whole at level f; it walks the hidden dim in Bf chunks, streaming W1 in Bk x Bf
     slices to compute the H chunk (in registers, where the elementwise ops run), then adds the
@@ -93,9 +94,15 @@ def mlp_pair(rows, depth, hidden, cols, bm, bn, bf, bk, stages, flops_per_hidden
     streams W1's rows of that slice, computing a partial H chunk; each chunk's partials are
     summed over the cluster (each CTA sends its chunk's c - 1 other slices to their owners, then
     gathers the c - 1 summed slices back: `dsmem` counts the bytes sent), and
-    CTA r adds the chunk times its slice of W2's columns into its accumulator."""
+    CTA r adds the chunk times its slice of W2's columns into its accumulator.
+
+    MACs run: each MMA's m (rows), n and k rounded up to whole `grains` (the unit's fragment)."""
     c = Counts()
     c.dsmem = 0
+    gm, gn, gk = grains
+
+    def up(extent, grain):
+        return -(-extent // grain) * grain
     depth_part, cols_part = -(-depth // cluster), -(-bn // cluster)
     for _m0, vm in _tiles(rows, bm):
         for _n0, vn in _tiles(cols, bn):
@@ -105,12 +112,13 @@ def mlp_pair(rows, depth, hidden, cols, bm, bn, bf, bk, stages, flops_per_hidden
                 for _r0, vr in _tiles(depth, depth_part):
                     for _k0, vk in _tiles(vr, bk):
                         c.load("W1", vk * vf, f)
-                        c.macs += vm * vk * vf
+                        c.macs += up(vm, gm) * up(vf, gn) * up(vk, gk)
                 if cluster > 1:       # reduce-scatter, then all-gather: each CTA sends c - 1 of c slices twice
                     c.dsmem += 2 * cluster * (cluster - 1) * (vm * vf / cluster) * ACCUMULATOR_BYTES
                 c.flops += vm * vf * flops_per_hidden
                 c.load("W2", vf * vn, f)
-                c.macs += vm * vf * vn
+                for _c0, share in _tiles(vn, cols_part):    # each CTA its slice of the block's columns
+                    c.macs += up(vm, gm) * up(share, gn) * up(vf, gk)
             c.store("Y", vm * vn, f)
     c.hold(f, bm * depth_part * bytes_of["X"]
            + stages * (min(bk, depth_part) * bf * bytes_of["W1"] + bf * cols_part * bytes_of["W2"]))

@@ -126,6 +126,25 @@ def test_the_mlp_pair_matches_its_loop_nest_executed(sizes, smem, objective):
     assert_streamed_kernel_is_executed(arch, kernel, choice, truth, names, bytes_of, f)
 
 
+def test_the_mlp_pair_runs_whole_fragments_of_its_mma():
+    """On a unit whose MMA is m16 n8 k16 (read per instruction, as a warpgroup's): 20 rows pad
+    to 32, 72 hidden and 24 columns to whole fragments, as written (rows play m, as every kernel
+    of a fusion study). The MACs run, and so the energy, against the nest executed."""
+    arch = small_gpu("16 KiB", dram_pj=20.0)
+    compute = dataclasses.replace(arch.compute, native_shape=(("m", 16), ("n", 8), ("k", 16)),
+                                  operand_reads="per_instruction")
+    arch = dataclasses.replace(arch, compute=compute)
+    sizes = {"m": 20, "e": 80, "f": 72, "n": 24}
+    graph = graph_of(sizes, MLP)
+    kernel, _, _, choice = mlp_price(arch, graph, mlp_match(graph, (0, 1, 2)), 1, "energy")
+    names = {"X": "X", "W1": "W1", "W2": "W2", "Y": "Y"}
+    bytes_of = {name: graph.tensor(name).bits / 8 for name in names}
+    truth = brute.mlp_pair(20, 80, 72, 24, choice.block_m, choice.block_n, choice.block_f, BK, choice.stages,
+                           graph.ops[1].flops_per_element, bytes_of, 1, grains=(16, 8, 16))
+    assert truth.macs > 20 * 80 * 72 * -(-24 // choice.block_n) + 20 * 72 * 24      # padding runs too
+    assert_streamed_kernel_is_executed(arch, kernel, choice, truth, names, bytes_of, 1)
+
+
 def clustered_gpu(smem, dsmem=True):
     """`small_gpu` whose 2 SMs form one GPC running clusters of 2 CTAs, with distributed shared
     memory (8 B/cycle per SM, 20 cycles, 0.5 pJ/B) or without."""

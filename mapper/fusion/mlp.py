@@ -118,6 +118,31 @@ def _clustering(arch: Arch, level: int, cc):
     return clusters * cc, clusters
 
 
+def _padded(size, tile, grain):
+    """Over the tiles of `size` by `tile` (the last one ragged), the sum of each tile's extent
+    rounded up to whole `grain`s (ints or int arrays alike)."""
+    def whole(extent):
+        return -(-extent // grain) * grain
+    return size // tile * whole(tile) + whole(size % tile)
+
+
+def _executed_macs(arch: Arch, workload, rows, depth, hidden, cols, bm, bn, bf, part_depth, part_cols, col_tiles):
+    """MACs the two GEMMs run, padding included: each MMA's tile along m, n and k rounded up to
+    whole fragments of the unit's native shape, as `tails.fragment_macs` pads a kernel's: the
+    first GEMM (rows by a hidden chunk, over each CTA's depth slice in BK steps) once per column
+    tile, the second (rows by each CTA's columns, over the chunk). As written, rows playing m,
+    as a fusion study searches every kernel (docs/SPECS.md "Swap-AB"): a decode's 16 rows run 64
+    on a warpgroup MMA, fused or not. Without a native shape, the valid MACs."""
+    grain = dict(arch.for_workload(workload).compute.native_shape)
+    gm, gn, gk = (grain.get(role, 1) for role in ("m", "n", "k"))
+    per_row = _padded(rows, bm, gm)
+    per_depth = depth // part_depth * _padded(part_depth, BK, gk) + _padded(depth % part_depth, BK, gk)
+    per_cta_cols = cols // bn * _padded(bn, part_cols, gn) + _padded(cols % bn, part_cols, gn)
+    first = col_tiles * per_row * _padded(hidden, bf, gn) * per_depth
+    second = per_row * per_cta_cols * _padded(hidden, bf, gk)
+    return first + second
+
+
 def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: str):
     """(KernelPrice, tiling text, note, MlpChoice) of the best fitting point of the grid, or None."""
     a, b = graph.ops[found.first], graph.ops[found.second]
@@ -148,7 +173,8 @@ def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: 
     words_x = col_tiles * x.elements
     words_w1 = row_tiles * col_tiles * w1.elements
     words_w2 = row_tiles * w2.elements
-    macs = rows * depth * hidden * col_tiles + rows * hidden * cols
+    macs = _executed_macs(arch, a.workload, rows, depth, hidden, cols, bm, bn, bf,
+                          part_depth.astype(int), part_cols.astype(int), col_tiles)
     flops = sum(graph.ops[i].flops_per_element for i in found.middle) * rows * hidden * col_tiles
     blocks = row_tiles * col_tiles
     waves = np.ceil(blocks / slots)
