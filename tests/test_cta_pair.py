@@ -207,3 +207,9 @@ def test_a_fusion_study_runs_on_pairs_where_its_mapspace_asks_and_refuses_what_i
     for mapspace, key in (("swap-ab", "swap_operands"), ("clusters", "clusters"), ("imperfect", "factors")):
         with pytest.raises(SpecError, match=f"{key}: a fusion study applies a mapspace's levels and cta_pairs only"):
             fusion_space(load_arch("h100"), graph, load_constraints(mapspace))
+
+
+def test_a_bad_cta_pairs_key_in_a_mapspace_names_it():
+    from mapper.load.constraints import constraints_from_dict
+    with pytest.raises(SpecError, match=r"m\.yaml: cta_pairs: expected true or false"):
+        constraints_from_dict({"name": "x", "cta_pairs": "yes"}, Where("m.yaml"))
