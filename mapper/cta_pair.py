@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .spec import Arch, Compute, DtypeRate, GpuFacts, Level
+from .spec import Arch, Compute, Level
 
 PAIR = 2        # SMs, and CTAs, per pair
 
@@ -39,9 +39,10 @@ def paired(arch: Arch) -> Arch:
         raise ValueError(problem)
     smem = arch.per_sm_levels()[0]
     levels = tuple(_cluster_pairs(level) if lv < smem else _level_pair(level) for lv, level in enumerate(arch.levels))
-    gpu = arch.gpu
-    gpu = GpuFacts(sms=gpu.sms // PAIR, smem_per_sm=gpu.smem_per_sm * PAIR, registers_per_sm=gpu.registers_per_sm * PAIR,
-                   max_blocks_per_sm=gpu.max_blocks_per_sm, max_threads_per_sm=gpu.max_threads_per_sm * PAIR)
+    gpu = arch.gpu          # per pair; a pair-block takes one CTA slot on each SM
+    gpu = dataclasses.replace(gpu, sms=gpu.sms // PAIR, smem_per_sm=gpu.smem_per_sm * PAIR,
+                              registers_per_sm=gpu.registers_per_sm * PAIR,
+                              max_threads_per_sm=gpu.max_threads_per_sm * PAIR)
     return dataclasses.replace(arch, levels=levels, compute=_compute_pair(arch.compute), gpu=gpu, paired=True)
 
 
@@ -104,9 +105,9 @@ def _taller(shape: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
 def _compute_pair(compute: Compute) -> Compute:
     most = dict(compute.max_shape)
     most["m"] = most.get("m", dict(compute.native_shape)["m"])
-    per_dtype = tuple(DtypeRate(rate.family, None if rate.macs_per_cycle is None else rate.macs_per_cycle * PAIR,
-                                None if rate.native_shape is None else _taller(rate.native_shape), rate.energy_per_mac)
-                      for rate in compute.per_dtype)
+    per_dtype = tuple(dataclasses.replace(
+        rate, macs_per_cycle=None if rate.macs_per_cycle is None else rate.macs_per_cycle * PAIR,
+        native_shape=None if rate.native_shape is None else _taller(rate.native_shape)) for rate in compute.per_dtype)
     return dataclasses.replace(compute, mesh=_halved_mesh(compute.mesh), macs_per_cycle=compute.macs_per_cycle * PAIR,
                                native_shape=_taller(compute.native_shape), max_shape=_taller(tuple(most.items())),
                                per_dtype=per_dtype, warps=compute.warps * PAIR, **_pair_area(compute))

@@ -247,7 +247,7 @@ def kernel_shape_text(arch: Arch, workload: Workload, mapping: Mapping) -> str:
         native += f" swap-AB ({workload.operands[0].name} is its first operand: the transposed product)"
     shape = f"thread-block cluster {'x'.join(map(str, ctas.values()))} CTAs ({' x '.join(ctas)})"
     if arch.paired:
-        native += (f" over a CTA pair (tcgen05 cta_group::2: two SMs, each holding half of A's rows, of B's "
+        native += (" over a CTA pair (tcgen05 cta_group::2: two SMs, each holding half of A's rows, of B's "
                    "columns and of the accumulator)")
     if math.prod(ctas.values()) == (PAIR if arch.paired else 1):     # no clusters searched, or one unit chosen
         beyond = " beyond the pair" if arch.paired else ""

@@ -196,8 +196,10 @@ def test_distributed_shared_memory_is_priced_by_its_bandwidth_and_latency():
     graph = graph_of(MLP_SIZES, MLP)
     kernel, _, _, choice = mlp_price(clustered_gpu("6 KiB"), graph, mlp_match(graph, (0, 1, 2)), 1, "cycles")
     [link] = [t for t in kernel.traffic if t.tensor == graph.ops[0].output]
-    waits = 0 if choice.stages > 1 else -(-64 // choice.block_f) * 2 * 20       # one wave: one block
-    assert link.cycles == choice.dsmem_bytes / (2 * 8) + waits
+    assert choice.stages == 1           # two stages do not fit 6 KiB: nothing hides the all-reduce's wait
+    blocks = -(-16 // choice.block_m) * -(-16 // choice.block_n)
+    assert blocks == 1                  # one wave of one cluster: each chunk waits twice
+    assert link.cycles == choice.dsmem_bytes / (2 * 8) + -(-64 // choice.block_f) * 2 * 20
 
 
 # ---------------------------------------------------------------------------------------------
@@ -543,3 +545,22 @@ def test_a_group_fused_through_a_buffer_matches_its_loop_nest_executed(sizes, op
                    * t.bytes_per_word for t in wl.tensors if t.name in nest[f]["keep"])
         assert member.evaluation.levels[f].footprint_bytes == held
         assert held + grouper.slice_plan(group).live[member.op] <= arch.levels[f].capacity
+
+
+@pytest.mark.parametrize("busy", [None, 1.0])
+def test_a_streamed_kernels_grid_ranks_by_the_times_its_price_reports(busy):
+    """What the MLP and attention models rank their grids by (`streamed_level_cycles`) is each
+    level's time in the kernel they report (`streamed_kernel`), one SM busy or all."""
+    from mapper.fusion.price import streamed_kernel, streamed_level_cycles
+    arch = gpu_with_l2("8 KiB")
+    arch = dataclasses.replace(arch, levels=tuple(dataclasses.replace(lv, bandwidth=bw)
+                                                  for lv, bw in zip(arch.levels, (8.0, 32.0, 16.0, 64.0))))
+    reads, writes, f = [("X", 1000.0, 2.0), ("W", 300.0, 1.0)], [("Y", 500.0, 4.0)], 2
+    kernel = streamed_kernel(arch, f, reads, writes, 0.0, 0.0, 0.0, busy)
+    times = streamed_level_cycles(arch, f, 1000 * 2.0 + 300 * 1.0, 500 * 4.0, busy)
+    assert [kernel.level_cycles(lv) for lv in range(f + 1)] == pytest.approx(times, rel=1e-12)
+    smem = arch.levels[f]
+    # by hand: X and W read and filled at SMEM (2 x 2,300 B) over 16 B/cycle per busy SM; DRAM
+    # reads them once and takes Y's 2,000 B, at 8 B/cycle
+    assert times[f] == pytest.approx(2 * 2300 / (16.0 * (busy or smem.instances)))
+    assert times[0] == pytest.approx((2300 + 2000) / 8.0)

@@ -28,7 +28,8 @@ import numpy as np
 
 from ..opgraph import OpGraph
 from ..spec import Arch
-from .price import KernelPrice, block_slots, fits_at, flop_cycles, streamed_energy, streamed_kernel
+from .price import (KernelPrice, block_slots, fits_at, flop_cycles, streamed_energy, streamed_kernel,
+                    streamed_level_cycles)
 
 TILES = (16, 32, 64, 128, 256)
 ACCUMULATOR_BYTES = 4               # fp32 scores, accumulator and row state
@@ -109,8 +110,12 @@ def flash_price(arch: Arch, graph: OpGraph, found: AttentionOps, level: int,
     energy = streamed_energy(arch, level, [(words["Q"], qb), (words["K"], kb), (words["V"], vb)],
                              [(heads * rows * d_v, ob)], macs, flops)
     compute = (macs / arch.peak_macs_per_cycle + flop_cycles(arch, flops)) * waves * slots / blocks
-    outer_cycles = outer_bytes / arch.levels[0].bandwidth
-    cycles = np.maximum(compute, outer_cycles)
+    # each level's time as the kernel is priced, at the fusion level only the SMs running blocks
+    busy = np.minimum(blocks, arch.levels[level].instances)
+    out_bytes = heads * rows * d_v * ob
+    cycles = compute
+    for time in streamed_level_cycles(arch, level, outer_bytes - out_bytes, out_bytes, busy):
+        cycles = np.maximum(cycles, time)
     score = {"cycles": cycles, "bytes": outer_bytes}.get(objective, energy)
     if not fits.any():
         return None
@@ -120,5 +125,5 @@ def flash_price(arch: Arch, graph: OpGraph, found: AttentionOps, level: int,
     reads = [(s_op.inputs[0], float(words["Q"][best]), qb), (s_op.inputs[1], float(words["K"][best]), kb),
              (p_op.inputs[1], float(words["V"][best]), vb)]
     kernel = streamed_kernel(arch, level, reads, [(p_op.output, heads * rows * d_v, ob)], macs,
-                             float(flops[best]), float(compute[best]))
+                             float(flops[best]), float(compute[best]), float(busy[best]))
     return kernel, choice

@@ -34,8 +34,8 @@ import numpy as np
 
 from ..opgraph import OpGraph
 from ..spec import Arch
-from .price import (KernelPrice, Traffic, block_slots, fits_at, flop_cycles, streamed_bandwidth, streamed_energy,
-                    streamed_kernel, with_traffic)
+from .price import (KernelPrice, Traffic, block_slots, fits_at, flop_cycles, streamed_energy, streamed_kernel,
+                    streamed_level_cycles, with_traffic)
 
 ROWS = (16, 32, 64, 128, 256)
 HIDDEN = (16, 32, 64, 128)
@@ -164,12 +164,12 @@ def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: 
     regs = (bm * bf + bm * part_cols) * ACCUMULATOR_BYTES
     row_tiles, col_tiles = np.ceil(rows / bm), np.ceil(cols / bn)
     fits = fits_at(arch, level, smem * np.ones(bm.shape)) & (bn >= cc)
-    resident, per_sm, slots = block_slots(arch, level, smem * np.ones(bm.shape), regs)
+    resident, per_sm, _ = block_slots(arch, level, smem * np.ones(bm.shape), regs)
     sms_used, clusters = _clustering(arch, level, cc)
     fits &= resident & (clusters > 0)
     if not fits.any():
         return None
-    slots = np.maximum(clusters, 1) * np.maximum(per_sm, 1) if linked is not None else slots
+    slots = np.maximum(clusters, 1) * np.maximum(per_sm, 1)     # blocks at once: clusters x those per SM
     words_x = col_tiles * x.elements
     words_w1 = row_tiles * col_tiles * w1.elements
     words_w2 = row_tiles * w2.elements
@@ -188,16 +188,14 @@ def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: 
     network = (moved / (np.maximum(sms_used, 1) * link.bandwidth)
                + (st == 1) * (cc > 1) * waves * np.ceil(hidden / bf) * ALL_REDUCE * link.latency
                if link is not None else np.zeros(bm.shape))
-    # each level's time as `streamed_kernel` prices it: inputs read at every level down to the
-    # fusion level and filled into each below the outermost, Y written above it; at the fusion
-    # level only the SMs that run blocks move bytes (one block cannot pull HBM's bandwidth)
+    # at the fusion level only the SMs that run blocks move bytes (one block cannot pull HBM's
+    # bandwidth), and the all-reduces share them
     busy = np.minimum(blocks * cc, sms_used)
-    in_bytes = outer_bytes - y.elements * sy
-    cycles = np.maximum(compute, network)
-    for lv in range(level + 1):
-        moved_here = in_bytes * (2 if lv > 0 else 1) + (y.elements * sy if lv < level else 0)
-        cycles = np.maximum(cycles, moved_here / streamed_bandwidth(arch, lv, level, busy)
-                            + (network if lv == level else 0))
+    times = streamed_level_cycles(arch, level, outer_bytes - y.elements * sy, y.elements * sy, busy)
+    times[level] = times[level] + network
+    cycles = compute
+    for time in times:
+        cycles = np.maximum(cycles, time)
     energy = streamed_energy(arch, level, [(words_x, sx), (words_w1, s1), (words_w2, s2)], [(y.elements, sy)],
                              macs, flops) + (moved * link.energy_per_byte if link is not None else 0.0)
     score = {"cycles": cycles, "bytes": outer_bytes}.get(objective, energy)

@@ -180,6 +180,16 @@ def streamed_bandwidth(arch: Arch, lv: int, level: int, busy: float | None = Non
     return arch.levels[lv].bandwidth * (arch.levels[lv].instances if busy is None or lv != level else busy)
 
 
+def streamed_level_cycles(arch: Arch, level: int, read_bytes, write_bytes, busy=None) -> list:
+    """Per level 0..`level`, the cycles a streamed kernel's bytes take there, as `streamed_kernel`
+    prices them (numpy arrays over a grid of tilings alike): the inputs' `read_bytes` read at
+    every level and filled into each below the outermost, the outputs' `write_bytes` written at
+    each level above `level`, at `streamed_bandwidth` (`busy` instances at `level`). What a
+    kernel model ranks its grid by, so that its pick is priced as it is reported."""
+    return [(read_bytes * (2 if lv > 0 else 1) + (write_bytes if lv < level else 0))
+            / streamed_bandwidth(arch, lv, level, busy) for lv in range(level + 1)]
+
+
 def streamed_kernel(arch: Arch, level: int, reads, writes, macs: float, flops: float,
                     compute_cycles: float, busy: float | None = None) -> KernelPrice:
     """The same kernel as entries (`reads`/`writes`: [(tensor, words, bytes per word)]), each

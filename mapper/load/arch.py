@@ -106,8 +106,8 @@ def _level(data, where: Where, clock_hz: float, tech: Technology) -> Level:
         keep_roles=tuple(words) if any(w in ROLES for w in words) else (),
         max_stages=positive_int(data.get("max_stages", 1), where / "max_stages", limit=MAX_STAGES),
         mesh=_mesh(data, where),
-        multicast=_flag(data, "multicast", where),
-        reduction=_flag(data, "spatial_reduction", where),
+        multicast=flag(data.get("multicast", True), where / "multicast"),
+        reduction=flag(data.get("spatial_reduction", True), where / "spatial_reduction"),
         latency=parse_latency(data.get("latency", 0), where / "latency", clock_hz),
         word_bits=None if data.get("word_bits") is None else
         positive_int(data["word_bits"], where / "word_bits", limit=1024),
@@ -156,13 +156,6 @@ def _check_clusters(arch: Arch, where: Where) -> None:
             raise (key / "gpc_sms").error(f"the GPCs hold {sum(level.clusters.gpc_sms)} SMs, but this level fans "
                                           f"out to {children}: they must be the same (with another SM count, "
                                           "list its GPCs, or leave block_clusters out)")
-
-
-def _flag(data, key: str, where: Where) -> bool:
-    value = data.get(key, True)
-    if not isinstance(value, bool):
-        raise (where / key).error(f"expected true or false, got {shown(value)}")
-    return value
 
 
 def _per_dtype(value, where: Where, parse) -> dict[str, object]:
