@@ -2,6 +2,8 @@
 fills its own), and the factor choices bounded before the loop orders of a level above the
 leaves are crossed in (`bounds/innermost.py` `with_split`, `joint/copies_cut.py`,
 `joint/order_free.py` `PartialOrderFreeCut`)."""
+import itertools
+
 import numpy as np
 import pytest
 
@@ -99,7 +101,7 @@ def test_node_bounds_with_their_split_stay_below_every_mapping_under_them(worklo
         split = links.innermost.node_split(depth, node)
         if split is not None:
             deepest = [deepest_keeper(space, t, depth, node) for t in range(len(workload.tensors))]
-            plain = links.innermost.bound(depth, deepest)
+            plain = links.innermost.bound(depth, node, deepest)
             raised += int((links.innermost.with_split(depth, deepest, split) > plain * (1 + 1e-9)).sum())
     assert raised > 0
 
@@ -208,3 +210,51 @@ def test_the_joint_search_with_both_cuts_returns_the_optimum(monkeypatch, worklo
                   parallel_above=10**9, workers=1).run(space, objective)
     assert joint.optimal and joint.score == exact.score and joint.mapping == exact.mapping
     assert sum(seen) > 0
+
+
+def test_a_nodes_copies_of_the_output_are_not_read_back_twice():
+    """A split along k over a fanout that shares nothing makes three copies of Z in the buffers
+    below it; their partial sums are added in DRAM, whose read-backs the node has priced. The
+    read-backs below (in the buffers, or in registers that keep Z) must not then be charged as
+    if Z had one copy there (a keep part's bound was 130.5 pJ on a 94.5 pJ mapping: CI,
+    hypothesis). By hand, on a 3x3x3 GEMM (Z 32-bit, A and B 8-bit; 0.5 pJ per byte read at
+    every level, 1 pJ per MAC), with the buffers keeping Z and A and the registers nothing:
+    27 MACs; from DRAM Z's 27 partial sums into 9 words read back 18 times x 4 B, A's 3 words
+    into each of 3 buffers, B once per MAC; from the buffers A once per MAC. Then every keep set
+    of both levels below DRAM that has the buffers keep Z, each bound at every depth, of the
+    whole space and of the mapping's keep part."""
+    from mapper.constraints import LevelConstraints
+    from mapper.mapping import MappingTable
+    level = {"max_stages": 1, "block_size": 1, "energy_per_byte": {"read": 0.5}}
+    arch = arch_from_dict({"name": "copies", "clock": "1 GHz", "compute": {"mesh": [4, 2], "instances": 8, "energy": 1.0},
+                           "levels": [dict(level, name="DRAM", multicast=False, spatial_reduction=False),
+                                      dict(level, name="Buffer", mesh=[4, 1], instances=4),
+                                      dict(level, name="Registers", mesh=[4, 2], instances=8)]}, W)
+    workload = workload_from_dict({"name": "g", "einsum": "Z[m,n] += A[m,k] * B[k,n]",
+                                   "sizes": {"m": 3, "n": 3, "k": 3}, "dtype": 8, "dtypes": {"Z": 32}}, W)
+    space = Mapspace(arch, workload, Constraints(levels=(("every", LevelConstraints(bypass=True)),)))
+    factors = np.ones((3, 3, 3, 1), np.int64)
+    factors[0, 1, 2] = 3            # k over the buffers
+    factors[1, 0, 1] = 3            # n in each buffer
+    factors[2, 0, 0] = 3            # m in the registers
+    order = np.tile(np.arange(3)[None, :, None], (3, 1, 1))
+    whole = LinkBounds(space)
+    objective = parse_objective("energy", arch)
+    checked = 0
+    for buffer, registers in itertools.product(space.choices[1].keeps, space.choices[2].keeps):
+        if 0 not in buffer:
+            continue
+        keep = np.zeros((3, 3, 1), bool)
+        keep[0], keep[1, list(buffer)], keep[2, list(registers)] = True, True, True
+        table = MappingTable(factors, order, keep, np.ones((3, 1), np.int64))
+        energy = evaluate_many(arch, workload, table).energy_pj[0]
+        if (buffer, registers) == ((0, 1), ()):
+            assert energy == 27 + 0.5 * (18 * 4 + 3 * 3 + 27) + 0.5 * 27 == 94.5
+        part = space.part((0, space.choices[1].keeps.index(buffer), space.choices[2].keeps.index(registers)))
+        for bounded, links in ((space, whole), (part, whole.for_space(part))):
+            for depth, node, node_costs in prefix_nodes(space, table):
+                bound = lower_bounds(bounded, objective, min(depth, space.n_levels), node, node_costs, links,
+                                     refine_below=NEVER_BEATEN)
+                assert bound.energy[0] <= energy * (1 + 1e-9), (buffer, registers, bounded is part, depth)
+                checked += 1
+    assert checked == 4 * 8 * 2 * 4

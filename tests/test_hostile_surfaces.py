@@ -374,8 +374,10 @@ def test_bounds_cut_short_once_the_deadline_passed():
     assert links._split_floor(1) is None
     # the innermost level's bound, computed lazily as the walk needs it: 0 (the weakest) per node
     import numpy as np
-    deepest = [np.zeros(3, np.int64) for _ in workload.tensors]
-    assert links.innermost.enabled and (links.innermost.bound(0, deepest) == 0).all()
+    from mapper.mapspace import sampling
+    nodes = sampling.sample(space, 200, np.random.default_rng(0))
+    deepest = [np.zeros(len(nodes), np.int64) for _ in workload.tensors]
+    assert len(nodes) and links.innermost.enabled and (links.innermost.bound(0, nodes, deepest) == 0).all()
 
 
 def test_joint_search_of_a_dim_of_62773913(tmp_path):

@@ -76,21 +76,22 @@ class CellPrices:
             self.memo[key] = spread
         return self.memo[key]
 
-    def bypassed(self, t: int, parents: list[int], extra: float = 1.0) -> np.ndarray:
+    def bypassed(self, t: int, parents: list[int], extra: float = 1.0, copies_paid: bool = False) -> np.ndarray:
         """(cells,) the least a parent spends on tensor t when the innermost level does not
         keep it: one read per MAC (or, for the output, one update), shared by the split's
         multicast or reduction; an output's parent also reads back every update but the first
         of each word in each copy (read-modify-write), as where the level keeps it. `extra`
         more copies where a node's split over a fanout the cells leave out is known (not
-        memoised: `innermost.InnermostBound.with_split` keeps its totals)."""
-        key = ("bypassed", t, tuple(parents))
+        memoised: `innermost.InnermostBound.with_split` keeps its totals). `copies_paid`: as
+        `kept_mac`'s."""
+        key = ("bypassed", t, tuple(parents), copies_paid)
         if extra != 1.0:
-            return self._bypassed(t, parents, extra)
+            return self._bypassed(t, parents, extra, copies_paid)
         if key not in self.memo:
-            self.memo[key] = self._bypassed(t, parents, extra)
+            self.memo[key] = self._bypassed(t, parents, extra, copies_paid)
         return self.memo[key]
 
-    def _bypassed(self, t: int, parents: list[int], extra: float) -> np.ndarray:
+    def _bypassed(self, t: int, parents: list[int], extra: float, copies_paid: bool) -> np.ndarray:
         macs = drawn(self.arch, self.workload, t)
         if not self.workload.tensors[t].is_output:
             return macs * self.per_word(t, parents, self.n_levels)
@@ -102,7 +103,7 @@ class CellPrices:
             first = workload.tensor_words(t) * self._copies(t, p) * extra
             costs.append(updates * serve_energy(level[p], tensor)
                          + read_back_energy(updates, first, math.prod(self.cells.unsplit[:p]),
-                                            read_energy(level[p], tensor), cheapest_read_above(self.arch, tensor, p)))
+                                            read_energy(level[p], tensor), self._read_above(tensor, p, copies_paid)))
         return np.min(costs, axis=0)
 
     def _copies(self, t: int, p: int) -> np.ndarray:
@@ -134,20 +135,29 @@ class CellPrices:
                 self.memo[key] = cells.instances * cells.words[t] * cells.trips[relevant].prod(axis=0)
         return self.memo[key]
 
-    def kept_macs(self) -> list[np.ndarray]:
+    def kept_macs(self, copies_paid: bool = False) -> list[np.ndarray]:
         """Per tensor, `kept_mac` with no extra copies."""
-        if "kept" not in self.memo:
-            self.memo["kept"] = [self.kept_mac(t) for t in range(len(self.workload.tensors))]
-        return self.memo["kept"]
+        key = ("kept", copies_paid)
+        if key not in self.memo:
+            self.memo[key] = [self.kept_mac(t, copies_paid=copies_paid) for t in range(len(self.workload.tensors))]
+        return self.memo[key]
 
-    def kept_mac(self, t: int, extra: float = 1.0) -> np.ndarray:
+    def _read_above(self, tensor, level: int, copies_paid: bool) -> float:
+        """What `read_back_energy` charges per word a copy's partial sums are read back above
+        `level`: nothing where the node has priced those read-backs (`copies_paid`)."""
+        return 0.0 if copies_paid else cheapest_read_above(self.arch, tensor, level)
+
+    def kept_mac(self, t: int, extra: float = 1.0, copies_paid: bool = False) -> np.ndarray:
         """(cells,) what the level serves the units per MAC if it keeps tensor t, and for the
         output its read-modify-write: every update but the first of each word in each copy
         reads. A copy is an instance holding the word beside others that differ in dims it
         does not index, each over a slice of them at least this cell's tile wide: at most
         prod(size / tile) over those dims; `extra` more copies where a node's split over a
         fanout the cells leave out is known (`InnermostBound.with_split`: each takes its
-        first updates off the read-backs)."""
+        first updates off the read-backs). `copies_paid`: where a node has made copies
+        of the output above its deepest decided keeper over such a fanout, whose partial sums
+        are added up there by read-backs the node has already priced (`InnermostBound._copied`):
+        the copies are then taken as many as the fanouts allow, at no cost above."""
         arch, workload, cells = self.arch, self.workload, self.cells
         j, tensor = cells.level, workload.tensors[t]
         level, macs = arch.levels[j], drawn(arch, workload, t)
@@ -160,7 +170,7 @@ class CellPrices:
         copies = np.minimum(cells.split[:, irrelevant].prod(axis=1) * math.prod(cells.unenumerated) * extra, most)
         return served + read_back_energy(macs / below, workload.tensor_words(t) * copies,
                                          np.clip(most / copies, 1.0, math.prod(cells.unsplit)),
-                                         read_energy(level, tensor), cheapest_read_above(arch, tensor, j))
+                                         read_energy(level, tensor), self._read_above(tensor, j, copies_paid))
 
     def fills(self, t: int) -> np.ndarray:
         """(orders, cells) the words filled into every instance of the innermost level over the

@@ -31,6 +31,14 @@ only for the nodes the incumbent does not beat yet, and only as far as the incum
 candidates, sorted by their total without it (a bound on each one's with it), are priced in
 that order until the rest cannot be lower, or one is found below what would prune the node.
 
+Copies the node has made (`_copied`): where a node has split a fanout the cells leave out (one
+that shares nothing) along a dim the output does not index, above the output's deepest decided
+keeper, each copy's partial sums reach that keeper's parent apart, and the node has priced the
+parent's read-backs among its decided traffic. The innermost level's read-backs, or those of the
+parent that serves the units, are then bounded as if the copies were as many as the fanouts
+allow, at no cost above (`CellPrices.kept_mac`'s `copies_paid`): not traded against read-backs
+above them that the node has already counted.
+
 The cells and what they cost that no keep changes (`cells.InnermostCells`,
 `cell_prices.CellPrices`) are shared by the parts of a space; the choices are priced in
 `candidates.py`; here the bound of one space (or part) combines them per set of parents.
@@ -41,6 +49,7 @@ import math
 
 import numpy as np
 
+from ...mapping import MappingTable
 from ...mapspace import Mapspace
 from .candidates import Candidates, base_totals, least_with_repeats, smallest_total, sorted_candidates
 from .cell_prices import CellPrices, DeadlinePassed
@@ -56,8 +65,8 @@ class InnermostBound:
         self.level = space.n_levels - 1
         self.cells: InnermostCells | None = None if prices is None else prices.cells
         self.enabled = prices is not None
-        # per (depth, deepest keepers): the terms, the least totals, the candidates sorted;
-        # per (depth, deepest keepers, repeats) the refined minima found exact
+        # per (depth, deepest keepers, copied): the terms, the least totals, the candidates
+        # sorted; per (depth, deepest keepers, copied, repeats) the refined minima found exact
         self.terms: dict[tuple, CellTerms] = {}
         self.least: dict[tuple, float] = {}
         self.candidates: dict[tuple, Candidates] = {}
@@ -73,16 +82,37 @@ class InnermostBound:
         """The bound of a part of the space (`Mapspace.part`): its minima, which depend on keeps, anew."""
         return InnermostBound(part, self.prices)
 
-    def bound(self, depth: int, deepest: list[np.ndarray]) -> np.ndarray | None:
-        """Per node, the bound on what is still open at and below the deepest decided keepers,
-        given per tensor the deepest decided keeper of each node (`deepest[t]`, (N,)), each
-        word coming down once; None when the innermost level's keeps are already decided or
-        the bound is disabled."""
+    def bound(self, depth: int, table: MappingTable, deepest: list[np.ndarray]) -> np.ndarray | None:
+        """Per node (of `table`, the nodes' completions), the bound on what is still open at
+        and below the deepest decided keepers, given per tensor the deepest decided keeper of
+        each node (`deepest[t]`, (N,)), each word coming down once; None when the innermost
+        level's keeps are already decided or the bound is disabled."""
         if not self.enabled or depth >= self.level:
             return None
-        return self._per_node(depth, np.stack(deepest), lambda key, rows: self._least(depth, key))
+        t = len(deepest)
+        return self._per_node(depth, np.vstack([np.stack(deepest), self._copied(depth, table, deepest)]),
+                              lambda key, rows: self._least(depth, key[:t], key[t]))
 
-    def refined(self, depth: int, deepest: list[np.ndarray], repeats: list[np.ndarray],
+    def _copied(self, depth: int, table: MappingTable, deepest: list[np.ndarray]) -> np.ndarray:
+        """(N,) whether a node's own splits over fanouts the cells leave out (`unsplit`) copy
+        the output at its deepest decided keeper: split along a dim the output does not index,
+        above that keeper. Each copy's partial sums then reach the keeper's parent apart, read
+        back there by traffic the node has decided and priced, which the read-backs below
+        must not be traded against again (`CellPrices.kept_mac`'s `copies_paid`)."""
+        workload, copied = self.space.workload, np.zeros(len(table), bool)
+        if not self.enabled:
+            return copied
+        for t, tensor in enumerate(workload.tensors):
+            if not tensor.is_output:
+                continue
+            irrelevant = ~workload.relevance[t]
+            for x in range(min(depth, self.level)):
+                if self.cells.unsplit[x] > 1:
+                    split = table.factors[x, 1:][:, irrelevant].prod(axis=(0, 1))
+                    copied |= (split > 1) & (x < deepest[t])
+        return copied
+
+    def refined(self, depth: int, table: MappingTable, deepest: list[np.ndarray], repeats: list[np.ndarray],
                 caps: np.ndarray) -> np.ndarray:
         """The same, each word of tensor t coming down past the node at least `repeats[t]`
         times ((N,), `refetch.refetches`: its decided loops over dims it does not index):
@@ -90,10 +120,11 @@ class InnermostBound:
         one of its parents. Exact where it exceeds the node's `caps` (what would prune it);
         elsewhere a valid bound at or below the cap, found as soon as one candidate is below
         it (nodes alike in all but their caps are computed together, to the largest cap)."""
-        columns = np.vstack([np.stack(deepest), np.rint(np.stack(repeats)).astype(np.int64)])
+        copied = self._copied(depth, table, deepest)
+        columns = np.vstack([np.stack(deepest), copied, np.rint(np.stack(repeats)).astype(np.int64)])
         t = len(deepest)
         return self._per_node(depth, columns, lambda key, rows: self._bounded(
-            depth, key[:t], key[t:], float(caps[rows].max())))
+            depth, key[:t], key[t], key[t + 1:], float(caps[rows].max())))
 
     def _per_node(self, depth: int, columns: np.ndarray, value) -> np.ndarray:
         """`value(key, rows)` for each distinct column of `columns` (integers, (K, N)), given
@@ -126,11 +157,11 @@ class InnermostBound:
             self.least[key] = out
         return self.least[key]
 
-    def _least(self, depth: int, deepest: tuple[int, ...]) -> float:
+    def _least(self, depth: int, deepest: tuple[int, ...], copied: int) -> float:
         """The smallest total with each word coming down once."""
-        key = (depth, deepest)
+        key = (depth, deepest, copied)
         if key not in self.least:
-            self.least[key] = smallest_total(self._base_totals(self._terms(depth, deepest)))
+            self.least[key] = smallest_total(self._base_totals(self._terms(depth, deepest, copied)))
         return self.least[key]
 
     def node_split(self, depth: int, table) -> np.ndarray | None:
@@ -196,43 +227,45 @@ class InnermostBound:
         must = [lv for lv in may if all(t in keep for keep in choices[lv].keeps)]
         return [lv for lv in may if lv >= must[-1]] if must else [deepest] + may
 
-    def _bounded(self, depth: int, deepest: tuple[int, ...], repeats: tuple[int, ...], cap: float) -> float:
+    def _bounded(self, depth: int, deepest: tuple[int, ...], copied: int, repeats: tuple[int, ...],
+                 cap: float) -> float:
         """The minimum over the candidates (order, keep set, cell) of their total with each word
         of tensor t coming down `repeats[t]` times, or a bound on it at or below `cap`
         (`candidates.least_with_repeats`); at least what the parents serve of those words."""
-        key = (depth, deepest, repeats)
+        key = (depth, deepest, copied, repeats)
         if key in self.cache:
             return self.cache[key]
         workload, levels = self.space.workload, self.space.arch.levels
-        terms = self._terms(depth, deepest)
+        terms = self._terms(depth, deepest, copied)
         least = [workload.touched_words(t) * repeats[t] for t in range(len(workload.tensors))]
         served = [least[t] * min(serve_energy(levels[p], tensor) for p in terms.parents[t])
                   for t, tensor in enumerate(workload.tensors)]
         bound = sum(served)
         if bound > cap:
             return bound
-        if (depth, deepest) not in self.candidates:
-            self.candidates[depth, deepest] = sorted_candidates(self._base_totals(self._terms(depth, deepest)))
-        best, exact = least_with_repeats(self.candidates[depth, deepest], terms, least, served, cap)
+        if (depth, deepest, copied) not in self.candidates:
+            self.candidates[depth, deepest, copied] = sorted_candidates(self._base_totals(terms))
+        best, exact = least_with_repeats(self.candidates[depth, deepest, copied], terms, least, served, cap)
         if not exact:
             return max(bound, best)
         self.cache[key] = max(bound, best) if np.isfinite(best) else bound
         return self.cache[key]
 
-    def _terms(self, depth: int, deepest: tuple[int, ...]) -> CellTerms:
-        """What each tensor costs on each cell, for one combination of deepest keepers."""
-        key = (depth, deepest)
+    def _terms(self, depth: int, deepest: tuple[int, ...], copied: int = 0) -> CellTerms:
+        """What each tensor costs on each cell, for one combination of deepest keepers, and
+        whether the output's deepest keeper holds copies made by the node (`copied`)."""
+        key = (depth, deepest, copied)
         if key in self.terms:
             return self.terms[key]
         prices, workload, j = self.prices, self.space.workload, self.level
         level, n_tensors = self.space.arch.levels[j], len(workload.tensors)
         parents = [self._parents(t, depth, deepest[t]) for t in range(n_tensors)]
-        kept_mac = prices.kept_macs()
+        kept_mac = prices.kept_macs(bool(copied))
         self.terms[key] = CellTerms(
             parents, np.array([[t in keep for t in range(n_tensors)] for keep in self.space.choices[j].keeps]),
             [prices.fills(t) for t in range(n_tensors)],
             [prices.per_word(t, parents[t], j) for t in range(n_tensors)], kept_mac,
-            [prices.bypassed(t, parents[t]) for t in range(n_tensors)],
+            [prices.bypassed(t, parents[t], copies_paid=bool(copied)) for t in range(n_tensors)],
             [fill_energy(level, tensor) for tensor in workload.tensors],
             [prices.first(t) for t in range(n_tensors)])
         return self.terms[key]

@@ -253,7 +253,8 @@ def _refined(space: Mapspace, objective: Objective, depth: int, table: MappingTa
         more = (np.stack(repeats) > 1).any(axis=0)
         rows, repeats = rows[more], [r[more] for r in repeats]
     if len(rows):
-        refined = links.innermost.refined(depth, [d[rows] for d in open_.deepest], repeats, cap[rows])
+        refined = links.innermost.refined(depth, table.take(rows), [d[rows] for d in open_.deepest], repeats,
+                                          cap[rows])
         if may_draw_masked(space, shares, space.n_levels):
             refined = refined * shares.least[rows]
         energy = energy.copy()
@@ -352,7 +353,7 @@ def _open(space: Mapspace, depth: int, table: MappingTable, links: LinkBounds | 
 def _innermost(links: LinkBounds, depth: int, table: MappingTable, deepest: list) -> np.ndarray | None:
     """The innermost level's bound for the nodes (`InnermostBound.bound`), with their own
     splits over the fanouts that share nothing where they have any (`with_split`)."""
-    innermost = links.innermost.bound(depth, deepest)
+    innermost = links.innermost.bound(depth, table, deepest)
     split = None if innermost is None else links.innermost.node_split(depth, table)
     if split is not None:
         innermost = np.maximum(innermost, links.innermost.with_split(depth, deepest, split))
