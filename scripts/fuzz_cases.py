@@ -118,6 +118,9 @@ def bases() -> dict:
     or two."""
     toy, pe = _yaml(ROOT / "archs/toy.yaml"), _yaml(ROOT / "archs/pe-array.yaml")
     h100 = _yaml(ROOT / "archs/h100.yaml")
+    gpus = [h100, _yaml(ROOT / "archs/h200.yaml"), _yaml(ROOT / "archs/b200.yaml")]
+    gpu_spaces = [_yaml(ROOT / f"constraints/{n}.yaml")
+                  for n in ("gpu", "clusters", "cta-pairs", "swap-ab", "triton-kernel", "wgmma-ss")]
     gemm = _yaml(ROOT / "workloads/gemm-256.yaml")
     gemm["name"], gemm["sizes"] = "gemm-32", {"m": 32, "n": 32, "k": 32}
     conv = _yaml(ROOT / "workloads/conv-alexnet-conv3.yaml")
@@ -156,7 +159,7 @@ def bases() -> dict:
     return {"arch": [toy, pe], "workload": [gemm, conv], "mapping": [mapping], "mapspace": spaces,
             "chains": chains, "gpu": h100, "gemm_4096": gemm_4096, "gpu_mapping": h100_mapping,
             "tiny_arch": tiny_arch, "models": [tiny_model, chain_model], "sweep": sweep, "tiny_gemm": tiny_gemm,
-            "triton": triton, "timeloop": timeloop}
+            "triton": triton, "timeloop": timeloop, "gpus": gpus, "gpu_spaces": gpu_spaces}
 
 
 # ----------------------------------------------------------------------------- mutation
@@ -401,6 +404,49 @@ def fuse_case(rng, pool) -> Case:
     return Case("fuse", files, argv + (["--json"] if rng.random() < 0.7 else []), f"workload: {how}")
 
 
+# ----------------------------------------------------------------------------- GPUs of today
+
+GPU_DTYPES = ("bf16", "fp16", "fp8", "e5m2", "int8", "fp6_e3m2", "e2m1", "nvfp4", "mxfp8", "mxfp6", "mxfp4", "tf32")
+
+
+def gpu_case(rng, pool) -> Case:
+    """Hopper and Blackwell presets (warpgroup and tcgen05 MMAs, tensor memory, block clusters
+    and their distributed shared memory, CTA pairs, block-scaled dtypes) under the GPU mapspaces
+    (clusters, CTA pairs, swap-AB, the Triton kernel's), one of the three made hostile or an
+    option asked of a GPU that lacks it, searched, emitted or fused."""
+    arch = copy.deepcopy(rng.choice(pool["gpus"]))
+    space = copy.deepcopy(rng.choice(pool["gpu_spaces"]))
+    sizes = {d: rng.choice([1, 8, 64, 96, 256, 512, 1000]) for d in "mnk"}
+    dtype = rng.choice(GPU_DTYPES)
+    workload = {"name": "g", "einsum": GEMM, "sizes": sizes, "dtype": dtype,
+                "dtypes": {"Z": rng.choice(["bf16", "fp32", dtype])}}
+    files = {"arch.yaml": arch, "workload.yaml": workload, "mapspace.yaml": space}
+    pick = rng.random()
+    if pick < 0.45:
+        kind = rng.choice(list(files))
+        files[kind], how = hostile_doc(rng, files[kind])
+    elif pick < 0.6:
+        kind = "mapspace"
+        key = rng.choice(["cta_pairs", "clusters", "swap_operands", "align_to_native", "factors"])
+        space[key] = rng.choice([True, False, "auto", "always", "never", 2, None, "imperfect"])
+        how = f"{key} = {space[key]!r}"
+    else:
+        kind, how = "none", "valid"
+    a, w, s = "{arch.yaml}", "{workload.yaml}", "{mapspace.yaml}"
+    budget = ["--max-evaluations", "1500"] if rng.random() < 0.7 else ["--time-limit", rng.choice(["0.5", "1", "2"])]
+    roll = rng.random()
+    if roll < 0.6:
+        argv = ["search", a, w, "--mapspace", s, "--strategy", rng.choice(["joint", "greedy"]), *budget,
+                *(["--objective", rng.choice(["cycles", "energy", "edp"])] if rng.random() < 0.3 else []), "--json"]
+    elif roll < 0.85:
+        argv = ["emit", a, w, "--mapspace", s, "--to", rng.choice(["triton", "cutlass", "mlir"]), "--time-limit", "1"]
+    else:
+        chain = copy.deepcopy(rng.choice(pool["chains"]))
+        files["workload.yaml"] = chain if kind != "workload" else files["workload.yaml"]
+        argv = ["fuse", a, w, "--mapspace", s, *budget, "--json"]
+    return Case("gpu", files, argv, f"{kind}: {how}")
+
+
 # ----------------------------------------------------------------------------- emit and Triton configs
 
 def emit_case(rng, pool) -> Case:
@@ -597,10 +643,10 @@ def onnx_case(rng, pool) -> Case:
 
 
 SURFACES = {"native": native_case, "fuse": fuse_case, "emit": emit_case, "triton": triton_case,
-            "sweep": sweep_case, "model": model_case, "timeloop": timeloop_case, "onnx": onnx_case}
+            "sweep": sweep_case, "model": model_case, "timeloop": timeloop_case, "onnx": onnx_case, "gpu": gpu_case}
 # shares of the runs: the surfaces added since the last round get most of them
-WEIGHTS = {"native": 0.2, "fuse": 0.11, "emit": 0.11, "triton": 0.11, "sweep": 0.11, "model": 0.09, "timeloop": 0.17,
-           "onnx": 0.1}
+WEIGHTS = {"native": 0.12, "fuse": 0.07, "emit": 0.07, "triton": 0.07, "sweep": 0.07, "model": 0.06, "timeloop": 0.12,
+           "onnx": 0.07, "gpu": 0.35}
 
 
 def make_case(rng, pool) -> Case:

@@ -302,6 +302,40 @@ def test_mutated_arch_searches(folder, data):
             list(files.values()))
 
 
+GPU_SPACES = ("clusters", "cta-pairs", "swap-ab", "triton-kernel", "wgmma-ss")
+
+
+@_scaled(8, 60, data=st.data())
+def test_mutated_gpu_presets_and_mapspaces(folder, data):
+    """Hopper and Blackwell as they are programmed now (wgmma and tcgen05 MMAs, tensor memory,
+    block clusters and their distributed shared memory, CTA pairs) under the GPU mapspaces, one
+    of them mutated, on a GEMM of a low-precision or block-scaled dtype: a search, an emitted
+    kernel or a fused MLP chain, refused naming a file or a result (fuzz_cli's `gpu` surface
+    runs thousands)."""
+    from mapper.load.files import spec_data
+    arch = spec_data("archs", data.draw(st.sampled_from(["h100", "b200"])))[0]
+    dtype = data.draw(st.sampled_from(["bf16", "fp8", "nvfp4", "mxfp4"]))
+    workload = {"name": "g", "einsum": "Z[m,n] += A[m,k] * B[k,n]", "dtype": dtype, "dtypes": {"Z": "bf16"},
+                "sizes": {d: data.draw(st.sampled_from([1, 64, 256]), label=d) for d in "mnk"}}
+    command = data.draw(st.sampled_from(["search", "emit", "fuse"]))
+    if command == "fuse":           # an MLP whose hidden chunks a cluster may hold (b200's DSMEM)
+        workload = spec_data("workloads", "chain-mlp-gelu")[0]
+        workload["sizes"] = {d: min(size, 256) for d, size in workload["sizes"].items()}
+    # a fusion study takes a mapspace's levels and cta_pairs only
+    space = spec_data("constraints", "cta-pairs" if command == "fuse" else data.draw(st.sampled_from(GPU_SPACES)))[0]
+    docs = {"arch": arch, "workload": workload, "mapspace": space}
+    kind = data.draw(st.sampled_from(list(docs)))
+    docs[kind] = data.draw(mutated(docs[kind]), label=kind)
+    files = {k: _write(folder, f"gpu-{k}.yaml", doc) for k, doc in docs.items()}
+    a, w, m = str(files["arch"]), str(files["workload"]), str(files["mapspace"])
+    if command == "emit":
+        argv = ["emit", a, w, "--mapspace", m, "--to", data.draw(st.sampled_from(["triton", "cutlass"])),
+                "--time-limit", "1"]
+    else:
+        argv = [command, a, w, "--mapspace", m, "--max-evaluations", "1500", "--json"]
+    run_cli(argv, list(files.values()))
+
+
 @st.composite
 def mapspaces_leaving_no_option(draw):
     """Mapspaces valid alone whose constraints leave a level of ARCH no option: a bound no
