@@ -102,7 +102,7 @@ class CellPrices:
             updates = macs / self.spread(t, p, self.n_levels)
             first = workload.tensor_words(t) * self._copies(t, p) * extra
             costs.append(updates * serve_energy(level[p], tensor)
-                         + read_back_energy(updates, first, math.prod(self.cells.unsplit[:p]),
+                         + read_back_energy(updates, first, workload.tensor_words(t), math.prod(self.cells.unsplit[:p]),
                                             read_energy(level[p], tensor), self._read_above(tensor, p, copies_paid)))
         return np.min(costs, axis=0)
 
@@ -168,7 +168,7 @@ class CellPrices:
         irrelevant = ~workload.relevance[t]
         most = np.prod(np.array(workload.sizes, float)[irrelevant, None] / cells.tile[irrelevant], axis=0)
         copies = np.minimum(cells.split[:, irrelevant].prod(axis=1) * math.prod(cells.unenumerated) * extra, most)
-        return served + read_back_energy(macs / below, workload.tensor_words(t) * copies,
+        return served + read_back_energy(macs / below, workload.tensor_words(t) * copies, workload.tensor_words(t),
                                          np.clip(most / copies, 1.0, math.prod(cells.unsplit)),
                                          read_energy(level, tensor), self._read_above(tensor, j, copies_paid))
 

@@ -11,21 +11,23 @@ import numpy as np
 from ... import mma, tails
 from ...cost.energy import per_word
 
-def read_back_energy(updates, first, most_copies, read_keeper: float, read_parent: float):
+def read_back_energy(updates, first, words, most_copies, read_keeper: float, read_parent: float):
     """The least energy an output's read-modify-write costs at its keeper c and above: c
     receives `updates` partial sums, each word of each of its copies read back for every
     update but the first (`first`: words times the copies a split over networks that add
     partial sums may make). Up to `most_copies` x more copies may come from fanouts whose
-    networks add nothing (a split-K over SMs): each takes updates off c's read-backs, but
-    its partial sums reach c's parent apart, whose read-backs then cost `read_parent` per
-    word (the cheapest level above that may keep the output). Linear between the ends: the
-    least of 1 copy and as many as the updates allow, within `most_copies`."""
+    networks add nothing (a split-K over SMs): each takes updates off c's read-backs, but its
+    partial sums meet those of the other copies apart, at a level above that may keep the
+    output, whose read-backs then cost `read_parent` per word: at least one per word of the
+    output (`words`) per extra copy, as copies made higher up may have been added on the way.
+    Linear between the ends: the least of 1 copy and as many as the updates allow, within
+    `most_copies`."""
     at_one = read_keeper * np.maximum(0.0, updates - first)
-    if read_parent >= read_keeper:
+    if np.isinf(read_parent):          # no level above may keep it: no copy can be added up there
         return at_one
     copies = np.clip(updates / np.maximum(first, 1e-300), 1.0, most_copies)
     return np.minimum(at_one, read_keeper * np.maximum(0.0, updates - first * copies)
-                      + read_parent * first * (copies - 1))
+                      + read_parent * words * (copies - 1))
 
 def drawn(arch, workload, t: int):
     """The fewest words of tensor t the compute units take from its innermost keeper in any

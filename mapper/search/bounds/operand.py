@@ -177,8 +177,8 @@ def _read_modify_write(space: Mapspace, t: int, lv: int, share, decided, vectors
             unsplit *= space.arch.fanout_units(above)
             continue
         copies = copies * _splits(decided, vectors, above, depth, ~workload.relevance[t], first)
-    return read_back_energy(drawn(space.arch, workload, t) / share, words * np.minimum(copies, level.instances), unsplit,
-                            read_energy(level, tensor), cheapest_read_above(space.arch, tensor, lv))
+    return read_back_energy(drawn(space.arch, workload, t) / share, words * np.minimum(copies, level.instances), words,
+                            unsplit, read_energy(level, tensor), cheapest_read_above(space.arch, tensor, lv))
 
 def _shared_splits(arch, tensor, decided: tuple, vectors, level: int, depth: int, dims: np.ndarray,
                    first) -> np.ndarray:
