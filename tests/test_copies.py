@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 
 from mapper.constraints import Constraints
 from mapper.cost import evaluate_many
@@ -20,7 +21,8 @@ from mapper.search.joint import copies_cut, order_free
 from mapper.search.tree import LevelTree, Nodes, feasible
 from mapper.units import Where
 
-from prefixes import NEVER_BEATEN, prefix_nodes
+from prefixes import NEVER_BEATEN, prefix_nodes, prefix_table
+from scaled import quick_and_full
 from test_joint import _walk
 
 W = Where("<test>")
@@ -301,3 +303,48 @@ def test_copies_a_network_adds_up_on_the_way_are_not_read_back_above():
     energy = evaluate_many(arch, workload, table).energy_pj[0]
     assert energy == 24 + (12 + 6 * 3) + 8 * 1.5 + 24 * 1.5 + 24 * 8 + 8 * 4 == 326
     assert _energy_bounds_stay_below(space, LinkBounds(space), parse_objective("energy", arch), table, energy) == 8
+
+
+@quick_and_full(3, 120, st.data())
+def test_bounds_over_networks_that_add_or_share_nothing_stay_below_their_mappings(data):
+    """Three or four levels whose networks multicast, add partial sums, both or neither, each
+    independently (the copies of the output those that add nothing make, where the read-modify-
+    write bounds went wrong twice), with energies per access and per byte: in a few keep parts
+    of each space, every prefix's bound at or below each of 400 sampled mappings under it."""
+    from mapper.constraints import LevelConstraints
+    from test_joint import _keep_picks
+    energy = st.sampled_from([0.0, 0.5, 1.0, 4.0])
+    levels, mesh = [], [1, 1]
+    for i in range(data.draw(st.integers(3, 4), label="levels")):
+        if i > 0:
+            mesh = [mesh[0] * data.draw(st.sampled_from([1, 2, 4])), mesh[1] * data.draw(st.sampled_from([1, 2]))]
+        levels.append({"name": f"L{i}", "mesh": list(mesh), "instances": mesh[0] * mesh[1], "max_stages": 1,
+                       "block_size": 1, "multicast": data.draw(st.booleans()),
+                       "spatial_reduction": data.draw(st.booleans()),
+                       "energy": {k: data.draw(energy) for k in ("read", "write", "update")},
+                       "energy_per_byte": {"read": data.draw(energy)}})
+    units = [mesh[0] * data.draw(st.sampled_from([1, 2])), mesh[1]]
+    arch = arch_from_dict({"name": "networks", "clock": "1 GHz", "levels": levels,
+                           "compute": {"mesh": units, "instances": units[0] * units[1], "energy": 1.0}}, W)
+    workload = data.draw(st.sampled_from([
+        {"name": "g", "einsum": "Z[m,n] += A[m,k] * B[k,n]", "sizes": {"m": 2, "n": 3, "k": 4}, "dtype": 8,
+         "dtypes": {"Z": 32}},
+        {"name": "c", "einsum": "O[k,p] += I[c,p+r] * W[k,c,r]", "sizes": {"k": 2, "c": 2, "p": 3, "r": 2},
+         "dtype": 8, "dtypes": {"O": 16}}]))
+    workload = workload_from_dict(workload, W)
+    space = Mapspace(arch, workload, Constraints(levels=(("every", LevelConstraints(bypass=True)),)))
+    objective = parse_objective(data.draw(st.sampled_from(["energy", "edp"])), arch)
+    sample = sampling.sample(space, 400, np.random.default_rng(data.draw(st.integers(0, 1000))))
+    costs = evaluate_many(arch, workload, sample)
+    score = costs.energy_pj if objective.kind == "energy" else costs.edp
+    whole = LinkBounds(space)
+    picks = sorted({_keep_picks(space, sample, row) for row in range(len(sample))})
+    for keeps in data.draw(st.permutations(picks))[:8]:
+        rows = np.array([r for r in range(len(sample)) if _keep_picks(space, sample, r) == keeps])
+        table, part = sample.take(rows), space.part(keeps)
+        links = whole.for_space(part)
+        for depth in range(space.n_levels + 1):
+            node = prefix_table(space, table, depth)
+            bound = lower_bounds(part, objective, min(depth, space.n_levels), node, evaluate_many(arch, workload, node),
+                                 links, refine_below=NEVER_BEATEN).objective
+            assert (bound <= score[rows] * (1 + 1e-9)).all(), (keeps, depth)
