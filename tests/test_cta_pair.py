@@ -213,3 +213,20 @@ def test_a_bad_cta_pairs_key_in_a_mapspace_names_it():
     from mapper.load.constraints import constraints_from_dict
     with pytest.raises(SpecError, match=r"m\.yaml: cta_pairs: expected true or false"):
         constraints_from_dict({"name": "x", "cta_pairs": "yes"}, Where("m.yaml"))
+
+
+def test_swap_ab_is_decided_on_the_pair():
+    """A 64 x 128 GEMM on b200's CTA pairs with swap-AB on `auto`: the pair's MMA is 256 rows
+    tall, so 64 rows pad to 256 and the swapped product (128 rows) wastes less; one CTA's MMA
+    (128 rows tall) would pad 64 to 128 and 128 columns not at all, and not swap. The space
+    decides on the arch it runs (a Mapspace given the plain arch pairs it first)."""
+    from mapper.constraints import Constraints
+    from mapper.load import workload_from_dict
+    from mapper.mma import with_operands_for
+    workload = workload_from_dict({"name": "g", "einsum": "Z[m,n] += A[m,k] * B[k,n]",
+                                   "sizes": {"m": 64, "n": 128, "k": 256}, "dtype": "bf16"}, Where("<test>"))
+    b200 = load_arch("b200")
+    assert not with_operands_for(b200, workload, "auto").operands_swapped
+    assert with_operands_for(paired(b200), workload, "auto").operands_swapped
+    space = Mapspace(b200, workload, Constraints(cta_pairs=True, swap_operands="auto"))
+    assert space.arch.paired and space.workload.operands_swapped

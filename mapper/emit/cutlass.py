@@ -15,6 +15,7 @@ from types import MappingProxyType
 
 from dataclasses import dataclass
 
+from ..cta_pair import PAIR
 from .common import GemmView, epilogue_names
 
 SM_OF_ARCH = (("h100", 90), ("h200", 90), ("b200", 100), ("a100", 80))     # preset name prefix -> compute capability
@@ -55,7 +56,7 @@ def cutlass_shape(view: GemmView) -> CutlassShape:
     else:
         instruction = view.instruction or (16, 8, k_inst)
     # a CTA of a pair runs half the pair's MMA rows (cta_group::2)
-    per_cta = (instruction[0] // 2,) + tuple(instruction[1:]) if view.cta_pair else instruction
+    per_cta = (instruction[0] // PAIR,) + tuple(instruction[1:]) if view.cta_pair else instruction
     cta = tuple(_round_up(b, i) for b, i in zip(view.block, per_cta))
     for role, name, was, now, inst in zip("mnk", view.dim_names, view.block, cta, per_cta):
         if was != now:
@@ -164,7 +165,7 @@ def template_text(view: GemmView, shape: CutlassShape, epilogue=()) -> str:
     functor, _ = epilogue_functor(epilogue)
     cute = lambda values: "cute::Shape<" + ", ".join(f"cute::_{v}" for v in values) + ">"    # noqa: E731
     if shape.sm >= 100:
-        sms = 2 if view.cta_pair else 1
+        sms = PAIR if view.cta_pair else 1
         group = ("cta_group::2: the MMA over a CTA pair, each CTA holding half of A's rows, of B's columns and of "
                  "the accumulator") if view.cta_pair else "cta_group::1"
         return "\n".join([

@@ -163,8 +163,8 @@ def mlp_price(arch: Arch, graph: OpGraph, found: MlpOps, level: int, objective: 
     smem = bm * part_depth * sx + st * (np.minimum(BK, part_depth) * bf * s1 + bf * part_cols * s2)
     regs = (bm * bf + bm * part_cols) * ACCUMULATOR_BYTES
     row_tiles, col_tiles = np.ceil(rows / bm), np.ceil(cols / bn)
-    fits = fits_at(arch, level, smem * np.ones(bm.shape)) & (bn >= cc)
-    resident, per_sm, _ = block_slots(arch, level, smem * np.ones(bm.shape), regs)
+    fits = fits_at(arch, level, smem) & (bn >= cc)
+    resident, per_sm, _ = block_slots(arch, level, smem, regs)
     sms_used, clusters = _clustering(arch, level, cc)
     fits &= resident & (clusters > 0)
     if not fits.any():

@@ -60,13 +60,15 @@ class Mapspace:
         if self.picks is not None:
             return      # a part, made by `part` from a space already checked
         object.__setattr__(self, "constraints", self.constraints or Constraints())
-        # the operands in the order the compute unit takes them (swap-AB where the mapspace
-        # asks, `swap_operands`): the space's workload, which its mappings are priced on
-        object.__setattr__(self, "workload", with_operands_for(self.arch, self.workload, self.constraints.swap_operands))
         # the architecture as the mapspace's kind of kernel runs on it (CTA pairs where it asks:
-        # `bind.kernel_arch`), the compute unit's rate and native shape for this workload's
-        # operand dtypes, and thread-block clusters only where it asks for them (`clusters: true`)
-        arch = kernel_arch(self.arch, self.constraints).for_workload(self.workload)
+        # `bind.kernel_arch`), then the operands in the order its compute unit takes them
+        # (swap-AB where the mapspace asks, `swap_operands`: a pair's m grain is twice one CTA's),
+        # the space's workload, which its mappings are priced on
+        kernel = kernel_arch(self.arch, self.constraints)
+        object.__setattr__(self, "workload", with_operands_for(kernel, self.workload, self.constraints.swap_operands))
+        # the compute unit's rate and native shape for this workload's operand dtypes, and
+        # thread-block clusters only where the mapspace asks for them (`clusters: true`)
+        arch = kernel.for_workload(self.workload)
         arch = arch if self.constraints.clusters else arch.without_clusters()
         # a level's capacity as the mapspace's kind of kernel can use it (`capacity` under a level)
         caps = [self.constraints.for_level(arch.level_names, lv).capacity for lv in range(len(arch.levels))]

@@ -84,6 +84,7 @@ class CellPrices:
         more copies where a node's split over a fanout the cells leave out is known (not
         memoised: `innermost.InnermostBound.with_split` keeps its totals). `copies_paid`: as
         `kept_mac`'s."""
+        copies_paid = copies_paid and self.workload.tensors[t].is_output     # an input has no read-backs
         key = ("bypassed", t, tuple(parents), copies_paid)
         if extra != 1.0:
             return self._bypassed(t, parents, extra, copies_paid)
