@@ -16,7 +16,7 @@ import threading
 import time
 from types import MappingProxyType
 
-from . import flags
+from . import depths, flags
 from .cost import evaluate
 from .errors import MapperError
 from .memory import keep_freed_memory
@@ -127,8 +127,10 @@ def _run_search(args, strategy_name: str, after_interrupt: bool = False, spent: 
     if context.interrupted:
         result.events += (Interrupted(),)
         result.complete = False
-    # reported on the space's workload: its operands in the order the kernel takes them (swap-AB)
-    found = dataclasses.replace(found, arch=found.arch.for_workload(space.workload), workload=space.workload)
+    # reported on the space's workload: its operands in the order the kernel takes them (swap-AB),
+    # and on its levels: a level split where each tensor sits at its own depth as its sub-levels
+    found = dataclasses.replace(found, arch=depths.searched_arch(found.arch, space.workload, found.constraints),
+                                workload=space.workload)
     return found, result, context
 
 

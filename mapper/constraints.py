@@ -61,6 +61,10 @@ class LevelConstraints:
     # of kernel can address (a Triton kernel's accumulators: the registers each thread keeps
     # after its addresses and indices); None: the level's capacity
     capacity: float | None = None
+    # each tensor the level keeps at its own depth among the level's loops (AccelForge's
+    # storage nodes: an output held across a k loop, an input under it, its tile the smaller
+    # for it): the level searched as one sub-level per tensor, in one capacity (`depths.py`)
+    tensor_depths: bool = False
 
 
 @dataclass(frozen=True)

@@ -186,6 +186,10 @@ class Level:
     energy_source: str = ""          # where the energies came from, when the component model gave them
     # thread-block clusters on this level's fanout (`block_clusters:`); None: none
     clusters: BlockClusters | None = None
+    # one of the sub-levels a level is searched as where each tensor may sit at its own depth
+    # among its loops (a mapspace's `tensor_depths`, `depths.py`): the level's name, shared by
+    # its sub-levels, which hold their tiles in its one capacity; "" for a level of its own
+    group: str = ""
 
     @property
     def instances(self) -> int:
@@ -407,6 +411,16 @@ class Arch:
             return self
         return dataclasses.replace(self, levels=tuple(dataclasses.replace(level, clusters=None)
                                                       for level in self.levels))
+
+    @cached_property
+    def capacity_groups(self) -> tuple[tuple[int, ...], ...]:
+        """The sub-levels of each level searched with its tensors at their own depths
+        (`Level.group`), as runs of level indices: their kept tiles share one capacity."""
+        groups: dict[str, list[int]] = {}
+        for lv, level in enumerate(self.levels):
+            if level.group:
+                groups.setdefault(level.group, []).append(lv)
+        return tuple(tuple(members) for members in groups.values())
 
     @property
     def has_clusters(self) -> bool:

@@ -153,9 +153,19 @@ def fits_level(level, used):
 
 
 def fits(arch, used: np.ndarray) -> np.ndarray:
-    """(N,) whether every level's bytes `used` ((L, N), per instance) are within its capacity."""
+    """(N,) whether every level's bytes `used` ((L, N), per instance) are within its capacity,
+    the sub-levels of one level (`Arch.capacity_groups`) within it together."""
     capacity = np.array([level.capacity for level in arch.levels])[:, None]
-    return within(used, capacity).all(axis=0)
+    ok = within(used, capacity).all(axis=0)
+    for members in arch.capacity_groups:
+        ok = ok & within(group_bytes(used, members), arch.levels[members[0]].capacity)
+    return ok
+
+
+def group_bytes(used, members):
+    """Bytes the sub-levels `members` of one level take together (`used` indexed by level:
+    a list or an (L, N) array, per instance)."""
+    return sum(used[lv] for lv in members)
 
 
 def unit_tile(mapping, n_dims: int) -> list[int]:

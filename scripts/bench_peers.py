@@ -1,10 +1,10 @@
 """Benchmark: mapper beside AccelForge (issue 21's pe-array GEMMs, issue 22's fused GPT-3 layer).
 
     python scripts/bench_peers.py [--accelforge VENV] [--time-limit S] [--fuse-time-limit S]
-                                  [--only SUBSTRING] [--write docs/RESULTS.md]
+                                  [--mapspace NAME] [--only SUBSTRING] [--write docs/RESULTS.md]
 
 Our side, as a user runs it: `mapper search pe-array GEMM --mapspace bypass-every --objective
-energy` per GEMM, `mapper fuse tpu-v4i chain-gpt3-6.7b-layer --mapspace tpu-v4i-roles` for the
+energy` per GEMM (`--mapspace tensor-depths`: each tensor at its own depth in the buffer), `mapper fuse tpu-v4i chain-gpt3-6.7b-layer --mapspace tpu-v4i-roles` for the
 layer. AccelForge's side only with `--accelforge VENV` (a separate environment where
 `pip install accelforge` was run; scripts/accelforge_side.py runs there, in a scratch
 directory), one case after the other, never at the same time as ours. Per case: the energy of
@@ -68,9 +68,9 @@ def compile_ours() -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.dirname(mapper.__file__)], check=True)
 
 
-def ours_gemm(workload: str, time_limit: float) -> tuple[float, str, float, float, float]:
+def ours_gemm(workload: str, time_limit: float, mapspace: str) -> tuple[float, str, float, float, float]:
     out, seconds, peak, cpu = measured([sys.executable, "-m", "mapper", "search", "pe-array", workload, "--mapspace",
-                                   "bypass-every", "--objective", "energy", "--time-limit", str(time_limit), "--json"])
+                                   mapspace, "--objective", "energy", "--time-limit", str(time_limit), "--json"])
     search = out["search"]
     status = "proven" if search["optimal"] else f"gap {search['gap']:.2%}"
     return out["cost"]["energy_pj"] / out["cost"]["macs"], status, seconds, peak, cpu
@@ -92,6 +92,9 @@ def main() -> None:
     parser.add_argument("--accelforge", default=None, metavar="VENV", help="AccelForge's virtual environment")
     parser.add_argument("--time-limit", type=float, default=60.0, help="ours, per GEMM")
     parser.add_argument("--fuse-time-limit", type=float, default=30.0, help="ours, the fused layer")
+    parser.add_argument("--mapspace", default="bypass-every",
+                        help="ours, the GEMMs' mapspace (tensor-depths: each tensor at its own depth in the "
+                             "global buffer, as AccelForge's storage nodes may be)")
     args = parser.parse_args()
     table = Table()
     table.print(f"{'case':<24} {'arch':<9} {'AccelForge':>12} {'s':>7} {'cpu s':>7} {'MiB':>6} {'mapper':>12} "
@@ -106,7 +109,8 @@ def main() -> None:
         if args.accelforge:
             out, seconds, peak, af_cpu = theirs(args.accelforge, "gemm", str(m), str(n), str(k))
             af = f"{out['energy_pj_per_mac']:.4f}", f"{seconds:.0f}", f"{af_cpu:.0f}", f"{peak:.0f}"
-        energy, status, seconds, peak, cpu = ours_gemm(gemm_file(name, m, n, k, scratch), args.time_limit)
+        energy, status, seconds, peak, cpu = ours_gemm(gemm_file(name, m, n, k, scratch), args.time_limit,
+                                                       args.mapspace)
         ratio = "-" if af_cpu is None else f"{af_cpu / cpu:.1f}"
         table.print(f"{name:<24} {'pe-array':<9} {af[0]:>12} {af[1]:>7} {af[2]:>7} {af[3]:>6} {energy:>12.4f} "
                     f"{status:>13} {seconds:>6.1f} {cpu:>6.1f} {peak:>6.0f} {ratio:>6}")

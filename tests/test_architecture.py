@@ -30,7 +30,7 @@ LAYERS = [
     ["mapper.opgraph", "mapper.cta_pair"],
     ["mapper.tails", "mapper.mma"],
     ["mapper.mapping", "mapper.rescale", "mapper.random_mappings"],
-    ["mapper.bind", "mapper.load", "mapper.timeloop"],
+    ["mapper.bind", "mapper.load", "mapper.timeloop", "mapper.depths"],
     ["mapper.cost"],
     ["mapper.emit.common"], ["mapper.emit.triton_forms", "mapper.emit.triton", "mapper.emit.cutlass", "mapper.emit.mlir", "mapper.emit.chain"],
     ["mapper.emit.from_config"],

@@ -336,6 +336,24 @@ def test_mutated_gpu_presets_and_mapspaces(folder, data):
     run_cli(argv, list(files.values()))
 
 
+@_scaled(6, 40, data=st.data())
+def test_mutated_tensor_depths_spaces(folder, data):
+    """A level searched at tensor depths (`tensor_depths`), its mapspace or its arch (the
+    accelerator of the AccelForge cases) mutated, on a small GEMM: a search or a look at the
+    space, refused naming a file, or a result."""
+    from mapper.load.files import spec_data
+    docs = {"arch": spec_data("archs", "pe-array")[0], "mapspace": spec_data("constraints", "tensor-depths")[0],
+            "workload": {"name": "g", "einsum": "Z[m,n] += A[m,k] * B[k,n]", "dtype": "bf16",
+                         "sizes": {d: data.draw(st.sampled_from([1, 12, 64]), label=d) for d in "mnk"}}}
+    kind = data.draw(st.sampled_from(["arch", "mapspace", "mapspace"]))
+    docs[kind] = data.draw(mutated(docs[kind]), label=kind)
+    files = {k: _write(folder, f"depths-{k}.yaml", doc) for k, doc in docs.items()}
+    a, w, m = str(files["arch"]), str(files["workload"]), str(files["mapspace"])
+    command = data.draw(st.sampled_from(["search", "search", "mapspace"]))
+    argv = [command, a, w, "--mapspace", m, "--json"] + (["--max-evaluations", "1500"] if command == "search" else [])
+    run_cli(argv, list(files.values()))
+
+
 @st.composite
 def mapspaces_leaving_no_option(draw):
     """Mapspaces valid alone whose constraints leave a level of ARCH no option: a bound no

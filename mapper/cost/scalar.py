@@ -41,6 +41,7 @@ class LevelCost:
     leak_pj: float
     latency_hidden: float = 0.0    # Little's-law floor on its overlapped time (cycles)
     latency_exposed: float = 0.0   # latency added to its time: unbuffered fetches, wave fills
+    group: str = ""                # the level whose capacity it shares with its other sub-levels (`Level.group`)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,15 @@ class Evaluation:
         return self.energy_pj * self.cycles
 
     def fits(self) -> bool:
-        return all(tiles.within(lv.footprint_bytes, lv.capacity_bytes) for lv in self.levels)
+        """Every level's kept tiles within its capacity, a level's sub-levels (`Level.group`)
+        within it together."""
+        groups: dict[str, list[LevelCost]] = {}
+        for lv in self.levels:
+            if lv.group:
+                groups.setdefault(lv.group, []).append(lv)
+        return (all(tiles.within(lv.footprint_bytes, lv.capacity_bytes) for lv in self.levels)
+                and all(tiles.within(sum(lv.footprint_bytes for lv in members), members[0].capacity_bytes)
+                        for members in groups.values()))
 
 
 def _loads(tensor, spans, nest_above) -> int:
@@ -349,7 +358,7 @@ def _level_row(arch: Arch, workload: Workload, nest: _Nest, lv: int, counts, com
                             exposed[0][lv], exposed[1][lv], lat.hidden[lv], exposed_latency))
     return dict(name=level.name, instances=instances, tensors=tensors,
                 footprint_bytes=footprint * nest.levels[lv].stages, capacity_bytes=level.capacity,
-                traffic_bytes=moved, cycles=time)
+                traffic_bytes=moved, cycles=time, group=level.group)
 
 
 def _leakage(arch: Arch, nest: _Nest, cycles: float) -> list[float]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import flags
+from .. import depths, flags
 from ..bind import check_fits
 from ..cost import evaluate, evaluate_many
 from ..errors import MapperError, SpecError
@@ -120,7 +120,7 @@ def _inputs(args):
     result = make_strategy("joint", {}).run(space, objective, context, lambda evaluated: None)
     proof = "proven optimal" if result.optimal else "not proven optimal"
     # the space's workload: its operands in the order the kernel takes them (swap-AB)
-    return (found.arch.for_workload(space.workload), space.workload, result.mapping,
+    return (depths.searched_arch(found.arch, space.workload, found.constraints), space.workload, result.mapping,
             f"mapping: the joint search's best for {objective.name} ({proof}, {result.evaluated:,} mappings priced)")
 
 

@@ -112,6 +112,11 @@ def fusion_space(arch: Arch, graph: OpGraph, constraints, strict: bool = True) -
             raise SpecError(constraints.file or f"mapspace {constraints.name}", key,
                             f"a fusion study applies a mapspace's levels and cta_pairs only, not {key} (each op is "
                             "searched on its own kind's mapspace): leave it out of this mapspace")
+    for key, level in constraints.levels:
+        if level.tensor_depths:     # a fused group holds whole tiles in its buffer level
+            raise SpecError(constraints.file or f"mapspace {constraints.name}", f"levels.{key}.tensor_depths",
+                            "a fusion study holds each kernel's tiles under its levels' loops: search one einsum "
+                            "(`mapper search`) with tensor_depths, or leave it out of this mapspace")
     arch = kernel_arch(arch, constraints)
     for op in graph.ops:
         check_constraint_names(arch, op.workload, constraints)

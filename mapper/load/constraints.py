@@ -62,7 +62,7 @@ def constraints_from_dict(data, where: Where):
     for key, lv in raw_levels.items():
         w = where / "levels" / key
         fields(lv, w, (), ("temporal", "spatial", "tile", "order", "innermost_order", "stationary", "forbid", "stages",
-                           "keep", "bypass", "spatial_x", "spatial_y", "capacity"))
+                           "keep", "bypass", "spatial_x", "spatial_y", "capacity", "tensor_depths"))
         forbid = lv.get("forbid") or []
         if not isinstance(forbid, list):
             raise (w / "forbid").error("expected a list of loop orders, each a list of dims, outermost first")
@@ -79,6 +79,12 @@ def constraints_from_dict(data, where: Where):
         bypass = lv.get("bypass", False)
         if not isinstance(bypass, bool):
             raise (w / "bypass").error("expected true (enumerate keep/bypass choices) or false")
+        tensor_depths = flag(lv.get("tensor_depths", False), w / "tensor_depths")
+        fixed = [k for k in ("temporal", "tile", "order", "innermost_order", "stationary", "forbid") if k in lv]
+        if tensor_depths and fixed:
+            raise (w / "tensor_depths").error(
+                f"cannot be combined with {', '.join(fixed)} on the same level: its sub-levels each take "
+                "a share of the level's loops (keep, bypass, stages, spatial and capacity apply)")
         levels.append((name_text(key, where / "levels"), LevelConstraints(
             temporal=_ranges(lv.get("temporal"), w / "temporal"),
             spatial=_ranges(lv.get("spatial"), w / "spatial"),
@@ -92,7 +98,8 @@ def constraints_from_dict(data, where: Where):
             bypass=bypass,
             spatial_x=_ranges(lv.get("spatial_x"), w / "spatial_x"),
             spatial_y=_ranges(lv.get("spatial_y"), w / "spatial_y"),
-            capacity=parse_bytes(lv["capacity"], w / "capacity", allow_unlimited=False) if "capacity" in lv else None)))
+            capacity=parse_bytes(lv["capacity"], w / "capacity", allow_unlimited=False) if "capacity" in lv else None,
+            tensor_depths=tensor_depths)))
     min_util = data.get("min_utilization", 0.0)
     if isinstance(min_util, bool) or not isinstance(min_util, (int, float)) or not 0 <= min_util <= 1:
         raise (where / "min_utilization").error(f"expected a fraction between 0 and 1, got {shown(min_util)}")

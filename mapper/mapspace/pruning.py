@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import tails, tiles
+from .. import depths, tails, tiles
 from ..cost import occupancy
 from ..cost.vectorised import fits_every_fanout
 from ..mapping import MappingTable
@@ -140,6 +140,11 @@ def valid_mask(space: Mapspace, table: MappingTable) -> np.ndarray:
         used = tiles.level_bytes(level, space.workload, [w[lv] for w in words], table.keep[lv], table.stages[lv])
         footprint.append(used)
         ok &= tiles.fits_level(level, used)
+    for members in space.arch.capacity_groups:      # a level's sub-levels in its one capacity
+        ok &= tiles.fits_level(space.arch.levels[members[0]], tiles.group_bytes(footprint, members))
+    if space.group_rules:
+        ok &= depths.keeps_in_groups(table.keep, space.group_rules) & depths.loops_in_groups(
+            space.arch, table.factors, table.keep)
     if space.gpu_levels is not None and space.constraints.min_occupancy > 1:
         smem_lv, rf_lv = space.gpu_levels
         ok &= blocks_per_sm(space, footprint[smem_lv], footprint[rf_lv]) >= space.constraints.min_occupancy

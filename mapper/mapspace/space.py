@@ -8,7 +8,8 @@ import itertools
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from ..bind import check_together, kernel_arch
+from .. import depths
+from ..bind import check_constraint_names, check_together, kernel_arch
 from ..constraints import ROLES, Constraints, LevelConstraints, role_tensor
 from ..cost.occupancy import gpu_levels
 from ..errors import InfeasibleError, SpecError
@@ -72,7 +73,13 @@ class Mapspace:
         arch = arch if self.constraints.clusters else arch.without_clusters()
         # a level's capacity as the mapspace's kind of kernel can use it (`capacity` under a level)
         caps = [self.constraints.for_level(arch.level_names, lv).capacity for lv in range(len(arch.levels))]
-        object.__setattr__(self, "arch", arch.with_capacities(caps))
+        arch = arch.with_capacities(caps)
+        check_constraint_names(arch, self.workload, self.constraints)     # named as the file names them
+        # each tensor at its own depth in a level where the mapspace asks (`depths.split`): the
+        # level as sub-levels in its one capacity, each with an entry of the constraints
+        arch, constraints = depths.split(arch, self.workload, self.constraints)
+        object.__setattr__(self, "arch", arch)
+        object.__setattr__(self, "constraints", constraints)
         check_together(self.arch, self.workload, self.constraints)     # names across the files, sizes
 
     def part(self, picks: tuple[int, ...]) -> "Mapspace":
@@ -157,6 +164,8 @@ class Mapspace:
             allowed = tuple(t for t, tensor in enumerate(tensors) if level.may_keep(tensor.name))
             if lv == 0:
                 keeps = (tuple(range(len(tensors))),)
+            elif level.group:       # a sub-level keeps one of its level's tensors, or none (`depths`)
+                keeps = ((),) + tuple((t,) for t in self._group_tensors(lv))
             elif lc.keep is not None:
                 # a set, in tensor order whatever order it was named in (`warm.admit` compares
                 # a mapping's keeps in that order)
@@ -172,6 +181,24 @@ class Mapspace:
                 raise InfeasibleError(f"level {level.name}: no allowed stage count within max_stages "
                                       f"{level.max_stages} (constraints allow {lc.stages})")
             out.append(LevelChoices(keeps, stages))
+        return tuple(out)
+
+    def _group_tensors(self, lv: int) -> tuple[int, ...]:
+        """The tensors sub-level lv's level may keep: those its mapspace entry fixes, else
+        those the level may keep."""
+        lc = self.level_constraints[lv]
+        if lc.keep is not None:
+            return tuple(sorted({self.tensor_index(name, lv, "keep") for name in lc.keep}))
+        return tuple(t for t, tensor in enumerate(self.workload.tensors) if self.arch.levels[lv].may_keep(tensor.name))
+
+    @shared_by_parts
+    def group_rules(self) -> tuple[tuple[tuple[int, ...], tuple[int, ...], bool], ...]:
+        """Per level split into sub-levels (`depths`): its sub-levels, the tensors they may keep,
+        and whether they must keep all of them together (no `bypass`, or a fixed `keep`)."""
+        out = []
+        for members in self.arch.capacity_groups:
+            lc = self.level_constraints[members[0]]
+            out.append((members, self._group_tensors(members[0]), lc.keep is not None or not lc.bypass))
         return tuple(out)
 
     @cached_property

@@ -34,12 +34,14 @@ def _score(value: float) -> str:
 
 @dataclass(frozen=True)
 class WarmStart(Event):
-    """The joint search started from greedy's mapping, of this score."""
+    """The joint search started from this mapping's score: greedy's, or where a level is split
+    into sub-levels the proven best with each of its tensors at one depth (`depths.merged`)."""
     score: float
+    source: str = "greedy"
     kind: ClassVar[str] = "warm_start"
 
     def text(self) -> str:
-        return f"warm start (greedy): {_score(self.score)}"
+        return f"warm start ({self.source}): {_score(self.score)}"
 
 
 @dataclass(frozen=True)

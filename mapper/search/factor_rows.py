@@ -57,9 +57,10 @@ class FactorRows:
             self._smallest[key] = np.minimum.reduceat(extent, self.starts[d][depth])
         return self._smallest[key]
 
-    def spans(self, depth: int, groups: np.ndarray) -> np.ndarray:
-        """(D, N) extent of every dim in the tile level `depth` holds."""
-        decided = 1 + np.flatnonzero(self.column_level < depth)
+    def spans(self, depth: int, groups: np.ndarray, level: int | None = None) -> np.ndarray:
+        """(D, N) extent of every dim in the tile level `depth` holds (or `level`, a level at
+        or above `depth`, whose tile the nodes have decided too)."""
+        decided = 1 + np.flatnonzero(self.column_level < (depth if level is None else level))
         spans = []
         for extent, *factors in self.prefix_columns(depth, groups, [0, *decided]):
             for f in factors:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import tiles
+from .. import depths, tiles
 from ..cost.vectorised import fits_every_fanout
 from ..mapping import MappingTable, along_last
 from ..mapspace import TEMPORAL, Mapspace, order_tables, pruning, sampling
@@ -145,9 +145,10 @@ class LevelTree:
         else:
             choice = space.choices[lv]
             footprint = pruning.option_footprints(self.space, lv, self.spans(nodes), choice.keeps)
-            capacity = space.arch.levels[lv].capacity
+            capacity = space.arch.levels[lv].capacity - _siblings_bytes(self, nodes)
             fits = np.stack([tiles.within(footprint * s, capacity) for s in choice.stages])        # (S, K, N)
-            fits = fits.reshape(-1, len(nodes)).T & (fits_fanout & self._deeper_levels_can_fit(nodes))[:, None]
+            fits = fits.reshape(-1, len(nodes)).T & (fits_fanout & self._deeper_levels_can_fit(nodes)
+                                                     & _sub_level_loops_allowed(self, nodes, level_above))[:, None]
         # judged apart only where a choice may take many orders: else pricing judges it as cheaply
         return self._judged(nodes, fits) if self.expansion(lv - 1) >= JUDGED_ABOVE * max(fits.shape[1], 1) else fits
 
@@ -301,6 +302,33 @@ class LevelTree:
         return MappingTable(factors, order, keep, stages)
 
 
+def _sub_level_loops_allowed(tree: LevelTree, nodes: Nodes, level_above: np.ndarray) -> np.ndarray | bool:
+    """(N,) False where level depth-1, a sub-level that keeps nothing, was given loops it may
+    not have (`depths.idle_loops`); `level_above` its factors (3, D, N)."""
+    arch, lv = tree.space.arch, nodes.depth - 1
+    if not arch.levels[lv].group:
+        return True
+    members = next(group for group in arch.capacity_groups if lv in group)
+    holds = np.stack([np.array([bool(keep) for keep in tree.space.choices[s].keeps])[nodes.keeps[s]]
+                      for s in members if s <= lv])
+    return ~depths.idle_loops(arch, lv, level_above[0], holds[members.index(lv)], holds.any(axis=0))
+
+
+def _siblings_bytes(tree: LevelTree, nodes: Nodes) -> np.ndarray | float:
+    """(N,) bytes the sub-levels above level `nodes.depth` in its level's one capacity
+    (`depths`) already take: what the level's own tiles may not (0 for a level of its own)."""
+    lv = nodes.depth
+    group = tree.space.arch.levels[lv].group
+    siblings = [s for s in range(lv) if group and tree.space.arch.levels[s].group == group]
+    used = 0.0
+    for s in siblings:
+        choice = tree.space.choices[s]
+        options = pruning.option_footprints(tree.space, s, tree.factor_rows.spans(lv, nodes.groups, s),
+                                            choice.keeps)
+        used = used + options[nodes.keeps[s], np.arange(len(nodes))] * nodes.stages[s]
+    return used
+
+
 def in_pieces(rows: np.ndarray, most: int) -> list[np.ndarray]:
     """Indices of consecutive items, each expanding to `rows` ((M,)), cut into pieces whose
     rows come to about `most` (a piece exceeds it by less than one item)."""
@@ -320,8 +348,16 @@ def feasible(space: Mapspace, depth: int, table) -> np.ndarray:
     if depth:
         ok &= fits_every_fanout(space.arch, table.factors[:depth])
     words = pruning.tile_words(space, table.factors)
+    used = []
     for lv in range(depth + 1):
         level = space.arch.levels[lv]
-        ok &= tiles.fits_level(level, tiles.level_bytes(level, space.workload, [w[lv] for w in words],
-                                                        table.keep[lv], table.stages[lv]))
+        used.append(tiles.level_bytes(level, space.workload, [w[lv] for w in words], table.keep[lv], table.stages[lv]))
+        ok &= tiles.fits_level(level, used[-1])
+    for members in space.arch.capacity_groups:      # the decided sub-levels of a level in its one capacity
+        decided = [lv for lv in members if lv <= depth]
+        if len(decided) > 1:
+            ok &= tiles.fits_level(space.arch.levels[members[0]], tiles.group_bytes(used, decided))
+    if space.group_rules:
+        ok &= depths.keeps_in_groups(table.keep, space.group_rules, decided=depth)
+        ok &= depths.loops_in_groups(space.arch, table.factors, table.keep, decided=depth)
     return ok

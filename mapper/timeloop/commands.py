@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from ..errors import SpecError
+
 if TYPE_CHECKING:
     from .design import Imported
 
@@ -19,6 +21,10 @@ if TYPE_CHECKING:
 
 def write_export(path, mapping, arch, workload, imported: Imported | None) -> None:
     from .mapping import export
+    if arch.capacity_groups:
+        raise SpecError("--export-timeloop", "", "a mapping whose tensors sit at their own depths within a level "
+                        "(`tensor_depths`) has no Timeloop form: Timeloop holds each level's tiles under all of "
+                        "its loops; search without tensor_depths to export")
     ctx = imported.arch_ctx if imported else None
     data = export(mapping, arch, workload, ctx)
     header = (f"# Timeloop mapping written by mapper for {workload.name} on {arch.name}.\n"

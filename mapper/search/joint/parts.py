@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ... import depths
 from ...mapspace import Mapspace
 from ..bounds import LinkBounds, lower_bound
 from ..context import Budget, SearchContext
@@ -56,20 +57,39 @@ def bounded_part(space: Mapspace, objective: Objective, tree: LevelTree, links: 
 
 
 def keep_vectors(space: Mapspace) -> int:
-    return math.prod(len(choice.keeps) for choice in space.choices)
+    """How many keep vectors the parts walk: every one, or where a level is split into
+    sub-levels only the canonical ones (`depths.canonical`)."""
+    if not space.group_rules:
+        return math.prod(len(choice.keeps) for choice in space.choices)
+    return sum(1 for _ in _pick_vectors(space))
+
+
+def _pick_vectors(space: Mapspace):
+    """Per keep vector walked, each level's index of its keep set: of a space whose levels
+    are split into sub-levels (`depths`), one of each class of vectors that change no optimum."""
+    picks = itertools.product(*[range(len(choice.keeps)) for choice in space.choices])
+    if not space.group_rules:
+        return picks
+    return (p for p in picks
+            if depths.canonical([choice.keeps[i] for choice, i in zip(space.choices, p)], space.group_rules,
+                                len(space.workload.tensors)))
 
 
 def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links: LinkBounds,
-                   budget: Budget) -> list[Part] | None:
+                   budget: Budget, covered=None) -> list[Part] | None:
     """The parts in the order to walk them (smallest root bound first), or None where one
     part would do (a single keep vector), there are too many
     of them, or the budget ended before they were all bounded (then the space is walked whole,
-    under the bounds that see all of it)."""
+    under the bounds that see all of it). `covered` (per level its keep set, the space's group
+    rules -> bool): keep vectors whose best the incumbent already is, or beats, left out."""
     count = keep_vectors(space)
     if count == 1 or count > MAX_PARTS:
         return None
     parts = []
-    for picks in itertools.product(*[range(len(choice.keeps)) for choice in space.choices]):
+    for picks in _pick_vectors(space):
+        if covered is not None and covered([choice.keeps[i] for choice, i in zip(space.choices, picks)],
+                                           space.group_rules):
+            continue        # its best is the incumbent's or above (`Joint._warm_start_merged`)
         if budget.spent():
             return None
         part = space.part(picks)
