@@ -156,9 +156,13 @@ def idle_loops(arch: Arch, lv: int, temporal: np.ndarray, holds: np.ndarray, gro
     would hold most nests many times over); except the last sub-level where none keeps
     anything (`group_holds` False): its loops are then the level's, as a level that bypasses
     every tensor has them."""
-    last = arch.levels[lv + 1].group != arch.levels[lv].group if lv + 1 < len(arch.levels) else True
-    idle = ~holds & (group_holds if last else True)
+    idle = ~holds & (group_holds if _last_of_group(arch, lv) else True)
     return idle & (temporal > 1).any(axis=0)
+
+
+def _last_of_group(arch: Arch, lv: int) -> bool:
+    """Whether sub-level lv is the last of its level's (the one that holds its fanout)."""
+    return lv + 1 == len(arch.levels) or arch.levels[lv + 1].group != arch.levels[lv].group
 
 
 def loops_in_groups(arch: Arch, factors: np.ndarray, keep: np.ndarray, decided: int | None = None) -> np.ndarray:
@@ -190,7 +194,7 @@ def merged(arch: Arch, constraints: Constraints) -> tuple[Arch, Constraints]:
     for lv, level in enumerate(arch.levels):
         if not level.group:
             levels.append(level)
-        elif arch.levels[lv + 1].group != level.group if lv + 1 < len(arch.levels) else True:
+        elif _last_of_group(arch, lv):
             head = next(other for other in arch.levels if other.group == level.group)
             levels.append(dataclasses.replace(level, name=level.group, group="", leak=head.leak, area=head.area))
     kept = tuple((key, lc) for key, lc in constraints.levels if key not in seen)

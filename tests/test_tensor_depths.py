@@ -250,3 +250,16 @@ def test_emitted_mlir_tiles_each_sub_level_that_has_loops(capsys, tmp_path):
     iree_opt = shutil.which("iree-opt")
     if iree_opt is not None:        # the transform script applies (`tests/test_emit_mlir.py` checks the nest)
         subprocess.run([iree_opt, "--transform-interpreter", str(out)], check=True, capture_output=True)
+
+
+def test_the_search_starts_from_its_best_with_every_tensor_at_one_depth_within_half_its_budget():
+    """The first incumbent of a split space is the joint search's own best on the space with
+    each tensor at one depth (`depths.merged`), lifted into it (`depths.lifted`: a mapping
+    of this space, priced the same), found within half the budget: the result is never worse."""
+    from mapper.api import run_search
+    from mapper.search.events import WarmStart
+    result = run_search("pe-array", "gemm-256", "tensor-depths", objective="energy", max_evaluations=8_000)
+    start = next(event for event in result.events if isinstance(event, WarmStart))
+    assert start.source.startswith("each tensor at one depth")
+    plain = run_search("pe-array", "gemm-256", "bypass-every", objective="energy", max_evaluations=4_000)
+    assert result.score <= start.score <= plain.score * (1 + 1e-9)

@@ -51,6 +51,11 @@ from .walk import Walk, WalkSetup
 from .workers import walk_in_parallel
 
 
+# the share of a search's budget its start with each tensor at one depth may take
+# (`Joint._warm_start_merged`), where a level is split into sub-levels
+MERGED_SHARE = 0.5
+
+
 @dataclass(frozen=True)
 class Joint:
     chunk: int = 64_000             # rows (mappings or partial mappings) priced together
@@ -165,12 +170,15 @@ class Joint:
         mappings are all in this one (`depths.lifted`). The sampled dives rarely reach a
         mapping whose sub-levels fit their one capacity together, and greedy's level-by-level
         choice of them seldom does (pe-array 1024³: 40 s to the proof from greedy's start, 40x
-        the optimum). Returns, where that best is proven, which keep vectors it covers
-        (`depths.one_depth`: the walk in parts skips them), else None."""
+        the optimum). It takes at most `MERGED_SHARE` of the search's budget (on eyeriss's
+        resnet50-conv3 it proves nothing in 60 s, and took all of them). Returns, where that
+        best is proven, which keep vectors it covers (`depths.one_depth`: the walk in parts
+        skips them), else None."""
         try:
             arch, constraints = depths.merged(space.arch, space.constraints)
             plain = Mapspace(arch, space.workload, constraints)
-            found = replace(self, incumbents=(), workers=1).run(plain, objective, context)
+            share = None if context.time_limit is None else MERGED_SHARE * context.time_limit
+            found = replace(self, incumbents=()).run(plain, objective, context.share(share))
             incumbent.offer(to_table([depths.lifted(found.mapping, space.arch)], space.n_dims,
                                      len(space.workload.tensors)))
             source = "each tensor at one depth, " + ("proven" if found.optimal else "not proven")
