@@ -85,6 +85,19 @@ def searched_arch(arch: Arch, workload: Workload, constraints: Constraints) -> A
     return split(arch.for_workload(workload), workload, constraints)[0]
 
 
+def named_in(arch: Arch, workload: Workload, data, file: str) -> Arch:
+    """`arch` split where a mapping file's levels name sub-levels (`GlobalBuffer.1` ... for
+    GlobalBuffer, as a search under `tensor_depths` reports them): what such a mapping is
+    priced on again (`mapper evaluate`, a warm start). `arch` itself where none does."""
+    levels = data.get("mapping") if isinstance(data, dict) else data
+    names = {level.get("level") for level in levels if isinstance(level, dict)} if isinstance(levels, list) else set()
+    wanted = tuple((level.name, LevelConstraints(tensor_depths=True)) for level in arch.levels
+                   if f"{level.name}{SEPARATOR}1" in names)
+    if not wanted:
+        return arch
+    return split(arch, workload, Constraints(name="tensor depths", levels=wanted, file=file))[0]
+
+
 def _key(constraints: Constraints, lc: LevelConstraints) -> str:
     """The key of the mapspace file's `levels` that gave a level its constraints `lc`."""
     return next(key for key, c in constraints.levels if c is lc)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import depths
 from .bind import check_fits, kernel_arch, paired_for
 from .constraints import Constraints
 from .errors import SpecError
@@ -108,8 +109,9 @@ def with_warm_starts(found: SearchInputs, paths) -> SearchInputs:
     for path in paths:
         if _is_timeloop(path):
             warm.append(_timeloop_mapping(path, found))
-        else:
-            warm.append(load_warm_start(path, found.arch, found.workload))
+        else:       # on the levels the search reports (`depths`: sub-levels where the mapspace asks)
+            warm.append(load_warm_start(path, depths.searched_arch(found.arch, found.workload, found.constraints),
+                                        found.workload))
         _require_clusters_allowed(warm[-1], found.arch, found.constraints, Where(str(path)))
     return replace(found, warm_starts=tuple(warm))
 
@@ -202,6 +204,8 @@ def native_evaluation_inputs(arch: str, workload: str, mapping: str) -> Evaluati
     if kind.cta_pair:
         arch_spec = paired_for(arch_spec, Where(name) / "kernel" / "cta_pair", "evaluate it on the arch it was found on")
     arch_spec = arch_spec.for_workload(workload_spec)     # its MAC rate for these dtypes
+    # a level whose tensors it holds at their own depths (`tensor_depths`) as its sub-levels
+    arch_spec = depths.named_in(arch_spec, workload_spec, data, name)
     return EvaluationInputs(arch_spec, workload_spec, mapping_from_checked_dict(data, arch_spec, workload_spec,
                                                                                Where(name)))
 

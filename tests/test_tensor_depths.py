@@ -263,3 +263,19 @@ def test_the_search_starts_from_its_best_with_every_tensor_at_one_depth_within_h
     assert start.source.startswith("each tensor at one depth")
     plain = run_search("pe-array", "gemm-256", "bypass-every", objective="energy", max_evaluations=4_000)
     assert result.score <= start.score <= plain.score * (1 + 1e-9)
+
+
+def test_a_mapping_over_sub_levels_is_evaluated_and_starts_a_search_again(capsys, tmp_path):
+    """`search --json`'s mapping, written to a file, names the sub-levels: `evaluate` prices it
+    on them (the same energy), and a search under tensor_depths starts from it."""
+    import json
+    assert main(["search", "pe-array", "gemm-256", "--mapspace", "tensor-depths", "--objective", "energy",
+                 "--max-evaluations", "3000", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    path = tmp_path / "found.yaml"
+    path.write_text(yaml.safe_dump({"mapping": found["mapping"]}))
+    assert main(["evaluate", "pe-array", "gemm-256", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cost"]["energy_pj"] == found["cost"]["energy_pj"]
+    assert main(["search", "pe-array", "gemm-256", "--mapspace", "tensor-depths", "--objective", "energy",
+                 "--max-evaluations", "3000", "--warm-start", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cost"]["energy_pj"] <= found["cost"]["energy_pj"]
