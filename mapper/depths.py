@@ -90,7 +90,9 @@ def named_in(arch: Arch, workload: Workload, data, file: str) -> Arch:
     GlobalBuffer, as a search under `tensor_depths` reports them): what such a mapping is
     priced on again (`mapper evaluate`, a warm start). `arch` itself where none does."""
     levels = data.get("mapping") if isinstance(data, dict) else data
-    names = {level.get("level") for level in levels if isinstance(level, dict)} if isinstance(levels, list) else set()
+    # only well-formed names: the mapping's reader says what is wrong with the rest
+    names = {level["level"] for level in levels if isinstance(level, dict) and isinstance(level.get("level"), str)
+             } if isinstance(levels, list) else set()
     wanted = tuple((level.name, LevelConstraints(tensor_depths=True)) for level in arch.levels
                    if f"{level.name}{SEPARATOR}1" in names)
     if not wanted:

@@ -33,8 +33,8 @@ DEPTHS = LevelConstraints(bypass=True, tensor_depths=True)
 
 
 def small_arch(words: int):
-    """DRAM, a buffer of `words` 1-byte words, a one-word register file and one MAC; every
-    access 1 pJ a word, so that energies count words."""
+    """DRAM (10 pJ a word), a buffer of `words` 1-byte words and a one-word register file (1 pJ
+    a word each) and one MAC."""
     one = {"read": 1, "write": 1, "update": 1}
     return arch_from_dict({
         "name": "depths", "clock": "1 GHz",
@@ -58,6 +58,13 @@ def test_a_split_level_is_its_sub_levels_in_one_memory():
         assert space.choices[lv].keeps == ((), (0,), (1,), (2,))
     # one fanout, from the last: no network between them
     assert [space.arch.fanout(lv) for lv in (1, 2)] == [(1, 1), (1, 1)] and space.arch.fanout(3) == (16, 16)
+    # the memory leaks and takes area once, on its first sub-level
+    arch = load_arch("pe-array")
+    leaky = dataclasses.replace(arch, levels=(arch.levels[0], dataclasses.replace(arch.levels[1], leak=0.5, area=2.0),
+                                              arch.levels[2]))
+    split = Mapspace(leaky, load_workload("gemm-256"), load_constraints("tensor-depths")).arch
+    assert [(level.leak, level.area) for level in split.levels[1:4]] == [(0.5, 2.0), (0.0, 0.0), (0.0, 0.0)]
+    assert split.area == leaky.area
     # the canonical keep vectors of the buffer: 1 + 3 + 6 + 6 (none kept, one, an ordered two, all
     # three in order), times the register file's 8 keep sets
     assert keep_vectors(space) == 16 * 8
