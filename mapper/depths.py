@@ -10,6 +10,8 @@ each with its own loops (`split`): a tensor kept at sub-level j has the loops of
 above j over its tile. The sub-levels are one memory (`Level.group`):
 - their tiles, times their stages, share its capacity (`tiles.fits`, `pruning.valid_mask`);
 - it leaks, and takes area, once (the first sub-level's figures; the others' are 0);
+- they move their bytes through its one port: each takes the time of all their traffic under
+  its bandwidths (`Arch.one_memory`, the cost model's level times);
 - an access at any of them costs its energies, and nothing moves between them (no fanout: the
   levels below read a tensor where it is kept, as they read any bypassed tensor from above).
 
@@ -24,7 +26,6 @@ space with every tensor of the level at one depth (`merged`) is contained in thi
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
@@ -114,10 +115,9 @@ def _check_splittable(arch: Arch, lv: int, constraints: Constraints, lc: LevelCo
         problem = "the innermost level's loops are the compute units' own tiles: split a level above it"
     elif arch.gpu is not None:
         problem = "a GPU's per-CTA levels (occupancy, the MMA's operands) are not modelled as sub-levels yet"
-    elif not all(math.isinf(bw) for bw in (level.bandwidth, level.read_bandwidth, level.write_bandwidth)) \
-            or level.latency:
-        problem = (f"level {level.name} has a bandwidth or latency limit, which its sub-levels would share: "
-                   "not modelled yet (levels without limits only)")
+    elif level.latency:
+        problem = (f"level {level.name} has a latency, which its sub-levels' fetches would share: not modelled "
+                   "yet (levels without one only)")
     if problem is not None:
         key = _key(constraints, lc)
         raise SpecError(constraints.file or f"mapspace {constraints.name}", f"levels.{key}.tensor_depths",

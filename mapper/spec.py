@@ -422,6 +422,11 @@ class Arch:
                 groups.setdefault(level.group, []).append(lv)
         return tuple(tuple(members) for members in groups.values())
 
+    def one_memory(self, lv: int) -> tuple[int, ...]:
+        """The levels that are one memory with level lv: its level's sub-levels
+        (`capacity_groups`), which share its capacity and its bandwidth, or lv alone."""
+        return next((members for members in self.capacity_groups if lv in members), (lv,))
+
     @property
     def has_clusters(self) -> bool:
         """Whether some level's fanout runs thread-block clusters (`block_clusters`)."""

@@ -27,6 +27,7 @@ from prefixes import check_prefix_bounds
 from scaled import quick_and_full
 from strategies import archs, workloads
 from test_brute_force_agreement import as_plain
+from test_cost_agreement import assert_same
 from test_mapspace import gemm
 
 DEPTHS = LevelConstraints(bypass=True, tensor_depths=True)
@@ -173,7 +174,7 @@ def test_joint_equals_exhaustive_with_a_level_at_tensor_depths(data):
     option per level) proves what exhaustive enumeration finds, on random spaces with one
     middle level searched at tensor depths, with bypass or keeping all it may."""
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=16))
-    arch = _unlimited_middle(data.draw(archs(min_levels=3, max_levels=3, capacity=True)))
+    arch = _no_latency_middle(data.draw(archs(min_levels=3, max_levels=3, capacity=True)))
     bypass = data.draw(st.booleans())
     constraints = Constraints(levels=(("L1", LevelConstraints(bypass=bypass, tensor_depths=True)),))
     space = Mapspace(arch, workload, constraints)
@@ -194,32 +195,35 @@ def test_bounds_with_a_level_at_tensor_depths_stay_below_its_mappings(data):
     """Every prefix's bound at or below the mapping under it: the bounds see each sub-level
     with the whole capacity (a relaxation), never more than the one memory holds."""
     workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=64))
-    arch = _unlimited_middle(data.draw(archs(min_levels=3, max_levels=4, capacity=data.draw(st.booleans()))))
+    arch = _no_latency_middle(data.draw(archs(min_levels=3, max_levels=4, capacity=data.draw(st.booleans()))))
     space = Mapspace(arch, workload, Constraints(levels=(("every", LevelConstraints(bypass=True)),
                                                          ("L1", DEPTHS))))
     objective = parse_objective(data.draw(st.sampled_from(["edp", "energy", "cycles"])), arch)
     check_prefix_bounds(space, objective, data.draw(st.integers(0, 1000)), refined=True)
 
 
-def _unlimited_middle(arch):
-    """`arch` with level 1 free of bandwidth and latency limits (what a split level takes)."""
-    level = dataclasses.replace(arch.levels[1], bandwidth=np.inf, read_bandwidth=np.inf, write_bandwidth=np.inf,
-                                latency=0.0)
-    return dataclasses.replace(arch, levels=(arch.levels[0], level, *arch.levels[2:]))
+def _no_latency_middle(arch):
+    """`arch` with level 1 free of a latency (what a split level takes; its bandwidths, which
+    its sub-levels share, as drawn)."""
+    return dataclasses.replace(arch, levels=(arch.levels[0], dataclasses.replace(arch.levels[1], latency=0.0),
+                                             *arch.levels[2:]))
 
 
 @pytest.mark.parametrize("arch, level, fragment", [
     ("pe-array", "RegisterFile", "innermost level"),
     ("pe-array", "DRAM", "outermost level"),
     ("h100", "SMEM", "GPU"),
-    ("tpu-v4i", "GlobalBuffer", "bandwidth or latency"),
+    ("pe-array", "GlobalBuffer", "latency"),      # given one below
 ])
 def test_a_level_that_cannot_be_split_is_refused_naming_the_key(tmp_path, arch, level, fragment):
-    level = level or load_arch(arch).levels[1].name
+    spec = load_arch(arch)
+    if fragment == "latency":
+        spec = dataclasses.replace(spec, levels=(spec.levels[0], dataclasses.replace(spec.levels[1], latency=20.0),
+                                                 *spec.levels[2:]))
     path = tmp_path / "depths.yaml"
     path.write_text(yaml.safe_dump({"name": "depths", "levels": {level: {"tensor_depths": True}}}))
     with pytest.raises(SpecError) as info:
-        Mapspace(load_arch(arch), load_workload("gemm-256"), load_constraints(path))
+        Mapspace(spec, load_workload("gemm-256"), load_constraints(path))
     assert str(path) in str(info.value) and f"levels.{level}.tensor_depths" in str(info.value)
     assert fragment in str(info.value)
 
@@ -286,3 +290,50 @@ def test_a_mapping_over_sub_levels_is_evaluated_and_starts_a_search_again(capsys
     assert main(["search", "pe-array", "gemm-256", "--mapspace", "tensor-depths", "--objective", "energy",
                  "--max-evaluations", "3000", "--warm-start", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["cost"]["energy_pj"] <= found["cost"]["energy_pj"]
+
+
+@pytest.mark.parametrize("arch", ["toy", "pe-array"])
+def test_a_mapping_with_every_tensor_at_one_depth_prices_the_same_over_the_sub_levels(arch):
+    """Every mapping of the plain space, lifted over the sub-levels (`depths.lifted`: its kept
+    tensors at the first ones with no loops between, its loops under the last of them), is
+    the same loop nest: the same energy and cycles, in both paths of the cost model, on toy's
+    buffer (64 B a cycle: the sub-levels' bytes through its one port) and pe-array's."""
+    from mapper.depths import lifted
+    from mapper.mapping import from_table
+    from mapper.mapspace import sampling
+    workload = load_workload("gemm-256")
+    every = ("every", LevelConstraints(bypass=True))
+    plain = Mapspace(load_arch(arch), workload, Constraints(levels=(every,)))
+    split = Mapspace(load_arch(arch), workload, Constraints(levels=(("GlobalBuffer", DEPTHS), every)))
+    sample = sampling.sample(plain, 200, np.random.default_rng(5))
+    mappings = [from_table(sample, row) for row in range(len(sample))]
+    raised = [lifted(mapping, split.arch) for mapping in mappings]
+    before = evaluate_many(plain.arch, workload, sample)
+    table = to_table(raised, len(workload.dims), len(workload.tensors))
+    after = evaluate_many(split.arch, workload, table)
+    assert pruning.valid_mask(split, table).all()
+    np.testing.assert_allclose(after.energy_pj, before.energy_pj, rtol=1e-12)
+    np.testing.assert_array_equal(after.cycles, before.cycles)
+    for row in range(0, len(raised), 7):
+        one = evaluate(split.arch, workload, raised[row])
+        assert one.energy_pj == pytest.approx(before.energy_pj[row], rel=1e-12) and one.cycles == before.cycles[row]
+
+
+@quick_and_full(4, 60, st.data())
+def test_scalar_and_vectorised_agree_over_sub_levels(data):
+    """Both paths of the cost model on mappings of random spaces with a level at tensor depths
+    (its bandwidths, drawn, shared by its sub-levels): every count, level time, the energy and
+    the cycles (`test_cost_agreement.assert_same`), and the capacity each checks."""
+    from mapper.mapping import from_table
+    from mapper.mapspace import sampling
+    workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=64))
+    arch = _no_latency_middle(data.draw(archs(min_levels=3, max_levels=4, capacity=data.draw(st.booleans()))))
+    space = Mapspace(arch, workload, Constraints(levels=(("every", LevelConstraints(bypass=True)), ("L1", DEPTHS))))
+    sample = sampling.sample(space, 20, np.random.default_rng(data.draw(st.integers(0, 1000))))
+    if not len(sample):         # small capacities can leave no valid mapping among the draws
+        return
+    costs = evaluate_many(space.arch, space.workload, sample)
+    for row in range(len(sample)):
+        mapping = from_table(sample, row)
+        assert_same(space.arch, space.workload, mapping, costs, row)
+        assert evaluate(space.arch, space.workload, mapping).fits() == bool(costs.valid[row])

@@ -333,13 +333,24 @@ def _tensor_energy(level, word_bytes: float, c: _Counts) -> float:
     return energy
 
 
+def _port_bytes(arch: Arch, workload: Workload, lv: int, counts) -> tuple[float, float]:
+    """Bytes per instance level lv reads, and writes (fills and updates)."""
+    read = write = 0.0
+    for t, tensor in enumerate(workload.tensors):
+        if (lv, t) in counts:
+            c, word_bytes = counts[lv, t], arch.levels[lv].word_bytes(tensor)
+            read += c.reads * word_bytes
+            write += (c.fills + c.updates) * word_bytes
+    return read, write
+
+
 def _level_row(arch: Arch, workload: Workload, nest: _Nest, lv: int, counts, compute_cycles,
                exposed: tuple[list[float], list[float]], lat: _Latency) -> dict:
     """LevelCost fields of level lv except its leakage and latency terms; `cycles` is its time.
     A masked level's totals (bytes moved, energy) count only the valid elements (`tails.py`)."""
     level, instances = arch.levels[lv], nest.instances[lv]
     clamps = nest.clamps if lv < tails.masked_levels(arch) else [1.0] * len(workload.tensors)
-    tensors, footprint, read_bytes, write_bytes, moved = {}, 0.0, 0.0, 0.0, 0.0
+    tensors, footprint, moved = {}, 0.0, 0.0
     for t, tensor in enumerate(workload.tensors):
         if (lv, t) not in counts:
             continue
@@ -351,11 +362,14 @@ def _level_row(arch: Arch, workload: Workload, nest: _Nest, lv: int, counts, com
                                           bytes_each * instances * clamps[t], energy)
         moved += bytes_each * instances * clamps[t]
         footprint += c.tile * word_bytes
-        read_bytes += c.reads * word_bytes
-        write_bytes += (c.fills + c.updates) * word_bytes
+    # a level's sub-levels move their bytes through its one port together (`Arch.one_memory`)
+    memory = arch.one_memory(lv)
+    read_bytes = sum(_port_bytes(arch, workload, m, counts)[0] for m in memory)
+    write_bytes = sum(_port_bytes(arch, workload, m, counts)[1] for m in memory)
     exposed_latency = lat.exposed[lv] + level.latency * lat.waves[lv] if level.latency else 0.0
     time = float(level_time(level, arch.cycle_rule, compute_cycles, read_bytes, write_bytes,
-                            exposed[0][lv], exposed[1][lv], lat.hidden[lv], exposed_latency))
+                            sum(exposed[0][m] for m in memory), sum(exposed[1][m] for m in memory),
+                            lat.hidden[lv], exposed_latency))
     return dict(name=level.name, instances=instances, tensors=tensors,
                 footprint_bytes=footprint * nest.levels[lv].stages, capacity_bytes=level.capacity,
                 traffic_bytes=moved, cycles=time, group=level.group)

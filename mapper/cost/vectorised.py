@@ -150,11 +150,16 @@ def occupancy(arch: Arch, nest: Nest, footprint: np.ndarray, output_dims):
 
 
 def _level_times(arch: Arch, compute_cycles, traffic: Traffic, lat_hidden, lat_exposed) -> np.ndarray:
-    """(L, N) cycles each level needs (`timing.level_time`)."""
+    """(L, N) cycles each level needs (`timing.level_time`); a level's sub-levels move their
+    bytes through its one port together (`Arch.one_memory`), each taking the time of all."""
     n = len(compute_cycles)
+
+    def through(values, lv):
+        return sum(values[m] for m in arch.one_memory(lv))
+
     return np.stack([np.broadcast_to(level_time(level, arch.cycle_rule, compute_cycles,
-                                                traffic.moved_read[lv], traffic.moved_write[lv],
-                                                traffic.exposed_read[lv], traffic.exposed_write[lv],
+                                                through(traffic.moved_read, lv), through(traffic.moved_write, lv),
+                                                through(traffic.exposed_read, lv), through(traffic.exposed_write, lv),
                                                 lat_hidden[lv], lat_exposed[lv]), (n,))
                      for lv, level in enumerate(arch.levels)]).astype(float)
 
