@@ -87,6 +87,13 @@ def check_fits(mapping: Mapping, arch: Arch, workload: Workload, where: Where) -
             raise (where / level.name).error(
                 f"the kept tiles ({', '.join(kept)}) x {mapping.levels[lv].stages} stage(s) take "
                 f"{used[lv]:.0f} B, above the level's capacity of {level.capacity:.0f} B")
+    for members in arch.capacity_groups:       # a level's sub-levels (`tensor_depths`) in its one capacity
+        level = arch.levels[members[0]]
+        together = tiles.group_bytes(used, members)
+        if not tiles.fits_level(level, together):
+            raise (where / level.name).error(
+                f"the kept tiles of {', '.join(arch.levels[lv].name for lv in members)} take {together:.0f} B "
+                f"together, above {level.group}'s capacity of {level.capacity:.0f} B")
 
 
 def check_constraint_names(arch: Arch, workload: Workload, constraints: Constraints) -> None:

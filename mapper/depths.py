@@ -47,13 +47,13 @@ def split(arch: Arch, workload: Workload, constraints: Constraints) -> tuple[Arc
     levels, entries = [], []
     for lv, level in enumerate(arch.levels):
         lc = constraints.for_level(names, lv)
+        count = len(group_tensors(level, lc, workload))
         # `every` asks for the levels between the outermost and the innermost
-        if (not lc.tensor_depths or len(_group_tensors(level, lc, workload)) < 2
+        if (not lc.tensor_depths or count < 2
                 or (lv in (0, len(arch.levels) - 1) and _key(constraints, lc) == "every")):
             levels.append(level)
             continue
         _check_splittable(arch, lv, constraints, lc)
-        count = len(_group_tensors(level, lc, workload))
         for i in range(count):
             last = i == count - 1
             levels.append(dataclasses.replace(
@@ -70,14 +70,15 @@ def split(arch: Arch, workload: Workload, constraints: Constraints) -> tuple[Arc
             dataclasses.replace(constraints, levels=tuple(entries) + kept))
 
 
-def _group_tensors(level, lc: LevelConstraints, workload: Workload) -> set[int]:
-    """The tensors a level split into sub-levels may keep: those its mapspace entry fixes
-    (names or roles), else those the level may keep."""
+def group_tensors(level, lc: LevelConstraints, workload: Workload) -> tuple[int, ...]:
+    """The tensors a level split into sub-levels (or one of them) may keep, in tensor order:
+    those its mapspace entry fixes (names or roles, checked by `bind` before), else those the
+    level may keep."""
     if lc.keep is not None:
         names = [t.name for t in workload.tensors]
-        return {role_tensor(workload, name) if name in ROLES else names.index(name) for name in lc.keep
-                if name in ROLES or name in names}
-    return {t for t, tensor in enumerate(workload.tensors) if level.may_keep(tensor.name)}
+        return tuple(sorted({role_tensor(workload, name) if name in ROLES else names.index(name)
+                             for name in lc.keep if name in ROLES or name in names}))
+    return tuple(t for t, tensor in enumerate(workload.tensors) if level.may_keep(tensor.name))
 
 
 def searched_arch(arch: Arch, workload: Workload, constraints: Constraints) -> Arch:

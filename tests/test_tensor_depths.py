@@ -11,6 +11,7 @@ import pytest
 import yaml
 from hypothesis import strategies as st
 
+from mapper.bind import check_fits
 from mapper.cli import main
 from mapper.constraints import Constraints, LevelConstraints
 from mapper.cost import evaluate, evaluate_many
@@ -97,6 +98,10 @@ def test_the_sub_levels_hold_their_tiles_in_the_one_capacity():
         assert evaluate(space.arch, workload, mapping).fits() == fits
         assert bool(evaluate_many(space.arch, workload, table).valid[0]) == fits
         assert bool(pruning.valid_mask(space, table)[0]) == fits
+        if not fits:        # a mapping file read (`evaluate`, a warm start) is refused so too
+            with pytest.raises(SpecError, match=r"Buffer\.1, Buffer\.2, Buffer\.3 take 12 B together, above "
+                                                r"Buffer's capacity of 11 B"):
+                check_fits(mapping, space.arch, workload, Where("found.yaml"))
 
 
 def test_an_output_held_across_k_with_an_input_under_it_is_counted_as_the_simulator_counts():

@@ -364,8 +364,7 @@ def _level_row(arch: Arch, workload: Workload, nest: _Nest, lv: int, counts, com
         footprint += c.tile * word_bytes
     # a level's sub-levels move their bytes through its one port together (`Arch.one_memory`)
     memory = arch.one_memory(lv)
-    read_bytes = sum(_port_bytes(arch, workload, m, counts)[0] for m in memory)
-    write_bytes = sum(_port_bytes(arch, workload, m, counts)[1] for m in memory)
+    read_bytes, write_bytes = (sum(side) for side in zip(*(_port_bytes(arch, workload, m, counts) for m in memory)))
     exposed_latency = lat.exposed[lv] + level.latency * lat.waves[lv] if level.latency else 0.0
     time = float(level_time(level, arch.cycle_rule, compute_cycles, read_bytes, write_bytes,
                             sum(exposed[0][m] for m in memory), sum(exposed[1][m] for m in memory),

@@ -135,13 +135,9 @@ def valid_mask(space: Mapspace, table: MappingTable) -> np.ndarray:
     after the factors, and sampling meet only here)."""
     ok = coupled_mask(space, table.factors) & orders_allowed(space, table.factors)
     words = tile_words(space, table.factors)
-    footprint = []
-    for lv, level in enumerate(space.arch.levels):
-        used = tiles.level_bytes(level, space.workload, [w[lv] for w in words], table.keep[lv], table.stages[lv])
-        footprint.append(used)
-        ok &= tiles.fits_level(level, used)
-    for members in space.arch.capacity_groups:      # a level's sub-levels in its one capacity
-        ok &= tiles.fits_level(space.arch.levels[members[0]], tiles.group_bytes(footprint, members))
+    footprint = [tiles.level_bytes(level, space.workload, [w[lv] for w in words], table.keep[lv], table.stages[lv])
+                 for lv, level in enumerate(space.arch.levels)]
+    ok &= tiles.fits(space.arch, np.stack(footprint))       # a level's sub-levels in its one capacity too
     if space.group_rules:
         ok &= depths.keeps_in_groups(table.keep, space.group_rules) & depths.loops_in_groups(
             space.arch, table.factors, table.keep)

@@ -184,12 +184,8 @@ class Mapspace:
         return tuple(out)
 
     def _group_tensors(self, lv: int) -> tuple[int, ...]:
-        """The tensors sub-level lv's level may keep: those its mapspace entry fixes, else
-        those the level may keep."""
-        lc = self.level_constraints[lv]
-        if lc.keep is not None:
-            return tuple(sorted({self.tensor_index(name, lv, "keep") for name in lc.keep}))
-        return tuple(t for t, tensor in enumerate(self.workload.tensors) if self.arch.levels[lv].may_keep(tensor.name))
+        """The tensors sub-level lv's level may keep (`depths.group_tensors`)."""
+        return depths.group_tensors(self.arch.levels[lv], self.level_constraints[lv], self.workload)
 
     @shared_by_parts
     def group_rules(self) -> tuple[tuple[tuple[int, ...], tuple[int, ...], bool], ...]:

@@ -319,9 +319,10 @@ def _siblings_bytes(tree: LevelTree, nodes: Nodes) -> np.ndarray | float:
     (`depths`) already take: what the level's own tiles may not (0 for a level of its own)."""
     lv = nodes.depth
     group = tree.space.arch.levels[lv].group
-    siblings = [s for s in range(lv) if group and tree.space.arch.levels[s].group == group]
     used = 0.0
-    for s in siblings:
+    if not group:
+        return used
+    for s in (s for s in range(lv) if tree.space.arch.levels[s].group == group):
         choice = tree.space.choices[s]
         options = pruning.option_footprints(tree.space, s, tree.factor_rows.spans(lv, nodes.groups, s),
                                             choice.keeps)
