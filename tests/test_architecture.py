@@ -48,7 +48,7 @@ LAYERS = [
     ["mapper.search.joint.settings"], ["mapper.search.joint.parallel"], ["mapper.search.joint.synced"],
     ["mapper.search.joint.neighbourhood"], ["mapper.search.joint.view"], ["mapper.search.joint.pacing"], ["mapper.search.joint.deferred"],
     ["mapper.search.joint.parts"], ["mapper.search.joint.order_free"], ["mapper.search.joint.copies_cut"], ["mapper.search.joint.cell_cut"], ["mapper.search.joint.cut"],
-    ["mapper.search.joint.polish"], ["mapper.search.joint.pricing"], ["mapper.search.joint.across"], ["mapper.search.joint.walk"], ["mapper.search.joint.workers"],
+    ["mapper.search.joint.polish"], ["mapper.search.joint.pricing"], ["mapper.search.joint.images"], ["mapper.search.joint.across"], ["mapper.search.joint.walk"], ["mapper.search.joint.workers"],
     ["mapper.search.joint.dives"], ["mapper.search.joint.coarse"], ["mapper.search.joint.cpsat"],
     ["mapper.search.joint.incumbents"], ["mapper.search.joint.strategy"], ["mapper.search.joint"],
     ["mapper.search"],

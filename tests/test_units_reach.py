@@ -26,20 +26,25 @@ def _children(tree, nodes, cut) -> tuple[np.ndarray, ...]:
                                  for c in out], axis=1) for name in ("groups", "orders", "stages", "keeps"))
 
 
+def depth_one_under_optimum(space, objective):
+    """The tree, a walk of it whose incumbent is the optimum, the depth-1 nodes that fit and
+    their bounds (priced before the optimum was offered: kept under no incumbent)."""
+    tree = LevelTree(space)
+    walk = _walk(space, objective, tree)
+    nodes = tree.children(tree.roots())
+    nodes = nodes.take(np.flatnonzero(feasible(space, 1, tree.table(nodes))))
+    rows, known, _ = walk.price(nodes)
+    walk.incumbent.offer(admit(space, Exhaustive().run(space, objective).mapping))
+    return tree, walk, nodes.take(rows), known
+
+
 @pytest.mark.parametrize("einsum, sizes, capacity, objective", [(*CASES[2], "edp"), (*GEMM, "cycles")])
 def test_partial_choices_dropped_by_their_units_are_only_those_the_cut_drops(einsum, sizes, capacity, objective):
     """Under the optimum as incumbent and under a bar half as high (which beats more), the
     depth-1 nodes' children with the partial choices' units test are the children without
     it, and the test drops some partial choices under the lower bar."""
     space = _space(einsum, sizes, capacity)
-    objective = parse_objective(objective, space.arch)
-    tree = LevelTree(space)
-    walk = _walk(space, objective, tree)
-    nodes = tree.children(tree.roots())
-    nodes = nodes.take(np.flatnonzero(feasible(space, 1, tree.table(nodes))))
-    rows, known, _ = walk.price(nodes)
-    nodes = nodes.take(rows)
-    walk.incumbent.offer(admit(space, Exhaustive().run(space, objective).mapping))
+    tree, walk, nodes, known = depth_one_under_optimum(space, parse_objective(objective, space.arch))
     optimum = walk.incumbent.key
     dropped = 0
     for scale in (1.0, 0.5):

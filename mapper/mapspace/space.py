@@ -117,6 +117,21 @@ class Mapspace:
         return out
 
     @shared_by_parts
+    def mirrored(self) -> tuple[bool, ...]:
+        """Per level, whether its spatial split's two mesh axes are interchangeable: the same
+        fanout on both, no block clusters (whose CTAs alone share, along y) and no constraint on
+        one axis alone (`spatial_x`, `spatial_y`). The cost model sees such a split's axes only
+        through the fanout each must fit, so swapping the level's x and y factors gives a
+        mapping of the space of exactly the same cost: the walk prices one of the two
+        (`search/fitting_children.py`)."""
+        out = []
+        for lv, lc in enumerate(self.level_constraints):
+            fx, fy = self.arch.fanout(lv)
+            out.append(fx == fy > 1 and self.arch.levels[lv].clusters is None and not lc.spatial_x
+                       and not lc.spatial_y)
+        return tuple(out)
+
+    @shared_by_parts
     def roles(self) -> Roles | None:
         """Which dims play the compute unit's native operation shape (`roles.py`); None when the
         innermost tiles are not aligned to it (no native shape, or `align_to_native: false`)."""

@@ -14,6 +14,14 @@ next dim multiplies them. Both tests only grow with the dims still to come, so n
 fits is lost; the exact test (`LevelTree.fitting_choices`) still runs on what comes out.
 Each step expands at most `limit` rows at a time, so memory stays bounded by the rows priced.
 The children come out parent by parent (ascending), as `LevelTree.children` numbers them.
+
+Where the level being split has interchangeable mesh axes (`Mapspace.mirrored`), the walk asks
+(`mirror`) for one of each pair of mirror images only: a factor choice and the one with its x
+and y factors swapped cost exactly the same, and of the two the one whose x factors come first
+by content (at the first dim where x and y differ, the smaller x) ranks first
+(`objective.ranking_keys`), so it is the one exhaustive search returns. Decided dim by dim as
+the dims are crossed in: a partial choice whose x already exceeds its y is dropped before the
+later dims multiply it (on pe-array's 16x16 array, half the leaves of a GEMM's walk).
 """
 from __future__ import annotations
 
@@ -34,14 +42,16 @@ class _Partial(NamedTuple):
     groups: np.ndarray      # (M, d) child group of each dim decided so far
     units: np.ndarray       # (2, M) spatial factors of the split level so far, per mesh axis
     spans: np.ndarray       # (D, M) the tile below: decided dims exact, the rest their least
+    tied: np.ndarray        # (M,) its x and y factors equal on every dim decided so far
 
     def take(self, rows) -> "_Partial":
         return _Partial(self.parent[rows], self.groups[rows], along_last(self.units, rows),
-                        along_last(self.spans, rows))
+                        along_last(self.spans, rows), self.tied[rows])
 
 
 def fitting_children(tree: LevelTree, nodes: Nodes, limit, first_order_only: bool = False,
-                     choices: np.ndarray | None = None, early=None, cut=None, most_rows=None) -> Iterator[tuple[int, Nodes | None]]:
+                     choices: np.ndarray | None = None, early=None, cut=None, most_rows=None,
+                     mirror: bool = False) -> Iterator[tuple[int, Nodes | None]]:
     """(first parent, children) slices: the children of `nodes` (level k's factors, its loop
     orders, level k+1's stages and keeps; k = nodes.depth) that fit, about `limit` factor
     choices (before orders and choices) per slice; None where a stretch examined found none
@@ -60,18 +70,21 @@ def fitting_children(tree: LevelTree, nodes: Nodes, limit, first_order_only: boo
     can still reach per mesh axis (2, M), the split of each dim decided so far (d, M)) ->
     bool), the partial choices it does not mark are
     dropped after each dim, before the later dims multiply them); with `most_rows` (a function), a
-    slice whose choices expand to more children than it says comes out in several pieces."""
+    slice whose choices expand to more children than it says comes out in several pieces; with
+    `mirror`, of two factor choices that are mirror images on a level with interchangeable mesh
+    axes, only the one that ranks first (above)."""
     limit = limit if callable(limit) else (lambda rows=limit: rows)
     k, n_dims = nodes.depth, tree.n_dims
     lo, count = tree.factor_rows.child_ranges(nodes.depth, nodes.groups)
     values = [_child_values(tree, d, k) for d in range(n_dims)]
     least = np.stack([tree.factor_rows.smallest_extents(d, k, k + 1)[nodes.groups[:, d]] for d in range(n_dims)])
     n = len(nodes)
-    start = _Partial(np.arange(n), np.zeros((n, 0), np.int64), np.ones((2, n), np.int64), least)
+    start = _Partial(np.arange(n), np.zeros((n, 0), np.int64), np.ones((2, n), np.int64), least, np.ones(n, bool))
     pending, size, examined = [], 0, 0
     reach = getattr(cut, "reaching", None)
     reach = None if reach is None else (reach, _most_later_units(tree, k, values, nodes))
-    for piece, at, rows in _join(tree, k, lo, count, values, start, 0, limit, early, reach):
+    mirror = mirror and tree.space.mirrored[k]
+    for piece, at, rows in _join(tree, k, lo, count, values, start, 0, limit, early, reach, mirror):
         if piece is not None:
             pending.append(piece)
             size += len(piece.parent)
@@ -122,14 +135,16 @@ def _most_later_units(tree: LevelTree, k: int, values: list, nodes: Nodes) -> np
 
 
 def _join(tree, k, lo, count, values, partial: _Partial, d: int,
-          limit, early=None, reach=None) -> Iterator[tuple[_Partial | None, int, int]]:
+          limit, early=None, reach=None, mirror: bool = False) -> Iterator[tuple[_Partial | None, int, int]]:
     """(choices that may fit, the parent being expanded, rows examined) over dims d.. of the
     partial choices, depth first, so in ascending parent order; (None, parent, rows) after
     each expansion, so that the caller counts the rows examined. With `reach` (the cut's
     `reaching`, `_most_later_units`), a partial choice is dropped once even the most units
     its later dims can add leave it beaten: the units only grow with them, and a bound from
     the units only falls, so no choice the cut keeps is lost (on a GPU's L2 most factor
-    choices split the SMs too little, and were crossed with every later dim first)."""
+    choices split the SMs too little, and were crossed with every later dim first). With
+    `mirror`, a partial choice whose x and y factors were equal so far is dropped where dim d's
+    x exceeds its y: its mirror image ranks first (module docstring)."""
     if d == tree.n_dims:
         yield partial, int(partial.parent[0]), 0
         return
@@ -153,6 +168,10 @@ def _join(tree, k, lo, count, values, partial: _Partial, d: int,
         spans = grown.spans.copy()
         spans[d] = extent[group]
         ok = _may_fit(tree, k, units, spans)
+        tied = grown.tied
+        if mirror:
+            ok &= ~tied | (x[group] <= y[group])
+            tied = tied & (x[group] == y[group])
         if early is not None and d == 0:
             ok &= early(grown.parent, group)
         if reach is not None and d + 1 < tree.n_dims and ok.any():
@@ -168,7 +187,8 @@ def _join(tree, k, lo, count, values, partial: _Partial, d: int,
             keep = np.flatnonzero(ok)
             yield from _join(tree, k, lo, count, values,
                              _Partial(grown.parent[keep], np.concatenate([grown.groups[keep], group[keep, None]], axis=1),
-                                      units[:, keep], spans[:, keep]), d + 1, limit, reach=reach)
+                                      units[:, keep], spans[:, keep], tied[keep]), d + 1, limit, reach=reach,
+                             mirror=mirror)
 
 
 def _may_fit(tree: LevelTree, k: int, units: np.ndarray, spans: np.ndarray) -> np.ndarray:

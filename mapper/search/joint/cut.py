@@ -35,7 +35,7 @@ class Cut:
     It counts what it sees, so that the walk times its slices per row generated: sized per
     row priced, they shrank to a few hundred rows where the cut drops most (docs/RESULTS.md)."""
 
-    def __init__(self, view: WalkView, nodes: Nodes, known: NodeBounds):
+    def __init__(self, view: WalkView, nodes: Nodes, known: NodeBounds, fresh: bool = True):
         # its own copy: raised where a better incumbent lets the bounds be refined (the walk's
         # own, sorted, must stay as they are)
         self.view, self.nodes, self.known = view, nodes, NodeBounds(*(b.copy() for b in known))
@@ -46,7 +46,13 @@ class Cut:
         self.chain = view.links.chain(least_macs(view.space)) if self.splits is not None else None
         # asked of partial factor choices as their dims are crossed in (`fitting_children`)
         self.reaching = self._reaching if self.splits is not None else None
-        self.bar, self.dead, self.prefix = view.incumbent.bar, np.zeros(len(nodes), bool), None
+        # the incumbent the nodes were kept under: where not the present one (`fresh` False: a
+        # part's depth-1 nodes kept when it was expanded), the first call checks them again
+        # (`alive`). Without it, the nodes of a part expanded early that tie the optimum found
+        # since, and rank after it, had every child priced (pe-array 768x768x3072: 100k of the
+        # 144k leaves priced on one core)
+        self.bar = view.incumbent.bar if fresh else None
+        self.dead, self.prefix = np.zeros(len(nodes), bool), None
         self.tied = None                    # nodes whose bounds tie the incumbent's key so far
         self.seen = self.kept = 0
         self.allowed = None         # (M, stages, keeps) of the choices of the last call, where judged

@@ -35,6 +35,7 @@ from ..tree import LevelTree, Nodes
 from .across import AcrossParts
 from .cut import Cut, Share
 from .deferred import Deferred
+from .images import offer_images, symmetries
 from .parallel import Claims, content_hashes
 from .pacing import Pacing
 from .polish import Polisher
@@ -83,6 +84,7 @@ class Walk:
         # where the walk is split into units between workers (`_share`): across parts at the
         # parts' roots (`_search_across`), else `split_depth`
         self.split_depth = setup.tuning.split_depth
+        self.symmetries = symmetries(setup.space.workload)     # a new best's images are offered too
 
     # ------------------------------------------------------------------ what others ask of it
 
@@ -145,6 +147,8 @@ class Walk:
                                  children.depth, table, step)
         before = self.incumbent.key
         offer_complete(self.space, self.incumbent, table, step)
+        if self.symmetries and self.incumbent.key != before:
+            offer_images(self.incumbent, self.symmetries)
         # polished when it is the best any worker holds: one that only beats this worker's
         # own (the second worker's walk starts from greedy's mapping) does not help
         if self.polish and self.incumbent.key != before and not self.incumbent.outdone():
@@ -201,7 +205,8 @@ class Walk:
                 order.expanded(i, found)
                 continue
             nodes, run, end = order.run(i, at)
-            if not self.search(nodes, run.objective, run):
+            # kept when their part was expanded, under the incumbent of then
+            if not self.search(nodes, run.objective, run, fresh=False):
                 return self._left_open(order)
             order.walked(i, end)
         order.finish()
@@ -216,7 +221,7 @@ class Walk:
         return False
 
     def search(self, nodes: Nodes, bounds: np.ndarray | None = None, known: NodeBounds | None = None,
-               deeper=None, held: list | None = None) -> bool:
+               deeper=None, held: list | None = None, fresh: bool = True) -> bool:
         """Depth-first over `nodes` (sorted by `bounds` when given; `known`: their energy and
         cycles bounds too), their children that fit generated in slices of about `chunk` rows
         (`fitting_children`: factor choices times the orders and choices each expands to);
@@ -224,18 +229,20 @@ class Walk:
         The children kept (sorted, with their bounds) go to `deeper` (default: this walk,
         one level down), which answers as this does. With `held` (a list), this worker's units
         among the children (`Share`) are not marked done here but added to it: they are done
-        only once the nodes handed to `deeper` are walked."""
+        only once the nodes handed to `deeper` are walked. `fresh`: the nodes were kept under
+        the incumbent of now (a list made just above); else they are checked against it again
+        before their children are generated (`Cut`)."""
         tree, incumbent = self.tree, self.incumbent
         chunk = self.pacing.choices_per_slice(nodes.depth, tree.expansion(nodes.depth))
 
         started, polished = time.perf_counter(), self.pacing.polish_seconds
-        cut, share = self._cut(nodes, known), self._share(nodes)
+        cut, share = self._cut(nodes, known, fresh), self._share(nodes)
         if share is not None and held is not None:
             held.append(share)
             share = share.holding()
         most_rows = functools.partial(self.pacing.chunk_rows, nodes.depth + 1)
         for node, children in fitting_children(tree, nodes, chunk, early=self._early(cut, share), cut=cut,
-                                               most_rows=most_rows):
+                                               most_rows=most_rows, mirror=True):
             if bounds is not None and beaten(self.objective, bounds[node], incumbent.bar):
                 if share is not None:
                     share.done_before(len(nodes))
@@ -300,10 +307,10 @@ class Walk:
             return None
         return Share(claims, nodes, self.part_key)
 
-    def _cut(self, nodes: Nodes, known: NodeBounds | None) -> Cut | None:
+    def _cut(self, nodes: Nodes, known: NodeBounds | None, fresh: bool = True) -> Cut | None:
         """What rules out children of `nodes` before they are priced (`Cut`); None for the
         roots, whose energy and cycles bounds are not kept."""
-        return None if known is None else Cut(self.view(), nodes, known)
+        return None if known is None else Cut(self.view(), nodes, known, fresh)
 
     def view(self) -> WalkView:
         """What the cuts read of this walk, for the part it walks now."""
