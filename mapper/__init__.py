@@ -12,6 +12,14 @@ read a real network (ONNX, PyTorch, a Hugging Face configuration) with `import_m
 `run_search`, `run_sweep`, `load_sweep`, `SweepResults` and `parse_objective` are imported on
 first use: the search and the sweep are not loaded by commands that do not need them.
 """
+import os
+
+# mapper's numpy work is elementwise over tables of mappings, never BLAS: OpenBLAS's thread pool,
+# started when numpy is imported (and again in each forked worker), would only cost CPU, about
+# 0.1 s of a pe-array GEMM's 2 s search on the reference machine (docs/RESULTS.md). Where numpy
+# is imported before mapper, or the variable is set, it is left as it is.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from .constraints import Constraints
 from .cost import Costs, Evaluation, evaluate, evaluate_many
 from .errors import InfeasibleError, MapperError, SpecError

@@ -42,8 +42,10 @@ class JointTuning:
                                             # a walk that often ends first)
     dive_patience: int = 6                  # dives in a row that find nothing better end them
                                             # (shared among the workers of a walk on several cores)
-    polished_dive_patience: int = 2         # the same for dives into parts each polished by a
-                                            # local search (at most this many, per worker)
+    polished_dive_patience: int = 1         # the same for dives into parts each polished by a
+                                            # local search (at most this many, per worker): each
+                                            # costs ~20k mappings, and once one finds nothing
+                                            # the walk does better (docs/RESULTS.md)
     # the walk's slices
     priced_cells: int = 2_000_000           # factor slots (rows x levels x kinds x dims) priced together
     min_run: int = 8                        # depth-1 nodes of one part walked together, at least
