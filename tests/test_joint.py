@@ -272,6 +272,38 @@ def test_bounds_in_a_keep_part_stay_below_its_mappings(data):
             assert (bound <= score * (1 + 1e-9)).all(), (depth, picks)
 
 
+@quick_and_full(4, 40, st.data())
+def test_parts_share_a_link_bound_only_where_it_reads_the_same_keeps(data):
+    """Each part's link bounds, through the memo the parts share (`LinkBounds._keeps_read`),
+    are those computed for the part alone, on random spaces with keep/bypass searched (and
+    tensors at their own depths in a level)."""
+    from mapper.search.bounds import LinkBounds
+    from mapper.search.joint.parts import _pick_vectors
+    workload = data.draw(workloads(kinds=("gemm", "conv1d", "batched"), max_macs=64))
+    arch = data.draw(archs(min_levels=3, max_levels=4))
+    depths = data.draw(st.booleans()) and not any(level.latency for level in arch.levels[1:-1])
+    levels = BYPASS_EVERYWHERE + ((arch.levels[1].name, LevelConstraints(bypass=True, tensor_depths=True)),
+                                  ) * depths
+    space = Mapspace(arch, workload, Constraints(levels=levels))
+    whole = LinkBounds(space)
+    for picks in list(_pick_vectors(space))[:24]:
+        part = space.part(picks)
+        shared, alone = whole.for_space(part), LinkBounds(part)
+        for j in range(1, space.n_levels):
+            assert _same(shared.energy[j], alone.energy[j]) and _same(shared.own_bytes[j], alone.own_bytes[j])
+            assert _same(shared.sent_bytes[j], alone.sent_bytes[j]), (picks, j)
+        assert _same(shared.by_spread, alone.by_spread)
+
+
+def _same(a, b) -> bool:
+    """Two bounds' values equal, arrays element by element (functions taken as equal)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b, equal_nan=True)
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return callable(a) and callable(b) or a == b
+
+
 def _keep_picks(space, table, row):
     """The keep vector of one mapping: per level, the index of its keep set among the level's options."""
     return tuple(choice.keeps.index(tuple(np.flatnonzero(table.keep[lv, :, row]))) for lv, choice in enumerate(space.choices))

@@ -50,8 +50,8 @@ def test_a_mirror_image_costs_exactly_the_same(data):
     """Swapping a mirrored level's x and y factors changes no count, energy, time or validity,
     in either path of the cost model, and leaves a member of the space."""
     arch = data.draw(archs(min_levels=2, max_levels=4, latency=data.draw(st.booleans()),
-                           capacity=data.draw(st.booleans()), gpu=data.draw(st.booleans()),
-                           clusters=data.draw(st.booleans())))
+                           capacity=data.draw(st.booleans()), native=data.draw(st.booleans()),
+                           gpu=data.draw(st.booleans()), clusters=data.draw(st.booleans())))
     workload = data.draw(workloads())
     space = Mapspace(arch, workload, BYPASS if data.draw(st.booleans()) else Constraints())
     levels = [lv for lv in range(space.n_levels) if space.mirrored[lv]]

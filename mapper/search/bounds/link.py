@@ -92,7 +92,8 @@ class LinkBounds:
         self.space, self.max_combinations = space, max_combinations
         self.give_up = give_up if whole is None else whole.give_up
         # a level's minimum depends on the keep and stage choices of it and the levels above:
-        # memoised on them, shared by the parts of a space (`for_space`)
+        # memoised on what it reads of them (`_keeps_read`), shared by the parts of a space
+        # (`for_space`)
         self._memo = {} if whole is None else whole._memo
         if whole is None:
             self.units = [self._units(space, lv, max_combinations) for lv in range(space.n_levels)]
@@ -127,8 +128,19 @@ class LinkBounds:
         depend on keeps."""
         return LinkBounds(part, self.max_combinations, whole=self)
 
+    def _keeps_read(self, j: int) -> tuple:
+        """What level j's link bounds read of the keep and stage choices: the tensors j must
+        keep, its stage counts, and for each of those tensors at every level above whether it
+        must and whether it may keep it (where its parent may be). The parts of a space that
+        agree on these share them (pe-array's 64 keep vectors: 27 for its registers' link)."""
+        choices = self.space.choices
+        must = tuple(t for t in range(len(self.space.workload.tensors)) if all(t in k for k in choices[j].keeps))
+        above = tuple((all(t in k for k in choices[p].keeps), any(t in k for k in choices[p].keeps))
+                      for t in must for p in range(j))
+        return must, choices[j].stages, above
+
     def _memoised(self, j: int, weigh, stages: int | None = None, by_units: bool = False):
-        key = (j, weigh.__name__, tuple(self.space.choices[:j + 1]), stages, by_units)
+        key = (j, weigh.__name__, self._keeps_read(j), stages, by_units)
         if key not in self._memo and self.give_up is not None and self.give_up():
             if weigh is spread_bound:
                 return None
@@ -143,7 +155,7 @@ class LinkBounds:
         """Level j's bytes per count of busy instances (`split_floor.py`): the same at every
         stage count, so computed once per keep choice of j and the levels above (its splits
         once for the whole space)."""
-        key = (j, "split floor", tuple(self.space.choices[:j + 1]))
+        key = (j, "split floor", self._keeps_read(j))
         if key not in self._memo and self.give_up is not None and self.give_up():
             return None
         if key not in self._memo:
