@@ -113,3 +113,17 @@ def test_a_row_is_priced_alike_alone_and_in_a_table(data):
         for name, value in vars(together).items():
             if isinstance(value, np.ndarray):
                 assert np.array_equal(value[..., row:row + 1], getattr(alone, name)), name
+
+
+@quick_and_full(10, 100, st.data())
+def test_the_costs_of_some_rows_are_those_of_pricing_them_alone(data):
+    """`Costs.take` (the keep parts' roots are priced together, then bounded part by part): the
+    rows taken from a table's costs are exactly the costs of a table of those rows."""
+    import dataclasses
+    arch, workload = data.draw(archs(latency=True)), data.draw(workloads())
+    table = to_table([data.draw(mappings(arch, workload)) for _ in range(6)], len(workload.dims), len(workload.tensors))
+    rows = np.array(data.draw(st.lists(st.integers(0, 5), min_size=1, max_size=6)))
+    taken, alone = evaluate_many(arch, workload, table).take(rows), evaluate_many(arch, workload, table.take(rows))
+    for field in dataclasses.fields(alone):
+        a, b = getattr(taken, field.name), getattr(alone, field.name)
+        assert (np.array_equal(a, b) if isinstance(b, np.ndarray) else a == b), field.name

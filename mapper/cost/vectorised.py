@@ -15,12 +15,12 @@ long contiguous vectors of mappings; loops in Python only run over levels, tenso
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from .. import mma, tails, tiles
-from ..mapping import MappingTable
+from ..mapping import MappingTable, along_last
 from ..spec import Arch, Workload
 from .sliding import SlidingMoves
 from .timing import level_time
@@ -72,6 +72,12 @@ class Costs:
     @property
     def edp(self) -> np.ndarray:
         return self.energy_pj * self.cycles
+
+    def take(self, rows) -> "Costs":
+        """The costs of the mappings `rows` (indices, in that order): every row is priced on
+        its own (`_summed_in_order`), so they are what pricing those mappings alone gives."""
+        return replace(self, **{f.name: along_last(getattr(self, f.name), rows) for f in fields(self)
+                                if isinstance(getattr(self, f.name), np.ndarray)})
 
 
 def _footprint(arch: Arch, workload: Workload, nest: Nest) -> np.ndarray:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import depths
+from ...cost import Costs
+from ...mapping import MappingTable
 from ...mapspace import Mapspace
 from ..bounds import LinkBounds, lower_bound
 from ..context import Budget, SearchContext
@@ -46,12 +48,14 @@ class Part:
 
 
 def bounded_part(space: Mapspace, objective: Objective, tree: LevelTree, links: LinkBounds,
-                 context: SearchContext, picks: tuple = ()) -> Part:
+                 context: SearchContext, picks: tuple = (), costs: Costs | None = None) -> Part:
     """A space (or a part of one, whose keep vector is `picks`) with its roots sorted by their
-    lower bounds."""
+    lower bounds (`costs`: the roots' prices, where already priced)."""
     roots = tree.roots()
     table = tree.table(roots)
-    bounds = lower_bound(space, objective, 0, table, context.price(space.arch, space.workload, table), links)
+    if costs is None:
+        costs = context.price(space.arch, space.workload, table)
+    bounds = lower_bound(space, objective, 0, table, costs, links)
     order = bound_order(objective, bounds)
     return Part(space, tree, links, roots.take(order), bounds[order], picks)
 
@@ -85,14 +89,23 @@ def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links
     count = keep_vectors(space)
     if count == 1 or count > MAX_PARTS:
         return None
+    wanted = [picks for picks in _pick_vectors(space)
+              if covered is None or not covered([choice.keeps[i] for choice, i in zip(space.choices, picks)],
+                                                space.group_rules)]
+    # (`covered`: its best is the incumbent's or above, `Joint._warm_start_merged`)
+    spaces = [space.part(picks) for picks in wanted]
+    trees = [tree.for_space(part) for part in spaces]
+    # the parts' roots priced together: one call of the cost model, not one per part (each
+    # row is priced on its own, `Costs.take`)
+    tables = [part_tree.table(part_tree.roots()) for part_tree in trees]
+    costs = budget.context.price(space.arch, space.workload, MappingTable.concat(tables))
+    ends = np.cumsum([len(table) for table in tables])
     parts = []
-    for picks in _pick_vectors(space):
-        if covered is not None and covered([choice.keeps[i] for choice, i in zip(space.choices, picks)],
-                                           space.group_rules):
-            continue        # its best is the incumbent's or above (`Joint._warm_start_merged`)
+    for i, (picks, part, part_tree) in enumerate(zip(wanted, spaces, trees)):
         if budget.spent():
             return None
-        part = space.part(picks)
-        parts.append(bounded_part(part, objective, tree.for_space(part), links.for_space(part), budget.context, picks))
+        rows = np.arange(ends[i] - len(tables[i]), ends[i])
+        parts.append(bounded_part(part, objective, part_tree, links.for_space(part), budget.context, picks,
+                                  costs.take(rows)))
     order = bound_order(objective, np.stack([p.first for p in parts]))   # stable: ties in keep-vector order
     return [parts[i] for i in order]
