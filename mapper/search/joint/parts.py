@@ -83,9 +83,10 @@ def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links
                    budget: Budget, covered=None) -> list[Part] | None:
     """The parts in the order to walk them (smallest root bound first), or None where one
     part would do (a single keep vector), there are too many
-    of them, or the budget ended before they were all bounded (then the space is walked whole,
-    under the bounds that see all of it). `covered` (per level its keep set, the space's group
-    rules -> bool): keep vectors whose best the incumbent already is, or beats, left out."""
+    of them, none is left once those `covered` are, or the budget ended before they were all
+    bounded (then the space is walked whole, under the bounds that see all of it). `covered`
+    (per level its keep set, the space's group rules -> bool): keep vectors whose best the
+    incumbent already is, or beats, left out."""
     count = keep_vectors(space)
     if count == 1 or count > MAX_PARTS:
         return None
@@ -93,6 +94,8 @@ def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links
               if covered is None or not covered([choice.keeps[i] for choice, i in zip(space.choices, picks)],
                                                 space.group_rules)]
     # (`covered`: its best is the incumbent's or above, `Joint._warm_start_merged`)
+    if not wanted:
+        return None
     spaces = [space.part(picks) for picks in wanted]
     trees = [tree.for_space(part) for part in spaces]
     # the parts' roots priced together: one call of the cost model, not one per part (each
