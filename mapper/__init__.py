@@ -13,12 +13,16 @@ read a real network (ONNX, PyTorch, a Hugging Face configuration) with `import_m
 first use: the search and the sweep are not loaded by commands that do not need them.
 """
 import os
+import sys
 
 # mapper's numpy work is elementwise over tables of mappings, never BLAS: OpenBLAS's thread pool,
 # started when numpy is imported (and again in each forked worker), would only cost CPU, about
-# 0.1 s of a pe-array GEMM's 2 s search on the reference machine (docs/RESULTS.md). Where numpy
-# is imported before mapper, or the variable is set, it is left as it is.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# 0.1 s of a pe-array GEMM's 2 s search on the reference machine (docs/RESULTS.md). So the
+# `mapper` command (its console script, or `python -m mapper`, whose argv[0] is "-m" while its
+# package is imported) does not start it, unless the variable is set; a program that imports
+# mapper keeps whatever it chose.
+if sys.argv[:1] == ["-m"] or os.path.basename(sys.argv[0] if sys.argv else "") == "mapper":
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from .constraints import Constraints
 from .cost import Costs, Evaluation, evaluate, evaluate_many

@@ -44,3 +44,18 @@ def test_text_output_names_levels_and_bottleneck(capsys):
 def test_python_dash_m_entry_point():
     done = subprocess.run([sys.executable, "-m", "mapper", "presets"], capture_output=True, text=True)
     assert done.returncode == 0 and "h100" in done.stdout and "gemm-4096" in done.stdout
+
+
+def test_only_the_command_keeps_openblas_to_one_thread():
+    """The `mapper` command (console script or `python -m mapper`) sets OPENBLAS_NUM_THREADS
+    to 1 before numpy is imported, where it is unset; a program importing mapper keeps its own."""
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    show = "import mapper, os, numpy; print(os.environ.get('OPENBLAS_NUM_THREADS'))"
+    for argv0, expected in (("-m", "1"), ("/usr/bin/mapper", "1"), ("my_program.py", "None"), ("-c", "None")):
+        code = f"import sys; sys.argv = [{argv0!r}]; {show}"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        assert out.stdout.strip() == expected, argv0
+    out = subprocess.run([sys.executable, "-c", f"import sys; sys.argv = ['-m']; {show}"], capture_output=True,
+                         text=True, env={**env, "OPENBLAS_NUM_THREADS": "4"}, check=True)
+    assert out.stdout.strip() == "4"
