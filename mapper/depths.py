@@ -211,7 +211,7 @@ def merged(arch: Arch, constraints: Constraints) -> tuple[Arch, Constraints]:
         if not level.group:
             levels.append(level)
         elif _last_of_group(arch, lv):
-            head = next(other for other in arch.levels if other.group == level.group)
+            head = arch.levels[arch.one_memory(lv)[0]]
             levels.append(dataclasses.replace(level, name=level.group, group="", leak=head.leak, area=head.area))
     kept = tuple((key, lc) for key, lc in constraints.levels if key not in seen)
     return dataclasses.replace(arch, levels=tuple(levels)), dataclasses.replace(constraints, levels=tuple(entries) + kept)
@@ -231,7 +231,7 @@ def lifted(mapping: Mapping, arch: Arch) -> Mapping:
             out.append(own)
             lv += 1
             continue
-        members = next(group for group in arch.capacity_groups if group[0] == lv)
+        members = arch.one_memory(lv)         # lv is the first of them
         kept = sorted(own.keep)
         loops_at = len(kept) - 1 if kept else len(members) - 1
         for i, _ in enumerate(members):

@@ -308,7 +308,7 @@ def _sub_level_loops_allowed(tree: LevelTree, nodes: Nodes, level_above: np.ndar
     arch, lv = tree.space.arch, nodes.depth - 1
     if not arch.levels[lv].group:
         return True
-    members = next(group for group in arch.capacity_groups if lv in group)
+    members = arch.one_memory(lv)
     holds = np.stack([np.array([bool(keep) for keep in tree.space.choices[s].keeps])[nodes.keeps[s]]
                       for s in members if s <= lv])
     return ~depths.idle_loops(arch, lv, level_above[0], holds[members.index(lv)], holds.any(axis=0))

@@ -37,6 +37,9 @@ def symmetries(workload: Workload) -> list[tuple[tuple[int, ...], tuple[int, ...
     if math.prod(math.factorial(len(g)) for g in groups.values()) > MAX_PERMUTATIONS:
         return []
     identity = tuple(range(len(workload.dims)))
+    where = {}          # each tensor's signature -> the tensors that have it
+    for t, tensor in enumerate(workload.tensors):
+        where.setdefault(_signature(tensor), []).append(t)
     out = []
     for per_group in itertools.product(*(itertools.permutations(g) for g in groups.values())):
         image = list(identity)
@@ -44,24 +47,26 @@ def symmetries(workload: Workload) -> list[tuple[tuple[int, ...], tuple[int, ...
             for d, e in zip(group, permuted):
                 image[d] = e
         image = tuple(image)
-        tensors = _tensor_images(workload, image)
+        tensors = _tensor_images(workload, image, where)
         if image != identity and tensors is not None:
             out.append((image, tensors))
     return out
 
 
-def _tensor_images(workload: Workload, image: tuple[int, ...]) -> tuple[int, ...] | None:
-    """The tensor each tensor becomes under the dim permutation `image`, or None where one
-    becomes no tensor of the workload (of the same kind and format, indexed by the same axes)."""
-    def signature(tensor, dims=None):
-        axes = frozenset(frozenset((d if dims is None else dims[d], c) for d, c in axis if c) for axis in tensor.axes)
-        return axes, tensor.is_output, tensor.bits, tensor.dtype, tensor.scales
-    where = {}
-    for t, tensor in enumerate(workload.tensors):
-        where.setdefault(signature(tensor), []).append(t)
+def _signature(tensor, dims=None) -> tuple:
+    """What a tensor's image must match: its axes (each a set of (dim, coefficient), the dims
+    carried by `dims` where given), kind and format."""
+    axes = frozenset(frozenset((d if dims is None else dims[d], c) for d, c in axis if c) for axis in tensor.axes)
+    return axes, tensor.is_output, tensor.bits, tensor.dtype, tensor.scales
+
+
+def _tensor_images(workload: Workload, image: tuple[int, ...], where: dict) -> tuple[int, ...] | None:
+    """The tensor each tensor becomes under the dim permutation `image` (`where`: each
+    signature's tensors), or None where one becomes no tensor of the workload (of the same
+    kind and format, indexed by the same axes)."""
     out = []
     for tensor in workload.tensors:
-        match = where.get(signature(tensor, image))
+        match = where.get(_signature(tensor, image))
         if not match or len(match) > 1:       # none, or two alike (which is which is unclear)
             return None
         out.append(match[0])

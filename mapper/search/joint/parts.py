@@ -48,13 +48,17 @@ class Part:
 
 
 def bounded_part(space: Mapspace, objective: Objective, tree: LevelTree, links: LinkBounds,
-                 context: SearchContext, picks: tuple = (), costs: Costs | None = None) -> Part:
-    """A space (or a part of one, whose keep vector is `picks`) with its roots sorted by their
-    lower bounds (`costs`: the roots' prices, where already priced)."""
+                 context: SearchContext) -> Part:
+    """A space with its roots sorted by their lower bounds."""
     roots = tree.roots()
     table = tree.table(roots)
-    if costs is None:
-        costs = context.price(space.arch, space.workload, table)
+    return _sorted(space, objective, tree, links, roots, table, context.price(space.arch, space.workload, table))
+
+
+def _sorted(space: Mapspace, objective: Objective, tree: LevelTree, links: LinkBounds, roots: Nodes,
+            table, costs: Costs, picks: tuple = ()) -> Part:
+    """A space (or a part of one, whose keep vector is `picks`) with its roots (priced as
+    `table`, `costs`) sorted by their lower bounds."""
     bounds = lower_bound(space, objective, 0, table, costs, links)
     order = bound_order(objective, bounds)
     return Part(space, tree, links, roots.take(order), bounds[order], picks)
@@ -100,7 +104,8 @@ def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links
     trees = [tree.for_space(part) for part in spaces]
     # the parts' roots priced together: one call of the cost model, not one per part (each
     # row is priced on its own, `Costs.take`)
-    tables = [part_tree.table(part_tree.roots()) for part_tree in trees]
+    roots = [part_tree.roots() for part_tree in trees]
+    tables = [part_tree.table(nodes) for part_tree, nodes in zip(trees, roots)]
     costs = budget.context.price(space.arch, space.workload, MappingTable.concat(tables))
     ends = np.cumsum([len(table) for table in tables])
     parts = []
@@ -108,7 +113,7 @@ def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links
         if budget.spent():
             return None
         rows = np.arange(ends[i] - len(tables[i]), ends[i])
-        parts.append(bounded_part(part, objective, part_tree, links.for_space(part), budget.context, picks,
-                                  costs.take(rows)))
+        parts.append(_sorted(part, objective, part_tree, links.for_space(part), roots[i], tables[i],
+                             costs.take(rows), picks))
     order = bound_order(objective, np.stack([p.first for p in parts]))   # stable: ties in keep-vector order
     return [parts[i] for i in order]
