@@ -5,7 +5,6 @@ priced (`joint/cut.py`), which keeps every optimum."""
 import functools
 import os
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -65,19 +64,19 @@ def test_a_full_claims_table_lets_every_worker_walk_the_unit():
     assert theirs[slots < 0].all() and not theirs[slots >= 0].any()
 
 
-def test_fixed_owners_give_worker_0_a_share_only_of_what_no_one_reached_before_it_walked():
-    claims = Claims(slots=1024, fixed=2)
-    other, keys = claims.for_worker(1), SimpleNamespace(zero_walks=False)
-    other.follow(keys)          # worker 1's view of the exchanged keys (`synced.SyncedKey`)
-    claims.follow(SimpleNamespace(zero_walks=True))      # worker 0's
+def test_fixed_owners_give_worker_0_what_it_reached_alone_and_share_the_rest():
+    started = np.zeros(1, np.int64)     # `synced.SyncedKey.started`: set by worker 0 alone
+    claims = Claims(slots=1024, fixed=2, started=started)
+    other = claims.for_worker(1)
     first, second = np.arange(200) * 2 + 1, np.arange(200) * 3 + 1
-    early, _ = other.take(first[:100], second[:100])
-    assert early.all()          # worker 0 not walking yet: every unit worker 1 reaches is its own
-    keys.zero_walks = True      # as of an exchange after worker 0 joined
-    late, _ = other.take(first[100:], second[100:])
-    zero, _ = claims.take(first, second)
-    assert not zero[:100].any() and (zero[100:] != late).all()     # each unit walked by one
-    assert 0.3 < late.mean() < 0.7         # the rest shared out by hash
+    alone, _ = claims.take(first[:100], second[:100])
+    assert alone.all()          # the others not started yet: every unit worker 0 reaches is its own
+    started[0] = 4              # worker 0 has walked alone for 4 epochs: the others start
+    late, _ = other.take(first, second)
+    zero, _ = claims.take(first[100:], second[100:])
+    assert not late[:100].any()             # what worker 0 reached alone stays its own
+    assert (zero != late[100:]).all()       # the rest each walked by one
+    assert 0.3 < late[100:].mean() < 0.7    # shared out by hash
 
 
 def _as_worker(claims, worker):

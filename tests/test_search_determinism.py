@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 import pytest
 
@@ -104,6 +105,59 @@ def test_one_worker_and_two_return_the_same_mapping():
     one, two = one["search"], two["search"]
     assert not any(event["event"] == "in_parallel" for event in one["events"])
     assert any(event["event"] == "in_parallel" for event in two["events"])
+
+
+@pytest.mark.parametrize("epochs, started", [(10**6, False), (4, True)], ids=["walk-ends-first", "joined"])
+def test_the_others_start_late_and_change_no_optimum(epochs, started, monkeypatch):
+    # worker 0 walks alone for `JOIN_EPOCHS` epochs (here of 500 mappings) before the others
+    # start (`synced.SyncedKey.start`): a walk that ends sooner is its own, a longer one is
+    # shared; either way the result is one core's
+    monkeypatch.setattr(synced, "SYNC_ROWS", 500)
+    monkeypatch.setattr(synced, "JOIN_EPOCHS", epochs)
+    make = lambda: Mapspace(load_arch("toy"), gemm(64, 64, 64), Constraints())    # noqa: E731
+    one = _search(make(), Joint(workers=1))
+    two = _search(make(), Joint(parallel_above=0))
+    [event] = [event for event in two["search"]["events"] if event["event"] == "in_parallel"]
+    assert event["started"] is started and event["alone"] == epochs * 500
+    assert two["search"]["optimal"] and one["search"]["optimal"]
+    assert two["mapping"] == one["mapping"] and two["search"]["score"] == one["search"]["score"]
+
+
+class _Tally(SimpleNamespace):
+    """What `SyncedKey` reads of a search's context: its count, and the watch it sets on it."""
+
+    def watch_count(self, watch):
+        self.watch = watch
+
+    def past_deadline(self):
+        return False
+
+
+def test_a_late_worker_starts_from_worker_0s_key_of_the_joining_epoch():
+    shared = synced.SyncedKey((9.0, 1.0), workers=2, rows=10, join_epochs=2)
+    zero, other = _Tally(priced=100, interrupted=False), _Tally(priced=100, interrupted=False)
+    mine, theirs = shared.for_worker(0, zero), shared.for_worker(1, other)
+    mine.lower_to((5.0, 1.0))
+    zero.priced = 119           # one epoch past the fork: still alone
+    mine.read()
+    assert not shared.started[0]
+    mine.lower_to((4.0, 2.0))
+    zero.priced = 120           # two: the others start, from this key
+    mine.read()
+    assert shared.started[0] == 2
+    mine.lower_to((3.0, 0.0))   # found after: not theirs until the next epoch's exchange
+    assert theirs.start() and theirs.read() == (4.0, 2.0)
+    assert theirs.epoch == 2 and theirs.base == other.priced - 20     # its epochs follow on from 2
+
+
+def test_a_late_worker_never_starts_where_worker_0_ends_first():
+    shared = synced.SyncedKey((9.0,), workers=2, rows=10, join_epochs=2)
+    zero, other = _Tally(priced=0, interrupted=False), _Tally(priced=0, interrupted=False)
+    mine, theirs = shared.for_worker(0, zero), shared.for_worker(1, other)
+    zero.priced = 15
+    mine.read()
+    mine.finish()
+    assert not theirs.start()
 
 
 def test_the_command_says_when_the_clock_stopped_it(monkeypatch, capsys):

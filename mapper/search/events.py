@@ -163,12 +163,18 @@ class CoarseStart(Event):
 class InParallel(Event):
     workers: int
     counted: bool = False       # on a work clock: units fixed by counts and hash, keys exchanged at counted points
+    started: bool = True        # the others walked (on a work clock only once worker 0 had walked alone
+    alone: int = 0              # for `alone` mappings; where its walk ended first, they never did)
     kind: ClassVar[str] = "in_parallel"
 
     def text(self) -> str:
+        if self.counted and not self.started:
+            return (f"searched by one process: its walk ended within the {self.alone:,} mappings it walks alone "
+                    f"before {self.workers - 1} more join it (`joint/synced.py`)")
         if self.counted:
-            return (f"searched by {self.workers} processes, each walking the units of the tree fixed for it "
-                    "by counts and hashes, their best mappings exchanged at counted points (`joint/synced.py`)")
+            return (f"searched by {self.workers} processes, the first alone for {self.alone:,} mappings, then each "
+                    "walking the units of the tree fixed for it by counts and hashes, their best mappings "
+                    "exchanged at counted points (`joint/synced.py`)")
         return (f"searched on {self.workers} cores, each walking the units of the tree it claimed first "
                 "(`joint/parallel.py`)")
 

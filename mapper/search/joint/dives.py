@@ -27,11 +27,11 @@ def dive_parts(walk: Walk, parts: list[Part], count: int, share: Budget, polish:
     vector of the incumbent, and would never polish a part whose dive does not beat it
     first. Quick dives (no `polish`) only offer what they find. Returns the dives made."""
     setup = walk.setup
-    patience = -(-setup.tuning.dive_patience // setup.workers)   # shared among the workers
+    patience = -(-setup.tuning.dive_patience // setup.divers)   # shared among the workers
     with walk.polishing(polish):        # quick dives polish nothing they find: the walk comes next
         if len(parts) == 1:
             walk.use(parts[0])
-            return dive(walk, parts[0].roots, -(-count // setup.workers), share,
+            return dive(walk, parts[0].roots, -(-count // setup.divers), share,
                         np.random.default_rng(setup.seed + setup.worker), patience=patience)
         return _dive_into_parts(walk, parts, count, share, patience)
 
@@ -46,7 +46,7 @@ def _dive_into_parts(walk: Walk, parts: list[Part], count: int, share: Budget, p
     made, fruitless = 0, 0
     while made < count and not share.spent() and not walk.budget.spent():
         eligible = [i for i, p in enumerate(parts)
-                    if not beaten(walk.objective, p.first, walk.incumbent.bar)][setup.worker::setup.workers]
+                    if not beaten(walk.objective, p.first, walk.incumbent.bar)][setup.worker::setup.divers]
         if not eligible:
             break
         for i in eligible[:count - made]:

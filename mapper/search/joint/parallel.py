@@ -15,8 +15,10 @@ roots and their children's first dim (bounding the parts' depth-1 nodes is most 
 walk), each done once the depth-1 nodes it became are walked (`across.AcrossParts`). So the walk is theirs while worker 0 searches for better
 incumbents, none waits on a share fixed in advance that turned out larger than another's, and
 worker 0 stops searching for incumbents once another's walk has reached its end. On a work
-clock the owners are fixed instead (`Claims(fixed=...)`, `_fixed_owner`): the others own what
-they reach before worker 0 joins the walk, and the rest goes by hash.
+clock (every command's search) it goes otherwise: worker 0 dives, walks and searches for
+incumbents as on one core, and the others start only once it has walked alone for a counted
+while (`synced.SyncedKey.start`); the owners are fixed (`Claims(fixed=...)`, `_fixed_owner`):
+worker 0's what it reached alone, the rest by hash.
 
 What they share: the best ranking key any of them has found (`SharedKey`; a key holds the whole
 mapping, `objective.table_of_key`), which every worker prunes against (`Incumbent.bar`); a
@@ -95,12 +97,13 @@ class Claims:
     EMPTY, CLAIMED, DONE, SEEN = 0, 1, 2, 3     # SEEN: reached by a worker that does not own it
     PROBES = 32             # slots looked at per unit before the table counts as full
 
-    def __init__(self, slots: int = 1 << 20, fixed: int = 0):
+    def __init__(self, slots: int = 1 << 20, fixed: int = 0, started=None):
         """`fixed` (on a work clock, the number of workers): each unit is walked by the worker
         its hash names, whoever reaches it first, so that who walks what never depends on
         which worker runs ahead (`synced.py` makes what they prune against independent of it
-        too); else by the first to reach it."""
-        self.fixed = fixed
+        too); else by the first to reach it. `started` (fixed: `synced.SyncedKey.started`):
+        whether the others walk yet; until they do, every unit worker 0 reaches is its own."""
+        self.fixed, self.started = fixed, started
         context = multiprocessing.get_context("fork")
         self.lock = context.Lock()
         self.keys = np.frombuffer(context.RawArray("q", 2 * slots), np.int64).reshape(slots, 2)
@@ -109,23 +112,12 @@ class Claims:
         self.reached_end = np.frombuffer(context.RawArray("b", 1), np.int8)   # some walk ended
         self.worker = 0
         self.known: dict[tuple[int, int], int] = {}     # this process's answers: unit -> slot (-1: mine, unrecorded)
-        self.synced = None      # owners fixed: the exchanged keys (`synced.SyncedKey`, `follow`)
 
     def for_worker(self, worker: int) -> "Claims":
         """The same table, claiming as `worker` (with answers of its own)."""
         claims = copy.copy(self)
         claims.worker, claims.known = worker, {}
         return claims
-
-    def follow(self, keys) -> None:
-        """Owners fixed: worker 0, which searches for incumbents first, walks only from when
-        `keys` (`synced.SyncedKey`, this worker's view) say it joined (`join`)."""
-        self.synced = keys
-
-    def join(self) -> None:
-        """This worker starts walking (worker 0 only has to say so: `synced.SyncedKey.join`)."""
-        if self.fixed and self.worker == 0 and self.synced is not None:
-            self.synced.join()
 
     def take(self, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(mine, slot) per unit (hash pair): whether this worker walks it (claiming it when no
@@ -160,22 +152,16 @@ class Claims:
 
     def _fixed_owner(self, first: int) -> int:
         """The worker that walks the unit whose first hash is `first` (this one, first come,
-        unless the owners are fixed). The hashes are odd (`content_hashes`): bit 0 is skipped.
-        Fixed and followed (walked whole): until worker 0 walks (as of the keys this worker
-        last took), the others own every unit they reach, by hash among them; from then on, the
-        units no one reached are shared out by hash among all, an equal share each. Worker 0's
-        search for incumbents takes from a few tenths of a second (h100's GEMMs) to one or two
-        (eyeriss's convolutions): a share fixed in advance left one worker idle at the end.
-        Fixed, not followed (across keep parts, whose units are claimed long before they are
-        walked): by hash from the start, worker 0 half as many as each other (its polished
-        dives into the parts come first)."""
+        unless the owners are fixed). Fixed: worker 0 until the others start walking (it walks
+        alone first, `synced.SyncedKey.start`), then by hash among all, an equal share each of
+        the units no one reached before. The hashes are odd (`content_hashes`): bit 0 is
+        skipped. Only worker 0 sets `started`, at a counted point: what it claims before is
+        the same on every run, and the others reach nothing before it."""
         if not self.fixed:
             return self.worker
+        if self.started is not None and not self.started[0]:
+            return 0
         draw = int(np.int64(first).view(np.uint64) >> np.uint64(1))
-        if self.synced is None:
-            return (draw % (2 * self.fixed - 1) + 1) // 2
-        if self.worker and self.fixed > 1 and not self.synced.zero_walks:
-            return 1 + draw % (self.fixed - 1)
         return draw % self.fixed
 
     def done(self, slots: np.ndarray) -> None:
@@ -201,14 +187,9 @@ class Claims:
         self.reached_end[0] = 1
 
     def some_walk_ended(self) -> bool:
-        """Whether a worker's walk has reached its end (every unit then is claimed). Owners
-        fixed, for worker 0 before it walks: whether every other worker had ended as of the
-        keys it last took (they then owned every unit); when one ended is otherwise timing."""
-        if self.fixed:
-            synced = self.synced
-            return (self.worker == 0 and synced is not None and not synced.joined[0]
-                    and synced.others_ended)
-        return bool(self.reached_end[0])
+        """Whether a worker's walk has reached its end (every unit then is claimed); never
+        with owners fixed (when one ended is timing, and each walks what its hash names)."""
+        return not self.fixed and bool(self.reached_end[0])
 
 
 class SharedKey:

@@ -178,7 +178,9 @@ class Joint:
             arch, constraints = depths.merged(space.arch, space.constraints)
             plain = Mapspace(arch, space.workload, constraints)
             share = None if context.time_limit is None else MERGED_SHARE * context.time_limit
-            found = replace(self, incumbents=()).run(plain, objective, context.share(share))
+            # on one worker: a short walk, whose second worker cost more than it saved (pe-array
+            # 256³ with tensor depths: 1 s of CPU in 7; docs/RESULTS.md)
+            found = replace(self, incumbents=(), workers=1).run(plain, objective, context.share(share))
             incumbent.offer(to_table([depths.lifted(found.mapping, space.arch)], space.n_dims,
                                      len(space.workload.tensors)))
             source = "each tensor at one depth, " + ("proven" if found.optimal else "not proven")
@@ -190,11 +192,15 @@ class Joint:
 
     def _find_and_walk(self, walk: Walk, parts, funnel, events: list[Event]) -> bool:
         """The incumbents' search, then the walk; True when the walk finished. On several
-        cores every worker runs this on its own walk: worker 0 runs the searches for better
-        incumbents (`incumbents.improve_incumbent`; in parts only the polished dives, the
-        local search across parts later from inside its walk) while the others dive quickly
-        and walk, and each walks the units of the tree it claims first. On one core, the quick
-        dives and the walk come first too, and the walk runs the searches for incumbents itself
+        cores every worker runs this on its own walk. On the wall clock worker 0 runs the
+        searches for better incumbents (`incumbents.improve_incumbent`; in parts only the
+        polished dives, the local search across parts later from inside its walk) while the
+        others dive quickly and walk, and each walks the units of the tree it claims first. On
+        a search's work clock the others start only once worker 0 has walked alone for a
+        while (`synced.SyncedKey.start`), and then go straight to the walk; worker 0 runs this
+        as on one core, but in parts its polished dives still come first (pe-array's 1000^3:
+        0.6 s less to the proof; docs/RESULTS.md). On one core, the quick
+        dives and the walk come first, and the walk runs the searches for incumbents itself
         once it has gone on for a while (where the walk proves the optimum quickly, polishing
         the dives first only delays it; docs/RESULTS.md). Under an evaluation budget (and on
         fusion's work clock), or with no time limit, everything runs in order (in parts under
@@ -219,11 +225,15 @@ class Joint:
                 cpsat.deferred = True
                 walk.deferred.run_later(cpsat.start, after=self.tuning.cpsat_after)
         improve_incumbent = lambda: incumbents.improve_incumbent(self.starts, walk, parts, funnel, events)  # noqa: E731
-        # walked whole, worker 0's local search comes before its walk (it is what finds a large
-        # array's optimum); in parts (on several cores, or one under an evaluation budget) only
-        # its polished dives do: the walk's units are then the parts' roots, which a worker
-        # busy polishing would leave to the others, and the local search across parts found
+        # walked whole with the others walking beside it from the start (the wall clock),
+        # worker 0's local search comes before its walk (it is what finds a large array's
+        # optimum); alone first, it walks first, as on one core (h100's GEMMs: 3.6 s to the
+        # proof of 16384^3 with its local search first, 1.3 s without; docs/RESULTS.md). In
+        # parts (on several cores, or one under an evaluation budget) only its polished dives
+        # come first: the walk's units are then the parts' roots, which a worker busy
+        # polishing would leave to the others, and the local search across parts found
         # nothing better on the bench cases (docs/RESULTS.md)
+        beside = setup.parallel and not setup.alone_first
         if setup.worker == 0 and len(parts) > 1 and (setup.parallel or (counted and in_order)):
             # in parts: the polished dives first (one into each of the best parts finds these
             # spaces' optima), the local search across parts later, from inside the walk
@@ -232,12 +242,14 @@ class Joint:
                              until=None if claims is None else claims.some_walk_ended)
             walk.deferred.run_later(lambda: incumbents.across_parts(self.starts, walk, parts, events),
                            after=self.tuning.parts_search_after)
-        elif setup.worker == 0 and (in_order or setup.parallel):
+        elif setup.worker == 0 and (in_order or beside):
             improve_incumbent()
-        else:
+        elif setup.worker == 0 or beside:
             incumbents.dives(self.starts, walk, parts, events, polish=False)
-            if setup.worker == 0:       # one core: later, from inside the walk
+            if setup.worker == 0:       # as on one core: later, from inside the walk
                 walk.deferred.run_later(improve_incumbent)
+        # else a worker started late (`synced.SyncedKey.start`): straight to the walk, from the
+        # best key worker 0 had by then
         try:
             return walk.walk_parts(parts)
         finally:

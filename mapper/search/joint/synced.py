@@ -14,6 +14,13 @@ the keys it took before: by induction on the epochs, every worker sees the same 
 run. The cost is the waiting: a worker ahead by an epoch waits for the others (a step that
 prices nothing for long, such as CP-SAT's solve, holds them up to its end).
 
+The others start late (`start`): worker 0 walks alone for its first `JOIN_EPOCHS` epochs after
+the fork, and only then do they walk beside it, from its key of that epoch. Why: most proofs
+end sooner (pe-array's GEMMs in 5k to 110k mappings, one core), and a second walk started at
+once cost 20-40% more CPU for the same seconds (docs/RESULTS.md); a long walk still gets both
+cores. Which epoch they start at is a count, so what they prune is still the same on every run;
+where worker 0's walk ends first, they never walk.
+
 The wall-clock deadline still stops: a worker waiting past it stops waiting, and the search
 records that the clock cut it short (`SearchContext.stopped_by_clock`).
 """
@@ -26,16 +33,20 @@ import time
 import numpy as np
 
 SYNC_ROWS = 50_000      # mappings priced by a worker between two exchanges of the best keys
+JOIN_EPOCHS = 4         # epochs worker 0 walks alone before the others start (200k mappings)
 WAIT_S = 0.0005         # wall seconds between two looks at the others while waiting
+START_WAIT_S = 0.005    # the same for a worker waiting to start (most never do)
 
 
 class SyncedKey:
     """The `SharedKey` interface (`read`, `lower_to`) with the others' keys taken at counted
-    epochs; `for_worker` gives each worker its view, `finish` says its walk has ended."""
+    epochs; `for_worker` gives each worker its view, `start` holds another worker back until
+    worker 0 has walked alone long enough, `finish` says a walk has ended."""
 
-    def __init__(self, key: tuple, workers: int, rows: int | None = None):
+    def __init__(self, key: tuple, workers: int, rows: int | None = None, join_epochs: int | None = None):
         context = multiprocessing.get_context("fork")
         self.workers, self.rows, self.width = workers, rows or SYNC_ROWS, len(key)
+        self.join_epochs = JOIN_EPOCHS if join_epochs is None else join_epochs
         self.lock = context.Lock()
         # per worker: the key published for the last two epochs (by epoch's parity), the last
         # epoch published, whether it ended and its final key
@@ -44,19 +55,19 @@ class SyncedKey:
         self.epoch_of = np.frombuffer(context.RawArray("q", workers), np.int64)
         self.ended = np.frombuffer(context.RawArray("b", workers), np.int8)
         self.final = np.frombuffer(context.RawArray("d", workers * len(key)), np.float64).reshape(workers, len(key))
-        self.taken = np.frombuffer(context.RawArray("q", workers), np.int64)     # the last epoch each took
-        self.joined = np.frombuffer(context.RawArray("q", 1), np.int64)     # `join`'s epoch (0: none yet)
+        # the epoch at which the others started (0: not yet), written by worker 0 alone
+        self.started = np.frombuffer(context.RawArray("q", 1), np.int64)
         self.worker, self.context, self.epoch = 0, None, 0
+        self.base = 0                       # this worker's count at its epoch 0
         self.own: tuple = tuple(key)       # this worker's best key
         self.seen: tuple | None = None     # the others' best, as of the last epoch taken
-        self.zero_walks = False            # worker 0 walks too, as of the last epoch taken
-        self.others_ended = False          # every other worker had ended by then (final keys)
 
     def for_worker(self, worker: int, context) -> "SyncedKey":
         """Worker `worker`'s view, counting on `context`'s tally (its own process's), which
-        calls it to exchange as soon as a count passes an epoch's mark (until `finish`)."""
+        calls it to exchange as soon as a count passes an epoch's mark (until `finish`). Its
+        epochs count from now (the fork: every worker's count is the same here)."""
         view = copy.copy(self)
-        view.worker, view.context = worker, context
+        view.worker, view.context, view.base = worker, context, context.priced
         context.watch_count(view.read)
         return view
 
@@ -67,7 +78,8 @@ class SyncedKey:
     def read(self) -> tuple | None:
         """The others' best key as of the last epoch this worker's count has passed."""
         context = self.context
-        while context is not None and not self.ended[self.worker] and context.priced >= (self.epoch + 1) * self.rows:
+        while (context is not None and not self.ended[self.worker]
+               and context.priced - self.base >= (self.epoch + 1) * self.rows):
             self.epoch += 1
             self._exchange()
         return self.seen
@@ -75,6 +87,19 @@ class SyncedKey:
     def peek(self) -> tuple | None:
         """The others' best as of the last exchange, taking part in none (a report's look)."""
         return self.seen
+
+    def start(self) -> bool:
+        """Another worker: wait until worker 0 has walked alone for `join_epochs` epochs, then
+        walk from its key of that epoch, this worker's epochs following on from it (True); or,
+        where worker 0 ended first, never walk (False: it walked every unit itself)."""
+        while not self.started[0]:
+            if self.ended[0]:
+                return False
+            time.sleep(START_WAIT_S)
+        epoch = int(self.started[0])
+        self.epoch, self.base = epoch, self.context.priced - epoch * self.rows
+        self.seen = tuple(self.published[0, epoch % 2].tolist())
+        return True
 
     def finish(self) -> None:
         """This worker's walk has ended: its final key stands for every later epoch."""
@@ -84,30 +109,20 @@ class SyncedKey:
             self.final[self.worker] = self.own
             self.ended[self.worker] = 1
 
-    def join(self) -> None:
-        """Worker 0 walks from the next epoch on (before, the others own every unit they reach;
-        `parallel.Claims`). It publishes its key for that epoch now (the others would wait for
-        it there, and it for them) and waits until each other worker has taken that epoch's
-        keys, or ended: what they claimed as theirs alone is then all in the claims table, the
-        same on every run."""
-        epoch = self.epoch + 1
-        with self.lock:
-            self.joined[0] = epoch
-            self.published[self.worker, epoch % 2] = self.own
-            self.epoch_of[self.worker] = epoch
-        while any(self.taken[w] < epoch and not self.ended[w] for w in range(self.workers) if w != self.worker):
-            if self.context.interrupted or self.context.past_deadline():
-                return
-            time.sleep(WAIT_S)
-
     def _exchange(self) -> None:
         epoch, me = self.epoch, self.worker
+        if me == 0 and epoch <= self.join_epochs:       # walking alone
+            if epoch == self.join_epochs:   # the others start from this epoch's key
+                with self.lock:
+                    self.published[me, epoch % 2] = self.own
+                    self.epoch_of[me] = epoch
+                    self.started[0] = epoch
+            return
         with self.lock:
-            if self.epoch_of[me] < epoch:       # else published ahead (`join`)
-                self.published[me, epoch % 2] = self.own
-                self.epoch_of[me] = epoch
+            self.published[me, epoch % 2] = self.own
+            self.epoch_of[me] = epoch
         waiting = [w for w in range(self.workers) if w != me]
-        keys, finals = [], 0
+        keys = []
         while waiting:
             with self.lock:
                 for w in list(waiting):
@@ -115,7 +130,6 @@ class SyncedKey:
                         keys.append(tuple(self.published[w, epoch % 2].tolist()))
                     elif self.ended[w]:     # it ended before its count reached this epoch's
                         keys.append(tuple(self.final[w].tolist()))
-                        finals += 1
                     else:
                         continue
                     waiting.remove(w)
@@ -126,8 +140,3 @@ class SyncedKey:
         best = min(keys) if keys else None
         if best is not None and (self.seen is None or best < self.seen):
             self.seen = best
-        with self.lock:
-            self.taken[me] = epoch
-        self.others_ended = finals == self.workers - 1
-        # the others published this epoch's keys after worker 0 joined, if it joined by then
-        self.zero_walks = self.zero_walks or 0 < self.joined[0] <= epoch

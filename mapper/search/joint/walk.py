@@ -67,6 +67,18 @@ class WalkSetup:
     def parallel(self) -> bool:
         return self.claims is not None
 
+    @property
+    def alone_first(self) -> bool:
+        """Worker 0 dives, walks and searches for incumbents as on one core, the others
+        starting late (on a search's work clock, `synced.SyncedKey.start`); else all start
+        at once, worker 0 searching for incumbents while the others walk."""
+        return self.context.per_evaluation is not None and self.context.walk_first
+
+    @property
+    def divers(self) -> int:
+        """The workers that dive at once, sharing the dives (one where worker 0 is alone first)."""
+        return 1 if self.alone_first else self.workers
+
 
 class Walk:
     """One run of the branch and bound over a space's parts, pruning against `incumbent`."""
@@ -104,7 +116,6 @@ class Walk:
             return self.search_parts(parts)
         if claims.some_walk_ended():       # the others claimed every unit meanwhile
             return True
-        claims.join()
         complete = self.search_parts(parts)
         if complete:
             claims.end_reached()

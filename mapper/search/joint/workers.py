@@ -25,8 +25,9 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
     unfinished units walked by the parent (the walk of `parts` again, skipping what is done).
     `incumbent` ends as the best of all of theirs, and `events` gets the children's events."""
     counted = setup.context.per_evaluation is not None     # a work clock: nothing may depend on timing
-    claims = Claims(fixed=workers if counted else 0)
     shared = SyncedKey(incumbent.key, workers) if counted else SharedKey(incumbent.key)
+    # on a work clock the others start late (`SyncedKey.start`), owning nothing worker 0 reached alone
+    claims = Claims(fixed=workers, started=shared.started) if counted else Claims()
     view = (lambda worker, context: shared.for_worker(worker, context)) if counted else (lambda *_: shared)
     context = multiprocessing.get_context("fork")
     children = []
@@ -35,22 +36,16 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
     def setup_of(worker: int):      # the parent (worker 0) claims with `claims` itself; its ticker reports
         return replace(setup, worker=worker, workers=workers, claims=claims.for_worker(worker) if worker else claims,
                        progress=ticker.writer(worker))
-    # walked whole, worker 0 joins the walk late (`Claims.follow`); across keep parts a part's
-    # units are claimed when its depth-1 nodes are bounded, long before they are walked, and
-    # the others would have claimed them all before worker 0 joined
-    follow = counted and len(parts) == 1
     # set before the fork, so that a worker never meets the signal with its default action (exit)
     previous = signal.signal(signal.SIGUSR1, lambda signum, frame: setup.context.interrupt())
     for worker in range(1, workers):
         receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=_child, args=(setup_of(worker), incumbent, job, view, follow, events,
+        child = context.Process(target=_child, args=(setup_of(worker), incumbent, job, view, counted, events,
                                                      send, os.getpid()), daemon=True)
         child.start()
         send.close()
         children.append((worker, child, receive))
     mine = view(0, setup.context)
-    if follow:
-        claims.follow(mine)
     incumbent.share(mine)
     walk = Walk(setup_of(0), incumbent)
     ticker.start()
@@ -92,7 +87,8 @@ def walk_in_parallel(setup, incumbent, workers: int, job, parts, events: list[Ev
         for _, child, _ in children:
             if child.is_alive():
                 child.terminate()
-    events.append(InParallel(workers, counted))
+    events.append(InParallel(workers, counted, started=not counted or bool(shared.started[0]),
+                             alone=shared.join_epochs * shared.rows if counted else 0))
     return complete, walk.open_bounds
 
 
@@ -102,27 +98,27 @@ def _finish(shared) -> None:
         shared.finish()
 
 
-def _child(setup, incumbent, job, view, follow: bool, events, send, parent_pid: int) -> None:
+def _child(setup, incumbent, job, view, late: bool, events, send, parent_pid: int) -> None:
     """A worker: its own walk of the shared tree, its best mapping and what it priced sent back.
-    It dies with the parent (a SIGKILL of the parent leaves no worker behind)."""
+    `late` (a work clock): it waits to start until worker 0 has walked alone for a while, and
+    does not walk at all where worker 0's walk ends first. It dies with the parent (a SIGKILL
+    of the parent leaves no worker behind)."""
     die_with_parent(parent_pid)
     context = setup.context
     # a first Ctrl-C (sent to the whole process group) winds this worker down as it does the
     # parent; the second aborts, as the parent does; the parent alone says so
     signal.signal(signal.SIGINT, lambda signum, frame: os._exit(130) if context.interrupted else context.interrupt())
     shared = view(setup.worker, context)
-    if follow:
-        setup.claims.follow(shared)
     incumbent.share(shared)
     incumbent.restart_count()       # what this child adds, sent back
     known = len(events)
     try:
-        walk = Walk(setup, incumbent)
-        complete = job(walk)
+        walk = Walk(setup, incumbent) if not late or shared.start() else None
+        complete = True if walk is None else job(walk)     # not started: worker 0 walked every unit
         _finish(shared)
         send.send({"table": incumbent.table, "found_at": incumbent.found_at, "evaluated": incumbent.evaluated,
-                   "open_bounds": walk.open_bounds, "complete": complete, "events": events[known:],
-                   "cut": context.stopped_by_clock})
+                   "open_bounds": [] if walk is None else walk.open_bounds, "complete": complete,
+                   "events": events[known:], "cut": context.stopped_by_clock})
     except Exception as exc:        # reported to the parent, which walks its units itself
         _finish(shared)
         send.send({"error": f"{type(exc).__name__}: {exc}"})
