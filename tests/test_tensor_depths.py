@@ -281,6 +281,19 @@ def test_the_search_starts_from_its_best_with_every_tensor_at_one_depth_within_h
     assert result.score <= start.score <= plain.score * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("workload, found_by_dives", [("gemm-256", False), ("gemv-1024-int8", True)])
+def test_the_search_at_one_depth_starts_only_where_quick_dives_find_nothing(workload, found_by_dives):
+    """A split space's first incumbent comes from quick dives into its parts; only where they
+    find no mapping whose sub-levels fit together (gemm-256's) does the search with each
+    tensor at one depth run (`Joint._start_at_one_depth`)."""
+    from mapper.api import run_search
+    from mapper.search.events import Dives, WarmStart
+    result = run_search("pe-array", workload, "tensor-depths", objective="energy", max_evaluations=8_000)
+    first = next(event for event in result.events if isinstance(event, Dives))
+    assert first.quick and (first.after < float("inf")) is found_by_dives
+    assert any(isinstance(event, WarmStart) for event in result.events) is not found_by_dives
+
+
 def test_a_mapping_over_sub_levels_is_evaluated_and_starts_a_search_again(capsys, tmp_path):
     """`search --json`'s mapping, written to a file, names the sub-levels: `evaluate` prices it
     on them (the same energy), and a search under tensor_depths starts from it."""

@@ -84,22 +84,15 @@ def _pick_vectors(space: Mapspace):
 
 
 def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links: LinkBounds,
-                   budget: Budget, covered=None) -> list[Part] | None:
+                   budget: Budget) -> list[Part] | None:
     """The parts in the order to walk them (smallest root bound first), or None where one
-    part would do (a single keep vector), there are too many
-    of them, none is left once those `covered` are, or the budget ended before they were all
-    bounded (then the space is walked whole, under the bounds that see all of it). `covered`
-    (per level its keep set, the space's group rules -> bool): keep vectors whose best the
-    incumbent already is, or beats, left out."""
+    part would do (a single keep vector), there are too many of them, or the budget ended
+    before they were all bounded (then the space is walked whole, under the bounds that see
+    all of it)."""
     count = keep_vectors(space)
     if count == 1 or count > MAX_PARTS:
         return None
-    wanted = [picks for picks in _pick_vectors(space)
-              if covered is None or not covered([choice.keeps[i] for choice, i in zip(space.choices, picks)],
-                                                space.group_rules)]
-    # (`covered`: its best is the incumbent's or above, `Joint._warm_start_merged`)
-    if not wanted:
-        return None
+    wanted = list(_pick_vectors(space))
     spaces = [space.part(picks) for picks in wanted]
     trees = [tree.for_space(part) for part in spaces]
     # the parts' roots priced together: one call of the cost model, not one per part (each
@@ -117,3 +110,11 @@ def split_by_keeps(space: Mapspace, objective: Objective, tree: LevelTree, links
                              costs.take(rows), picks))
     order = bound_order(objective, np.stack([p.first for p in parts]))   # stable: ties in keep-vector order
     return [parts[i] for i in order]
+
+
+def uncovered(space: Mapspace, parts: list[Part], covered) -> list[Part]:
+    """The parts whose keep vector `covered` (per level its keep set, the space's group rules
+    -> bool) leaves out: those whose best the incumbent already is, or beats
+    (`Joint._warm_start_merged`)."""
+    return [part for part in parts
+            if not covered([choice.keeps[i] for choice, i in zip(space.choices, part.picks)], space.group_rules)]

@@ -45,7 +45,7 @@ from ..tree import LevelTree
 from . import incumbents
 from .neighbourhood import improve
 from .parallel import can_fork, default_workers
-from .parts import bounded_part, split_by_keeps
+from .parts import bounded_part, split_by_keeps, uncovered
 from .settings import JointTuning
 from .walk import Walk, WalkSetup
 from .workers import walk_in_parallel
@@ -97,9 +97,7 @@ class Joint:
         tree = LevelTree(space)
         incumbent = Incumbent(space, objective, context)
         events: list[Event] = []
-        # where a level is split into sub-levels, the proven best with each of its tensors at
-        # one depth covers the parts that keep at most one of them (`depths.one_depth`)
-        covered = self._warm_start(space, objective, incumbent, context, events, tree)
+        self._warm_start(space, objective, incumbent, context, events, tree)
         if self.incumbents:
             events.append(incumbents.given(self.incumbents, space, incumbent))
         if context.past_deadline():
@@ -109,17 +107,21 @@ class Joint:
             return self._set_up_too_long(space, funnel, incumbent, context, events)
         # bounding every part costs tens of milliseconds each: a small space is walked whole
         pruned = funnel.after.get("occupancy", funnel.size)
-        parts = (split_by_keeps(space, objective, tree, links, budget, covered) if pruned > self.parts_above
-                 else None)
+        parts = split_by_keeps(space, objective, tree, links, budget) if pruned > self.parts_above else None
+        split = parts is not None
         if parts is None:
             parts = [bounded_part(space, objective, tree, links, context)]
-        else:
+        setup = WalkSetup(space, objective, tree, links, context, budget, self.tuning, self.chunk,
+                          self.local_search, self.seed)
+        dived = space.arch.capacity_groups and self.warm_start and incumbent.table is None
+        if dived:
+            parts = self._start_at_one_depth(setup, incumbent, parts, events)
+        if split:
             events.append(InParts(len(parts), float(bound_primary(objective, parts[0].first))))
         lowest = min(float(bound_primary(objective, p.first)) for p in parts)
-        setup = WalkSetup(space, objective, tree, links, context, budget, self.tuning, self.chunk,
-                          self.local_search, self.seed, _with_figures(progress, incumbent, lowest))
+        setup = replace(setup, progress=_with_figures(progress, incumbent, lowest))
         workers = self.workers or default_workers(context)
-        job = lambda walk: self._find_and_walk(walk, parts, funnel, events)     # noqa: E731
+        job = lambda walk: self._find_and_walk(walk, parts, funnel, events, dived)     # noqa: E731
         if workers > 1 and pruned > self.parallel_above and can_fork(context) and incumbent.key is not None:
             complete, open_bounds = walk_in_parallel(setup, incumbent, workers, job, parts, events)
         else:
@@ -146,34 +148,48 @@ class Joint:
         return incumbent.result(self.name, funnel, optimal=False, complete=False, lower_bound=None,
                                 events=events, settings=settings_of(self))
 
-    def _warm_start(self, space, objective, incumbent, context, events, tree=None):
+    def _warm_start(self, space, objective, incumbent, context, events, tree=None) -> None:
         """Greedy's mapping as the first incumbent, each level chosen from one quick look
         (`Greedy.quick`: a few tenths of a second). Its full pass cost more than the dives
         that then beat it (pe-array 96x4096x11008: 0.6 s of 2.7, its mapping 1.9x the optimum,
         the dives' 1.003x); on tpu-v4i it took 11 s of 60 and ended at 22x the optimum, where
-        the local search from a quick pass reaches it in a second or two (docs/RESULTS.md)."""
-        if not self.warm_start:
+        the local search from a quick pass reaches it in a second or two (docs/RESULTS.md).
+        Where a level is split into sub-levels, none: greedy's level-by-level choice seldom
+        leaves sub-levels that fit their one capacity together (pe-array 1024³: 40 s to the
+        proof from greedy's start, 40x the optimum), and the start comes once the parts are
+        bounded (`_start_at_one_depth`)."""
+        if not self.warm_start or space.arch.capacity_groups:
             return
-        if space.arch.capacity_groups:
-            return self._warm_start_merged(space, objective, incumbent, context, events)
         try:
             warm = Greedy(quick=True).run(space, objective, context, tree=tree)
             incumbent.offer(to_table([warm.mapping], space.n_dims, len(space.workload.tensors)))
             events.append(WarmStart(warm.score))
         except Exception as exc:          # greedy can dead-end; the search does not need it
             events.append(NoWarmStart(str(exc)))
-        return None
+
+    def _start_at_one_depth(self, setup: WalkSetup, incumbent: Incumbent, parts: list, events) -> list:
+        """Where a level is split into sub-levels (`depths`) and no mapping was given: quick
+        dives into the parts first, and only where they find no mapping whose sub-levels fit
+        their one capacity together, the best with each tensor at one depth
+        (`_warm_start_merged`), whose proof drops the parts it covers. Returns the parts left.
+        The dives found one on pe-array's 729x343x1125, 1009x1024x768 and GEMV (the walk then
+        proved the optimum in 0.4 s less CPU than from that search), none on 256³ and 1024³,
+        whose walks from the dives' first find took twice as long (docs/RESULTS.md)."""
+        incumbents.dives(self.starts, Walk(setup, incumbent), parts, events, polish=False)
+        if incumbent.table is not None:
+            return parts
+        covered = self._warm_start_merged(setup.space, setup.objective, incumbent, setup.context, events)
+        if covered is None or not parts[0].picks:       # not proven, or one part: the space whole
+            return parts
+        return uncovered(setup.space, parts, covered) or parts
 
     def _warm_start_merged(self, space, objective, incumbent, context, events):
-        """Where a level is split into sub-levels (`depths`): the best mapping with each of its
+        """The best mapping of a space split into sub-levels (`depths`) with each of their
         tensors at one depth, this search's own on that smaller space (`depths.merged`), whose
-        mappings are all in this one (`depths.lifted`). The sampled dives rarely reach a
-        mapping whose sub-levels fit their one capacity together, and greedy's level-by-level
-        choice of them seldom does (pe-array 1024³: 40 s to the proof from greedy's start, 40x
-        the optimum). It takes at most `MERGED_SHARE` of the search's budget (on eyeriss's
-        resnet50-conv3 it proves nothing in 60 s, and took all of them). Returns, where that
-        best is proven, which keep vectors it covers (`depths.one_depth`: the walk in parts
-        skips them), else None."""
+        mappings are all in this one (`depths.lifted`). It takes at most `MERGED_SHARE` of the
+        search's budget (on eyeriss's resnet50-conv3 it proves nothing in 60 s, and took all
+        of them). Returns, where that best is proven, which keep vectors it covers
+        (`depths.one_depth`: the walk in parts skips them), else None."""
         try:
             arch, constraints = depths.merged(space.arch, space.constraints)
             plain = Mapspace(arch, space.workload, constraints)
@@ -190,7 +206,7 @@ class Joint:
             events.append(NoWarmStart(f"each tensor at one depth: {exc}"))
             return None
 
-    def _find_and_walk(self, walk: Walk, parts, funnel, events: list[Event]) -> bool:
+    def _find_and_walk(self, walk: Walk, parts, funnel, events: list[Event], dived: bool = False) -> bool:
         """The incumbents' search, then the walk; True when the walk finished. On several
         cores every worker runs this on its own walk. On the wall clock worker 0 runs the
         searches for better incumbents (`incumbents.improve_incumbent`; in parts only the
@@ -207,7 +223,8 @@ class Joint:
         an evaluation budget, the local search across parts from inside the walk, on the
         budget's clock); on a search's work clock (`context.walk_first`) in the order above,
         every trigger counted and CP-SAT's answer taken at a counted point: either way what is
-        priced never depends on the load."""
+        priced never depends on the load. `dived`: the quick dives were made already (where a
+        level is split into sub-levels, `_start_at_one_depth`)."""
         setup, incumbent, context = walk.setup, walk.incumbent, walk.context
         space = setup.space
         counted = context.per_evaluation is not None
@@ -238,14 +255,16 @@ class Joint:
             # in parts: the polished dives first (one into each of the best parts finds these
             # spaces' optima), the local search across parts later, from inside the walk
             claims = setup.claims       # they end once another worker's walk has ended
-            incumbents.dives(self.starts, walk, parts, events, polish=walk.polish,
-                             until=None if claims is None else claims.some_walk_ended)
+            if not dived:
+                incumbents.dives(self.starts, walk, parts, events, polish=walk.polish,
+                                 until=None if claims is None else claims.some_walk_ended)
             walk.deferred.run_later(lambda: incumbents.across_parts(self.starts, walk, parts, events),
                            after=self.tuning.parts_search_after)
         elif setup.worker == 0 and (in_order or beside):
             improve_incumbent()
         elif setup.worker == 0 or beside:
-            incumbents.dives(self.starts, walk, parts, events, polish=False)
+            if not dived:
+                incumbents.dives(self.starts, walk, parts, events, polish=False)
             if setup.worker == 0:       # as on one core: later, from inside the walk
                 walk.deferred.run_later(improve_incumbent)
         # else a worker started late (`synced.SyncedKey.start`): straight to the walk, from the
