@@ -169,8 +169,9 @@ class InParallel(Event):
 
     def text(self) -> str:
         if self.counted and not self.started:
-            return (f"searched by one process: its walk ended within the {self.alone:,} mappings it walks alone "
-                    f"before {self.workers - 1} more join it (`joint/synced.py`)")
+            others = "the other process" if self.workers == 2 else f"the other {self.workers - 1} processes"
+            return (f"searched by one process: its walk ended within the first {self.alone:,} mappings, which it "
+                    f"walks alone, and {others} never started (`joint/synced.py`)")
         if self.counted:
             return (f"searched by {self.workers} processes, the first alone for {self.alone:,} mappings, then each "
                     "walking the units of the tree fixed for it by counts and hashes, their best mappings "

@@ -113,7 +113,7 @@ class Joint:
             parts = [bounded_part(space, objective, tree, links, context)]
         setup = WalkSetup(space, objective, tree, links, context, budget, self.tuning, self.chunk,
                           self.local_search, self.seed)
-        dived = space.arch.capacity_groups and self.warm_start and incumbent.table is None
+        dived = bool(space.arch.capacity_groups) and self.warm_start and incumbent.table is None
         if dived:
             parts = self._start_at_one_depth(setup, incumbent, parts, events)
         if split:
@@ -173,8 +173,8 @@ class Joint:
         their one capacity together, the best with each tensor at one depth
         (`_warm_start_merged`), whose proof drops the parts it covers. Returns the parts left.
         The dives found one on pe-array's 729x343x1125, 1009x1024x768 and GEMV (the walk then
-        proved the optimum in 0.4 s less CPU than from that search), none on 256³ and 1024³,
-        whose walks from the dives' first find took twice as long (docs/RESULTS.md)."""
+        proved the optimum with 0.1-0.3 s less CPU than from that search), none on 256³ and
+        1024³ (walked without that search, twice as long; docs/RESULTS.md)."""
         incumbents.dives(self.starts, Walk(setup, incumbent), parts, events, polish=False)
         if incumbent.table is not None:
             return parts
@@ -214,8 +214,8 @@ class Joint:
         others dive quickly and walk, and each walks the units of the tree it claims first. On
         a search's work clock the others start only once worker 0 has walked alone for a
         while (`synced.SyncedKey.start`), and then go straight to the walk; worker 0 runs this
-        as on one core, but in parts its polished dives still come first (pe-array's 1000^3:
-        0.6 s less to the proof; docs/RESULTS.md). On one core, the quick
+        as on one core, but in parts its polished dives still come first (pe-array's 1000³ and
+        768x768x3072: 0.3-0.8 s less CPU to the proof; docs/RESULTS.md). On one core, the quick
         dives and the walk come first, and the walk runs the searches for incumbents itself
         once it has gone on for a while (where the walk proves the optimum quickly, polishing
         the dives first only delays it; docs/RESULTS.md). Under an evaluation budget (and on
@@ -253,7 +253,9 @@ class Joint:
         beside = setup.parallel and not setup.alone_first
         if setup.worker == 0 and len(parts) > 1 and (setup.parallel or (counted and in_order)):
             # in parts: the polished dives first (one into each of the best parts finds these
-            # spaces' optima), the local search across parts later, from inside the walk
+            # spaces' optima), the local search across parts later, from inside the walk; none
+            # after the quick dives into a split space's parts (on pe-array's GEMMs with tensor
+            # depths they found nothing better, at 0.15 s of 1.35 on 729x343x1125)
             claims = setup.claims       # they end once another worker's walk has ended
             if not dived:
                 incumbents.dives(self.starts, walk, parts, events, polish=walk.polish,
