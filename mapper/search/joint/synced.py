@@ -46,7 +46,8 @@ class SyncedKey:
     def __init__(self, key: tuple, workers: int, rows: int | None = None, join_epochs: int | None = None):
         context = multiprocessing.get_context("fork")
         self.workers, self.rows, self.width = workers, rows or SYNC_ROWS, len(key)
-        self.join_epochs = JOIN_EPOCHS if join_epochs is None else join_epochs
+        # at least one: worker 0 marks the start at an exchange of its own, the first at epoch 1
+        self.join_epochs = max(1, JOIN_EPOCHS if join_epochs is None else join_epochs)
         self.lock = context.Lock()
         # per worker: the key published for the last two epochs (by epoch's parity), the last
         # epoch published, whether it ended and its final key
