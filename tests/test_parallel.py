@@ -16,6 +16,7 @@ from mapper.mapping import from_table
 from mapper.mapspace import Mapspace, sampling
 from mapper.search import Exhaustive, Joint, JointTuning, SearchContext, parse_objective
 from mapper.search.bounds import LinkBounds
+from mapper.search.joint import synced
 from mapper.search.joint.parallel import Claims, content_hashes
 from mapper.search.joint.parts import bounded_part
 from mapper.search.joint.walk import Walk, WalkSetup
@@ -84,17 +85,20 @@ def _as_worker(claims, worker):
     return claims.for_worker(worker)
 
 
-@pytest.mark.parametrize("workers", [2, 3])
-def test_the_workers_walk_every_leaf_once(workers, tmp_path):
+@pytest.mark.parametrize("workers, clock", [(2, "wall"), (3, "wall"), (2, "work")])
+def test_the_workers_walk_every_leaf_once(workers, clock, tmp_path, monkeypatch):
     """Forked workers claiming the units of one walk: the leaves they offer together are the
     leaves of the walk on one core, each once; the incumbent takes none, so that nothing is
-    pruned."""
+    pruned. On a work clock the others start once worker 0 has priced an epoch's rows alone
+    (`synced.SyncedKey.start`, here 200): they walk a share of what is left."""
+    monkeypatch.setattr(synced, "SYNC_ROWS", 200)
+    monkeypatch.setattr(synced, "JOIN_EPOCHS", 1)
     arch = load_arch("toy")
     space = Mapspace(arch, gemm(8, 4, 4), Constraints(factors="imperfect"))
     objective = parse_objective("edp", arch)
     tree = LevelTree(space)
 
-    context = SearchContext()
+    context = SearchContext() if clock == "wall" else SearchContext.for_command(None).for_search()
     setup = WalkSetup(space, objective, tree, LinkBounds(space), context, context.budget(None), JointTuning(),
                       4_000, False)
 
@@ -118,6 +122,8 @@ def test_the_workers_walk_every_leaf_once(workers, tmp_path):
     assert len(shares) == workers and sum(map(len, shares)) == len(whole) > 1_000
     walked = np.concatenate([share for share in shares if len(share)])     # a worker may get none
     assert len(np.unique(walked, axis=0)) == len(np.unique(whole, axis=0)) == len(whole)
+    if clock == "work":             # the late one walked its share
+        assert all(len(share) for share in shares)
 
 
 def _rows(table):

@@ -132,6 +132,11 @@ class SearchContext:
             return self
         return replace(self, per_evaluation=1.0 / rate, walk_first=walk_first)
 
+    @property
+    def on_search_clock(self) -> bool:
+        """On a search's work clock (`for_search`): counted, the joint search walking first."""
+        return self.per_evaluation is not None and self.walk_first
+
     def for_search(self) -> "SearchContext":
         """The context of one search of a command (`mapper search`, a sweep's point,
         `explain`'s search, the Python API): on the work clock of SEARCH_MAPPINGS_PER_SECOND,

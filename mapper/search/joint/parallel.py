@@ -48,9 +48,9 @@ COUNTED_WORKERS = 2
 
 
 def default_workers(context=None) -> int:
-    """COUNTED_WORKERS on a search's work clock (`context.walk_first`), else the cores this
+    """COUNTED_WORKERS on a search's work clock (`context.on_search_clock`), else the cores this
     process may run on, up to MAX_WORKERS."""
-    if context is not None and context.per_evaluation is not None and context.walk_first:
+    if context is not None and context.on_search_clock:
         return COUNTED_WORKERS
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(MAX_WORKERS, cores))

@@ -72,7 +72,7 @@ class WalkSetup:
         """Worker 0 dives, walks and searches for incumbents as on one core, the others
         starting late (on a search's work clock, `synced.SyncedKey.start`); else all start
         at once, worker 0 searching for incumbents while the others walk."""
-        return self.context.per_evaluation is not None and self.context.walk_first
+        return self.context.on_search_clock
 
     @property
     def divers(self) -> int:
